@@ -1,0 +1,61 @@
+"""Reading and rewriting call arguments the way Python binds them."""
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import libcst as cst
+
+
+def has_star_args(call: cst.Call) -> bool:
+    """``*args`` or ``**kwargs``: any parameter may be given, so nothing can be said to be missing."""
+    return any(arg.star for arg in call.args)
+
+
+def positional_args(call: cst.Call) -> Sequence[cst.Arg]:
+    return [arg for arg in call.args if arg.keyword is None and not arg.star]
+
+
+def keyword_arg(call: cst.Call, name: str) -> Optional[cst.Arg]:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value == name:
+            return arg
+    return None
+
+
+def argument(call: cst.Call, position: int, name: str) -> Optional[cst.Arg]:
+    """The argument bound to parameter ``name`` at ``position`` (0-based), if given."""
+    positional = positional_args(call)
+    if position < len(positional):
+        return positional[position]
+    return keyword_arg(call, name)
+
+
+def add_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Call:
+    """``call`` with ``name=value`` appended, keeping the call's layout.
+
+    A trailing comma stays trailing and a one-argument-per-line call gets the
+    new argument on its own line with the same indentation.
+    """
+    new_arg = cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+    )
+    args = list(call.args)
+    if not args:
+        return call.with_changes(args=[new_arg])
+    last = args[-1]
+    if isinstance(last.comma, cst.Comma):
+        # Trailing comma: the new argument inherits it (and the whitespace before ')');
+        # the old last argument is separated from the new one the way it was from its predecessor.
+        if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+            separator = args[-2].comma
+        else:
+            separator = cst.Comma(whitespace_after=call.whitespace_before_args)
+        args[-1] = last.with_changes(comma=separator)
+        args.append(new_arg.with_changes(comma=last.comma))
+    else:
+        args[-1] = last.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+        args.append(new_arg.with_changes(whitespace_after_arg=last.whitespace_after_arg))
+        args[-1 - 1] = args[-2].with_changes(whitespace_after_arg=cst.SimpleWhitespace(""))
+    return call.with_changes(args=args)

@@ -1,0 +1,213 @@
+"""Command line: argument parsing, the run over files, and exit codes.
+
+Exit codes: 0 nothing found, 1 findings remain (or a fix was applied with
+--exit-non-zero-on-fix, or --diff would change something), 2 a usage,
+configuration, read, parse or internal error (findings in other files are
+still reported).
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence
+
+from torchlint import __version__, config, engine, registry, source
+from torchlint.docs import fix_summary, page
+from torchlint.files import discover
+from torchlint.report import RunSummary, formatters
+from torchlint.rule import Diagnostic, Finding
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+def _selector_list(value: str) -> List[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchlint",
+        description="Find and fix PyTorch code that produces NaN/Inf gradients, cuts the autograd graph, or breaks on another machine.",
+    )
+    parser.add_argument("--version", action="version", version=f"torchlint {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    check = sub.add_parser("check", help="lint files and folders (and fix them with --fix)")
+    check.add_argument("paths", nargs="*", metavar="PATH", help="files or folders to lint ('-' reads standard input); default: .")
+    check.add_argument("--fix", action="store_true", help="apply safe and numerics fixes")
+    unsafe = check.add_mutually_exclusive_group()
+    unsafe.add_argument("--unsafe-fixes", dest="unsafe_fixes", action="store_true", default=None, help="also apply unsafe fixes")
+    unsafe.add_argument("--no-unsafe-fixes", dest="unsafe_fixes", action="store_false", help="never apply unsafe fixes")
+    check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
+    check.add_argument("--select", type=_selector_list, help="codes, prefixes (TL2), names or ALL; replaces the configured selection")
+    check.add_argument("--extend-select", type=_selector_list, action="append", default=[], help="add to the selection")
+    check.add_argument("--ignore", type=_selector_list, action="append", default=[], help="remove from the selection")
+    check.add_argument("--output-format", choices=sorted(formatters()), default="text")
+    check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain (errors still exit 2)")
+    check.add_argument("--exit-non-zero-on-fix", action="store_true", help="exit 1 when a fix was applied, even if nothing remains")
+    check.add_argument("--config", metavar="FILE", help="read [tool.torchlint] from FILE instead of the nearest pyproject.toml")
+    check.add_argument("--stdin-filename", metavar="NAME", help="the name of the file read from standard input")
+    check.add_argument("--force-exclude", action="store_true", help="apply exclude patterns to files named on the command line too")
+    check.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    check.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary line")
+
+    rule = sub.add_parser("rule", help="show a rule's documentation")
+    rule.add_argument("rule", metavar="CODE_OR_NAME")
+
+    sub.add_parser("rules", help="list every rule with its fix class")
+    return parser
+
+
+@dataclass
+class _Run:
+    findings: List[Finding] = field(default_factory=list)
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+    fixed: int = 0
+    would_change: int = 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "rule":
+        return _show_rule(args.rule)
+    if args.command == "rules":
+        return _list_rules()
+    try:
+        return _check(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _show_rule(key: str) -> int:
+    try:
+        rule = registry.rule_by_code_or_name(key)
+    except registry.UnknownSelector:
+        print(f"error: unknown rule {key!r}; `torchlint rules` lists them", file=sys.stderr)
+        return EXIT_ERROR
+    sys.stdout.write(page(rule))
+    return EXIT_CLEAN
+
+
+def _list_rules() -> int:
+    for rule in registry.all_rules().values():
+        fix = rule.fix_applicability.value if rule.fix_applicability else "-"
+        print(f"{rule.code}  {rule.name:<34} {fix:<9} {rule.message}")
+    return EXIT_CLEAN
+
+
+def _error(message: str) -> None:
+    print(f"error: {message}", file=sys.stderr)
+
+
+def _check(args: argparse.Namespace) -> int:
+    paths = args.paths or ["."]
+    reads_stdin = paths == ["-"]
+    if "-" in paths and not reads_stdin:
+        _error("'-' (standard input) cannot be combined with other paths")
+        return EXIT_ERROR
+    overrides = config.Overrides(
+        select=args.select,
+        extend_select=[s for group in args.extend_select for s in group],
+        ignore=[s for group in args.ignore for s in group],
+        unsafe_fixes=args.unsafe_fixes,
+    )
+    if args.config is not None and not os.path.isfile(args.config):
+        _error(f"configuration file not found: {args.config}")
+        return EXIT_ERROR
+    try:
+        start = [args.stdin_filename] if reads_stdin and args.stdin_filename else ([] if reads_stdin else paths)
+        settings = config.discover_and_resolve(start, overrides, args.config)
+    except config.ConfigError as exc:
+        _error(str(exc))
+        return EXIT_ERROR
+
+    run = _Run()
+    if reads_stdin:
+        _check_stdin(args, settings, run)
+    else:
+        files, problems = discover(paths, settings, force_exclude=args.force_exclude)
+        run.diagnostics.extend(problems)
+        for path in files:
+            _check_file(path, args, settings, run)
+
+    run.findings.sort(key=lambda f: f.sort_key)
+    run.diagnostics.sort(key=lambda d: (d.path, d.line, d.column))
+    for diagnostic in run.diagnostics:
+        print(f"error: {diagnostic.path}:{diagnostic.line}:{diagnostic.column}: {diagnostic.message}", file=sys.stderr)
+
+    summary = RunSummary(run.findings, run.diagnostics, run.fixed, settings.unsafe_fixes, fix_mode=args.fix, quiet=args.quiet)
+    if args.diff:
+        if run.would_change:
+            print(f"Would fix {run.would_change} {'error' if run.would_change == 1 else 'errors'}.", file=sys.stderr)
+    elif not (reads_stdin and args.fix):
+        sys.stdout.write(formatters()[args.output_format](summary))
+    elif run.findings:
+        # Fixed source went to stdout; what remains goes to stderr.
+        sys.stderr.write(formatters()["text"](summary))
+
+    if run.diagnostics:
+        return EXIT_ERROR
+    if args.diff:
+        return EXIT_FINDINGS if run.would_change else EXIT_CLEAN
+    if run.findings and not args.exit_zero:
+        return EXIT_FINDINGS
+    if args.exit_non_zero_on_fix and run.fixed:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _process(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> Optional[str]:
+    """Lint (and fix) one decoded text; returns the fixed text when it changed."""
+    if not (args.fix or args.diff):
+        result = engine.lint_text(text, path, settings)
+        run.findings.extend(result.findings)
+        run.diagnostics.extend(result.diagnostics)
+        return None
+    fixed = engine.fix_text(text, path, settings)
+    run.diagnostics.extend(fixed.result.diagnostics)
+    if args.diff:
+        # --diff reports what it would change, not the findings.
+        run.would_change += fixed.applied
+        if fixed.text != text:
+            diff = difflib.unified_diff(
+                source.split_lines(text), source.split_lines(fixed.text), fromfile=path, tofile=path
+            )
+            sys.stdout.write("".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in diff))
+        return None
+    run.fixed += fixed.applied
+    run.findings.extend(fixed.result.findings)
+    return fixed.text if fixed.text != text else None
+
+
+def _check_file(path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> None:
+    try:
+        decoded = source.read(path)
+    except source.SourceError as exc:
+        run.diagnostics.append(Diagnostic(path, exc.message, exc.line, exc.column, exc.kind))
+        return
+    new_text = _process(decoded.text, path, args, settings, run)
+    if new_text is not None:
+        try:
+            source.write_atomic(path, decoded.encode(new_text))
+        except (OSError, UnicodeEncodeError) as exc:
+            run.diagnostics.append(Diagnostic(path, f"cannot write fixed file: {exc}", kind="io"))
+
+
+def _check_stdin(args: argparse.Namespace, settings: config.Settings, run: _Run) -> None:
+    path = args.stdin_filename or "-"
+    data = sys.stdin.buffer.read()
+    try:
+        decoded = source.decode(data)
+    except source.SourceError as exc:
+        run.diagnostics.append(Diagnostic(path, exc.message, exc.line, exc.column, exc.kind))
+        if args.fix:
+            sys.stdout.buffer.write(data)
+        return
+    new_text = _process(decoded.text, path, args, settings, run)
+    if args.fix and not args.diff:
+        sys.stdout.buffer.write(decoded.encode(new_text) if new_text is not None else data)

@@ -1,0 +1,231 @@
+"""``[tool.torchlint]`` in pyproject.toml, merged with the command line.
+
+The nearest pyproject.toml with a ``[tool.torchlint]`` table, searched from
+the directory of the linted paths upwards, is the configuration (or the
+file given with ``--config``).  Every key is checked: an unknown key or a
+value of the wrong type is an error that names the key and the file.
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
+
+from torchlint import registry
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python < 3.11
+    import tomli as tomllib
+
+DEFAULT_EPS = 1e-6
+DEFAULT_EXCLUDE: Tuple[str, ...] = (
+    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", ".eggs", "*.egg",
+    "__pycache__", "__pypackages__", "build", "dist", "node_modules", "site-packages",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".torchlint_cache", ".ipynb_checkpoints",
+)
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+
+
+class ConfigError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Settings:
+    enabled: FrozenSet[str]
+    per_file_ignores: Tuple[Tuple[str, FrozenSet[str]], ...] = ()
+    exclude: Tuple[str, ...] = DEFAULT_EXCLUDE
+    eps: float = DEFAULT_EPS
+    # None means "the newest torch": rules take today's defaults.
+    target_torch_version: Optional[Tuple[int, int]] = None
+    unsafe_fixes: bool = False
+    root: str = "."
+    config_path: Optional[str] = None
+
+    def codes_for(self, path: str) -> FrozenSet[str]:
+        """The enabled codes minus those that per-file-ignores removes for ``path``."""
+        codes = self.enabled
+        if self.per_file_ignores:
+            for pattern, ignored in self.per_file_ignores:
+                if path_matches(path, pattern, self.root):
+                    codes = codes - ignored
+        return codes
+
+    def is_excluded(self, path: str) -> bool:
+        return any(path_matches(path, pattern, self.root) for pattern in self.exclude)
+
+    def fingerprint(self) -> str:
+        """Everything that changes findings or fixes, for caches."""
+        return repr((sorted(self.enabled), self.per_file_ignores, self.eps, self.target_torch_version))
+
+
+@dataclass
+class Overrides:
+    """What the command line says; None leaves the config's value."""
+
+    select: Optional[List[str]] = None
+    extend_select: List[str] = field(default_factory=list)
+    ignore: List[str] = field(default_factory=list)
+    unsafe_fixes: Optional[bool] = None
+
+
+def path_matches(path: str, pattern: str, root: str) -> bool:
+    """ruff/flake8-style: a pattern matches a file's name, any directory name on its path, or its path from the root."""
+    pattern = pattern.rstrip("/")
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute, os.path.abspath(root)).replace(os.sep, "/")
+    if fnmatch.fnmatchcase(relative, pattern) or fnmatch.fnmatchcase(absolute.replace(os.sep, "/"), pattern):
+        return True
+    if "/" in pattern:
+        return fnmatch.fnmatchcase(relative, pattern + "/*")
+    parts = relative.split("/") if not relative.startswith("..") else absolute.replace(os.sep, "/").split("/")
+    return any(fnmatch.fnmatchcase(part, pattern) for part in parts)
+
+
+def find_config(start: str) -> Optional[str]:
+    """The nearest pyproject.toml with a [tool.torchlint] table, from ``start`` upwards."""
+    directory = os.path.abspath(start)
+    if os.path.isfile(directory):
+        directory = os.path.dirname(directory)
+    while True:
+        candidate = os.path.join(directory, "pyproject.toml")
+        if os.path.isfile(candidate):
+            try:
+                with open(candidate, "rb") as handle:
+                    data = tomllib.load(handle)
+            except (OSError, tomllib.TOMLDecodeError):
+                # A broken pyproject.toml without our table is not ours to judge;
+                # one that mentions it is reported when loaded.
+                if _mentions_torchlint(candidate):
+                    return candidate
+            else:
+                if "torchlint" in data.get("tool", {}):
+                    return candidate
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            return None
+        directory = parent
+
+
+def _mentions_torchlint(path: str) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return b"[tool.torchlint" in handle.read()
+    except OSError:
+        return False
+
+
+def load_table(path: str) -> Dict[str, Any]:
+    try:
+        with open(path, "rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read configuration: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+    if os.path.basename(path) == "pyproject.toml" or "tool" in data:
+        table = data.get("tool", {}).get("torchlint", {})
+    else:  # a dedicated file given with --config: the table may be at the top level
+        table = data
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [tool.torchlint] must be a table")
+    return table
+
+
+_KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "eps", "target-torch-version", "unsafe-fixes")
+
+
+def _string_list(table: Dict[str, Any], key: str, path: str) -> Optional[List[str]]:
+    if key not in table:
+        return None
+    value = table[key]
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise ConfigError(f"{path}: [tool.torchlint] {key} must be a list of strings, got {value!r}")
+    return list(value)
+
+
+def _selectors(values: Iterable[str], where: str) -> FrozenSet[str]:
+    try:
+        return registry.expand_selectors(values)
+    except registry.UnknownSelector as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str] = None) -> Settings:
+    table: Dict[str, Any] = {}
+    root = cwd or os.getcwd()
+    if config_path is not None:
+        table = load_table(config_path)
+        root = os.path.dirname(os.path.abspath(config_path))
+        unknown = sorted(set(table) - set(_KEYS))
+        if unknown:
+            raise ConfigError(
+                f"{config_path}: unknown key {unknown[0]!r} in [tool.torchlint] (known keys: {', '.join(_KEYS)})"
+            )
+    where = f"{config_path}: [tool.torchlint]" if config_path else "configuration"
+
+    select = _string_list(table, "select", config_path or "")
+    enabled = _selectors(select, f"{where} select") if select is not None else registry.default_codes()
+    enabled |= _selectors(_string_list(table, "extend-select", config_path or "") or [], f"{where} extend-select")
+    enabled -= _selectors(_string_list(table, "ignore", config_path or "") or [], f"{where} ignore")
+    # The command line refines the configuration, as in ruff.
+    if overrides.select is not None:
+        enabled = _selectors(overrides.select, "--select")
+    enabled |= _selectors(overrides.extend_select, "--extend-select")
+    enabled -= _selectors(overrides.ignore, "--ignore")
+
+    per_file: List[Tuple[str, FrozenSet[str]]] = []
+    raw_per_file = table.get("per-file-ignores", {})
+    if not isinstance(raw_per_file, dict):
+        raise ConfigError(f"{config_path}: [tool.torchlint] per-file-ignores must be a table of glob = [codes], got {raw_per_file!r}")
+    for pattern, codes in raw_per_file.items():
+        if not isinstance(codes, list) or not all(isinstance(c, str) for c in codes):
+            raise ConfigError(f"{config_path}: [tool.torchlint] per-file-ignores {pattern!r} must be a list of strings, got {codes!r}")
+        per_file.append((pattern, _selectors(codes, f"{where} per-file-ignores {pattern!r}")))
+
+    exclude = _string_list(table, "exclude", config_path or "")
+    excludes = tuple(exclude) if exclude is not None else DEFAULT_EXCLUDE
+    excludes += tuple(_string_list(table, "extend-exclude", config_path or "") or [])
+
+    eps = table.get("eps", DEFAULT_EPS)
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not (0 < eps < 1):
+        raise ConfigError(f"{config_path}: [tool.torchlint] eps must be a number between 0 and 1, got {eps!r}")
+
+    version = None
+    if "target-torch-version" in table:
+        raw = table["target-torch-version"]
+        match = _VERSION.match(raw) if isinstance(raw, str) else None
+        if match is None:
+            raise ConfigError(
+                f"{config_path}: [tool.torchlint] target-torch-version must be a string such as \"2.4\", got {raw!r}"
+            )
+        version = (int(match.group(1)), int(match.group(2)))
+
+    unsafe = table.get("unsafe-fixes", False)
+    if not isinstance(unsafe, bool):
+        raise ConfigError(f"{config_path}: [tool.torchlint] unsafe-fixes must be true or false, got {unsafe!r}")
+    if overrides.unsafe_fixes is not None:
+        unsafe = overrides.unsafe_fixes
+
+    return Settings(
+        enabled=frozenset(enabled),
+        per_file_ignores=tuple(per_file),
+        exclude=excludes,
+        eps=float(eps),
+        target_torch_version=version,
+        unsafe_fixes=unsafe,
+        root=root,
+        config_path=config_path,
+    )
+
+
+def discover_and_resolve(paths: Sequence[str], overrides: Overrides, config_file: Optional[str] = None) -> Settings:
+    if config_file is None:
+        existing = [p for p in paths if p != "-" and os.path.exists(p)]
+        start = os.path.commonpath([os.path.abspath(p) for p in existing]) if existing else os.getcwd()
+        config_file = find_config(start)
+    return resolve(config_file, overrides)

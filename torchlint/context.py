@@ -1,0 +1,100 @@
+"""What a rule can ask about the file it is visiting."""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+
+import libcst as cst
+from libcst._nodes.internal import CodegenState
+
+from torchlint.analysis.names import ImportTable
+from torchlint.analysis.scope import binds_name, self_attributes
+from torchlint.rule import ImportRequirement
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.config import Settings
+
+
+class FileContext:
+    def __init__(self, path: str, source: str, module: cst.Module, settings: "Settings") -> None:
+        self.path = path
+        self.source = source
+        self.module = module
+        self.settings = settings
+        self.imports = ImportTable.from_module(module)
+        # The nodes enclosing the one being visited, outermost first (maintained by the engine).
+        self.ancestors: List[cst.CSTNode] = []
+        self._class_attributes: Dict[int, Dict[str, cst.BaseExpression]] = {}
+
+    # -- names -----------------------------------------------------------------
+
+    def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
+        return self.imports.qualified_name(node)
+
+    def reference(self, qualified: str, preferred_alias: str) -> Tuple[str, Optional[ImportRequirement]]:
+        """Text naming module ``qualified`` (e.g. ``torch.nn.functional``) and the import it needs.
+
+        Reuses an alias the file already has (``F``, or ``torch.nn.functional``
+        under ``import torch``); otherwise asks for
+        ``import <qualified> as <preferred_alias>`` unless that alias is already
+        used as a word in the file, in which case the plain import is added.
+        """
+        existing = self.imports.reference_to(qualified)
+        if existing is not None:
+            return existing, None
+        alias_in_use = self.imports.is_bound(preferred_alias) or re.search(
+            rf"(?<![\w.]){re.escape(preferred_alias)}\b", self.source
+        )
+        if not alias_in_use:
+            return preferred_alias, ImportRequirement(qualified, preferred_alias)
+        return qualified, ImportRequirement(qualified)
+
+    # -- tree ------------------------------------------------------------------
+
+    def code(self, node: cst.CSTNode, indents: Sequence[str] = ()) -> str:
+        """Source text of ``node`` as it stands inside blocks indented by ``indents``.
+
+        ``Module.code_for_node`` renders a multi-line node as if it stood at
+        the top level; continuation lines inside an indented block need the
+        block indentation to match the file.
+        """
+        state = CodegenState(
+            default_indent=self.module.default_indent,
+            default_newline=self.module.default_newline,
+            indent_tokens=list(indents),
+        )
+        node._codegen(state)
+        return "".join(state.tokens)
+
+    def current_indents(self) -> Tuple[str, ...]:
+        """The indentation of the blocks enclosing the node being visited."""
+        default = self.module.default_indent
+        return tuple(
+            (node.indent if node.indent is not None else default)
+            for node in self.ancestors
+            if isinstance(node, cst.IndentedBlock)
+        )
+
+    @property
+    def parent(self) -> Optional[cst.CSTNode]:
+        return self.ancestors[-1] if self.ancestors else None
+
+    def self_attribute_value(self, attr: str) -> Optional[cst.BaseExpression]:
+        """The value assigned to ``self.<attr>`` in the enclosing class's methods, if any."""
+        class_def = self.enclosing(cst.ClassDef)
+        if class_def is None:
+            return None
+        table = self._class_attributes.get(id(class_def))
+        if table is None:
+            table = self._class_attributes[id(class_def)] = self_attributes(class_def)
+        return table.get(attr)
+
+    def binds_name(self, name: str) -> bool:
+        """Whether ``name`` is bound in the enclosing function (parameter or assignment) or the module."""
+        return binds_name(self.enclosing(cst.FunctionDef), self.module, name)
+
+    def enclosing(self, *types: type) -> Optional[cst.CSTNode]:
+        for node in reversed(self.ancestors):
+            if isinstance(node, types):
+                return node
+        return None

@@ -1,0 +1,356 @@
+"""Parse once, run the enabled rules in one traversal, honour noqa, apply fixes to a fixpoint.
+
+Cost model (see PERF-NOTES and bench/): a file that contains no trigger of
+an enabled rule is not parsed; positions (LibCST's PositionProvider, which
+costs more than the parse) are computed only for files with findings; no
+scope or qualified-name metadata is used.
+"""
+from __future__ import annotations
+
+import bisect
+import traceback
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from torchlint import registry
+from torchlint.config import Settings
+from torchlint.context import FileContext
+from torchlint.noqa import NoqaIndex, is_skipped_file
+from torchlint.rule import (
+    Diagnostic,
+    Edit,
+    Finding,
+    Fix,
+    FixSpec,
+    ImportRequirement,
+    Location,
+    PendingReport,
+    Rule,
+    handler_names,
+)
+from torchlint.source import line_starts
+
+# Fixes are applied in passes until nothing changes; nested fixes need one pass per level.
+MAX_FIX_PASSES = 10
+
+
+@dataclass
+class LintResult:
+    findings: List[Finding] = field(default_factory=list)
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+
+
+@dataclass
+class FixResult:
+    text: str
+    applied: int
+    result: LintResult  # what remains after fixing
+
+
+# -- the traversal ---------------------------------------------------------------
+
+
+class _Traversal(cst.CSTVisitor):
+    """One walk of the tree that calls every enabled rule's handlers for each node."""
+
+    def __init__(self, context: FileContext, rules: Sequence[Rule], diagnostics: List[Diagnostic]) -> None:
+        super().__init__()
+        self.context = context
+        self.diagnostics = diagnostics
+        self.crashed: Set[str] = set()
+        self._visit: Dict[str, List[Tuple[Rule, Callable]]] = {}
+        self._leave: Dict[str, List[Tuple[Rule, Callable]]] = {}
+        for rule in rules:
+            for name in handler_names(type(rule)):
+                kind, _, node_type = name.partition("_")
+                table = self._visit if kind == "visit" else self._leave
+                table.setdefault(node_type, []).append((rule, getattr(rule, name)))
+
+    def _call(self, rule: Rule, method: Callable, node: cst.CSTNode) -> None:
+        if rule.code in self.crashed:
+            return
+        try:
+            method(node)
+        except Exception as exc:  # one rule's bug must not stop the others
+            self.crashed.add(rule.code)
+            rule.reports.clear()
+            frame = traceback.extract_tb(exc.__traceback__)[-1]
+            self.diagnostics.append(
+                Diagnostic(
+                    path=self.context.path,
+                    message=(
+                        f"internal error in {rule.code} ({rule.name}): {type(exc).__name__}: {exc} "
+                        f"[{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}]; please report it"
+                    ),
+                    kind="internal",
+                )
+            )
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        handlers = self._visit.get(type(node).__name__)
+        if handlers:
+            for rule, method in handlers:
+                self._call(rule, method, node)
+        self.context.ancestors.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.context.ancestors.pop()
+        handlers = self._leave.get(type(original_node).__name__)
+        if handlers:
+            for rule, method in handlers:
+                self._call(rule, method, original_node)
+
+    # Attribute-level hooks are unused; skipping them saves a dispatch per child.
+    def on_visit_attribute(self, node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+    def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
+        return None
+
+
+# -- linting -----------------------------------------------------------------------
+
+
+def select_rules(source: str, codes: Iterable[str]) -> List[Type[Rule]]:
+    """The enabled rules whose trigger text occurs in ``source`` (the cheap prefilter)."""
+    return [rule for rule in registry.rules_for_codes(codes) if any(t in source for t in rule.triggers)]
+
+
+def parse(source: str, path: str) -> Tuple[Optional[cst.Module], Optional[Diagnostic]]:
+    try:
+        return cst.parse_module(source), None
+    except cst.ParserSyntaxError as exc:
+        message = str(exc.message if hasattr(exc, "message") else exc).strip().splitlines()[0]
+        return None, Diagnostic(path, f"syntax error: {message}", exc.raw_line, exc.raw_column + 1, "parse")
+    except RecursionError:
+        return None, Diagnostic(path, "syntax error: expression nested too deeply to parse", 1, 1, "parse")
+
+
+def lint_text(
+    source: str,
+    path: str,
+    settings: Settings,
+    codes: Optional[Iterable[str]] = None,
+    honour_noqa: bool = True,
+) -> LintResult:
+    """Findings for one decoded file (no fixes applied)."""
+    result = LintResult()
+    if is_skipped_file(source):
+        return result
+    rule_classes = select_rules(source, settings.codes_for(path) if codes is None else codes)
+    if not rule_classes:
+        return result
+    module, error = parse(source, path)
+    if module is None:
+        result.diagnostics.append(error)
+        return result
+    context = FileContext(path, source, module, settings)
+    rules = [rule_class(context) for rule_class in rule_classes]
+    traversal = _Traversal(context, rules, result.diagnostics)
+    try:
+        module.visit(traversal)
+    except RecursionError:
+        result.diagnostics.append(Diagnostic(path, "file nested too deeply to analyse", 1, 1, "internal"))
+        return result
+    pending = [report for rule in rules if rule.code not in traversal.crashed for report in rule.reports]
+    if not pending:
+        return result
+    result.findings = _materialize(pending, context, result.diagnostics)
+    if honour_noqa:
+        index = NoqaIndex(source)
+        result.findings = [f for f in result.findings if not index.suppresses(f.code, f.location.line)]
+    result.findings.sort(key=lambda f: f.sort_key)
+    return result
+
+
+def _materialize(pending: List[PendingReport], context: FileContext, diagnostics: List[Diagnostic]) -> List[Finding]:
+    """Turn held reports into findings with positions and text edits."""
+    positions = MetadataWrapper(context.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    starts = line_starts(context.source)
+    findings = []
+    seen = set()
+    for report in pending:
+        rng = positions[report.node]
+        location = Location(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
+        key = (report.rule.code, location)
+        if key in seen:  # two handlers of one rule reaching the same node report once
+            continue
+        seen.add(key)
+        fix = None
+        edit_locations: Tuple[Tuple[int, int, int, int], ...] = ()
+        if report.fix is not None:
+            try:
+                fix = _build_fix(report.fix, report.indents, context, positions, starts)
+            except Exception as exc:
+                diagnostics.append(
+                    Diagnostic(
+                        context.path,
+                        f"internal error building the fix for {report.rule.code}: {type(exc).__name__}: {exc}; "
+                        "the finding is reported without a fix",
+                        location.line,
+                        location.column,
+                        "internal",
+                    )
+                )
+            else:
+                edit_locations = tuple(_edit_location(edit, starts) for edit in fix.edits)
+        findings.append(
+            Finding(
+                code=report.rule.code,
+                name=report.rule.name,
+                path=context.path,
+                location=location,
+                message=report.message,
+                fix=fix,
+                fix_edit_locations=edit_locations,
+            )
+        )
+    return findings
+
+
+def _offset(starts: List[int], line: int, column: int) -> int:
+    return starts[line - 1] + column
+
+
+def _edit_location(edit: Edit, starts: List[int]) -> Tuple[int, int, int, int]:
+    line = bisect.bisect_right(starts, edit.start)
+    end_line = bisect.bisect_right(starts, edit.end)
+    return (line, edit.start - starts[line - 1] + 1, end_line, edit.end - starts[end_line - 1] + 1)
+
+
+def _minimal_edit(start: int, old: str, new: str) -> Edit:
+    """Trim the common prefix and suffix so that edits touch as little text as possible."""
+    limit = min(len(old), len(new))
+    prefix = 0
+    while prefix < limit and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and old[len(old) - 1 - suffix] == new[len(new) - 1 - suffix]:
+        suffix += 1
+    return Edit(start + prefix, start + len(old) - suffix, new[prefix : len(new) - suffix])
+
+
+def _build_fix(spec: FixSpec, indents: Tuple[str, ...], context: FileContext, positions, starts: List[int]) -> Fix:
+    edits = []
+    for replacement in spec.replacements:
+        rng = positions[replacement.old]
+        start = _offset(starts, rng.start.line, rng.start.column)
+        end = _offset(starts, rng.end.line, rng.end.column)
+        old_text = context.source[start:end]
+        if old_text != context.code(replacement.old, indents):
+            raise ValueError("node position does not match its source text")
+        new = replacement.new
+        new_text = new if isinstance(new, str) else context.code(new, indents)
+        edits.append(_minimal_edit(start, old_text, new_text))
+    for requirement in dict.fromkeys(spec.imports):
+        edits.append(_import_edit(requirement, context, positions, starts))
+    return Fix(spec.applicability, spec.message, tuple(sorted(edits, key=lambda e: (e.start, e.end))))
+
+
+def _import_edit(requirement: ImportRequirement, context: FileContext, positions, starts: List[int]) -> Edit:
+    """Insert the import after the file's last top-level import (or its docstring / __future__ line)."""
+    module = context.module
+    newline = module.default_newline
+    anchor = None
+    for index, stmt in enumerate(module.body):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            if any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in stmt.body):
+                anchor = stmt
+            elif index == 0 and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+                anchor = anchor or stmt
+    if anchor is None:
+        return Edit(0, 0, requirement.statement() + newline)
+    end = _offset(starts, positions[anchor].end.line, positions[anchor].end.column)
+    source = context.source
+    line_index = bisect.bisect_right(starts, end)
+    if line_index < len(starts):
+        return Edit(starts[line_index], starts[line_index], requirement.statement() + newline)
+    # The anchor is on the last line and the file has no final newline.
+    return Edit(len(source), len(source), newline + requirement.statement())
+
+
+# -- fixing ------------------------------------------------------------------------
+
+
+def _overlaps(a: Edit, b: Edit) -> bool:
+    if a == b:
+        return False  # the same import asked for by two fixes is applied once
+    if a.start == a.end and b.start == b.end:
+        return a.start == b.start  # two insertions at one point: their order would be arbitrary
+    return a.start < b.end and b.start < a.end
+
+
+def apply_edits(source: str, edits: Iterable[Edit]) -> str:
+    pieces = []
+    position = 0
+    for edit in sorted(set(edits), key=lambda e: (e.start, e.end)):
+        pieces.append(source[position : edit.start])
+        pieces.append(edit.content)
+        position = edit.end
+    pieces.append(source[position:])
+    return "".join(pieces)
+
+
+def _choose_fixes(findings: Sequence[Finding], unsafe: bool, rejected: Set[Tuple]) -> List[Finding]:
+    """A set of applicable fixes whose edits do not overlap, earliest first."""
+    chosen: List[Finding] = []
+    taken: List[Edit] = []
+    for finding in findings:
+        fix = finding.fix
+        if fix is None or not fix.applicability.applied_by(unsafe) or _fix_key(finding) in rejected:
+            continue
+        if any(_overlaps(edit, other) for edit in fix.edits for other in taken):
+            continue
+        chosen.append(finding)
+        taken.extend(fix.edits)
+    return chosen
+
+
+def _fix_key(finding: Finding) -> Tuple:
+    return (finding.code, finding.fix.edits if finding.fix else ())
+
+
+def fix_text(source: str, path: str, settings: Settings, unsafe: Optional[bool] = None) -> FixResult:
+    """Apply fixes in passes until none applies; never produce text that does not parse."""
+    unsafe = settings.unsafe_fixes if unsafe is None else unsafe
+    applied = 0
+    rejected: Set[Tuple] = set()
+    extra: List[Diagnostic] = []
+    current = source
+    result = lint_text(current, path, settings)
+    for _ in range(MAX_FIX_PASSES):
+        chosen = _choose_fixes(result.findings, unsafe, rejected)
+        if not chosen:
+            break
+        candidate = apply_edits(current, (e for f in chosen for e in f.fix.edits))
+        if parse(candidate, path)[0] is None:
+            # Find the culprits one by one; keep the fixes that are fine alone.
+            good = []
+            for finding in chosen:
+                alone = apply_edits(current, finding.fix.edits)
+                if parse(alone, path)[0] is None:
+                    rejected.add(_fix_key(finding))
+                    extra.append(
+                        Diagnostic(
+                            path,
+                            f"the fix for {finding.code} produced code that does not parse; it was not applied",
+                            finding.location.line,
+                            finding.location.column,
+                            "internal",
+                        )
+                    )
+                else:
+                    good.append(finding)
+            if not good:
+                continue
+            chosen = good[:1]
+            candidate = apply_edits(current, chosen[0].fix.edits)
+        applied += len(chosen)
+        current = candidate
+        result = lint_text(current, path, settings)
+    result.diagnostics.extend(extra)
+    return FixResult(current, applied, result)

@@ -1,0 +1,85 @@
+"""Rule discovery and rule selectors.
+
+Every ``Rule`` subclass defined in a module under ``torchlint/rules/`` is a
+rule: there is no hand-kept list.  Selectors name rules by code (``TL201``),
+code prefix (``TL2``, ``TL``), kebab-case name (``log-of-softmax``) or ``ALL``.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from functools import lru_cache
+from typing import Dict, FrozenSet, Iterable, List, Type
+
+from torchlint.rule import Rule
+
+
+class UnknownSelector(ValueError):
+    def __init__(self, selector: str) -> None:
+        super().__init__(f"unknown rule selector {selector!r} (expected a code such as TL201, a prefix such as TL2, a rule name, or ALL)")
+        self.selector = selector
+
+
+@lru_cache(maxsize=None)
+def all_rules() -> Dict[str, Type[Rule]]:
+    """Code -> rule class, sorted by code."""
+    import torchlint.rules as package
+
+    found: Dict[str, Type[Rule]] = {}
+    for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            if (
+                isinstance(value, type)
+                and issubclass(value, Rule)
+                and value is not Rule
+                and value.__module__ == module.__name__
+                and "code" in vars(value)
+            ):
+                value.validate_metadata()
+                if value.code in found and found[value.code] is not value:
+                    raise TypeError(f"two rules claim {value.code}: {found[value.code].__qualname__} and {value.__qualname__}")
+                found[value.code] = value
+    return dict(sorted(found.items()))
+
+
+def rule_by_code_or_name(key: str) -> Type[Rule]:
+    rules = all_rules()
+    if key.upper() in rules:
+        return rules[key.upper()]
+    for rule in rules.values():
+        if rule.name == key:
+            return rule
+    raise UnknownSelector(key)
+
+
+def expand_selector(selector: str) -> FrozenSet[str]:
+    selector = selector.strip()
+    rules = all_rules()
+    if selector == "ALL":
+        return frozenset(rules)
+    upper = selector.upper()
+    if upper.startswith("TL"):
+        matched = frozenset(code for code in rules if code.startswith(upper))
+        if matched:
+            return matched
+    for rule in rules.values():
+        if rule.name == selector:
+            return frozenset({rule.code})
+    raise UnknownSelector(selector)
+
+
+def expand_selectors(selectors: Iterable[str]) -> FrozenSet[str]:
+    codes: set = set()
+    for selector in selectors:
+        codes |= expand_selector(selector)
+    return frozenset(codes)
+
+
+def default_codes() -> FrozenSet[str]:
+    return frozenset(code for code, rule in all_rules().items() if rule.default_enabled)
+
+
+def rules_for_codes(codes: Iterable[str]) -> List[Type[Rule]]:
+    rules = all_rules()
+    return [rules[code] for code in sorted(codes)]

@@ -1,0 +1,106 @@
+"""SARIF 2.1.0, with rule metadata (help text and a help URI) for code-scanning UIs."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Dict, List
+
+from torchlint import __version__, registry
+from torchlint.docs import README_URL, help_uri, page
+from torchlint.report import RunSummary
+
+SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def _uri(path: str) -> str:
+    if os.path.isabs(path):
+        return Path(path).as_uri()
+    return Path(path).as_posix()
+
+
+def render(run: RunSummary) -> str:
+    rules = list(registry.all_rules().values())
+    index = {rule.code: i for i, rule in enumerate(rules)}
+    descriptors: List[Dict[str, Any]] = []
+    for rule in rules:
+        descriptors.append(
+            {
+                "id": rule.code,
+                "name": rule.name,
+                "shortDescription": {"text": rule.message},
+                "fullDescription": {"text": rule.documentation().split("## Why is this bad?")[0].replace("## What it does", "").strip()},
+                "help": {"text": page(rule), "markdown": page(rule)},
+                "helpUri": help_uri(rule),
+                "defaultConfiguration": {"level": "error"},
+                "properties": {
+                    "fix": rule.fix_applicability.value if rule.fix_applicability else None,
+                    "tags": ["pytorch"],
+                },
+            }
+        )
+    results = []
+    for f in run.findings:
+        loc = f.location
+        result: Dict[str, Any] = {
+            "ruleId": f.code,
+            "ruleIndex": index[f.code],
+            "level": "error",
+            "message": {"text": f.message},
+            "locations": [
+                {
+                    "physicalLocation": {
+                        "artifactLocation": {"uri": _uri(f.path)},
+                        "region": {
+                            "startLine": loc.line,
+                            "startColumn": loc.column,
+                            "endLine": loc.end_line,
+                            "endColumn": loc.end_column,
+                        },
+                    }
+                }
+            ],
+        }
+        if f.fix is not None:
+            result["fixes"] = [
+                {
+                    "description": {"text": f.fix.message},
+                    "artifactChanges": [
+                        {
+                            "artifactLocation": {"uri": _uri(f.path)},
+                            "replacements": [
+                                {
+                                    "deletedRegion": {
+                                        "startLine": line,
+                                        "startColumn": column,
+                                        "endLine": end_line,
+                                        "endColumn": end_column,
+                                    },
+                                    "insertedContent": {"text": edit.content},
+                                }
+                                for edit, (line, column, end_line, end_column) in zip(f.fix.edits, f.fix_edit_locations)
+                            ],
+                        }
+                    ],
+                }
+            ]
+        results.append(result)
+    document = {
+        "$schema": SCHEMA,
+        "version": "2.1.0",
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "torchlint",
+                        "version": __version__,
+                        "informationUri": README_URL,
+                        "rules": descriptors,
+                    }
+                },
+                "columnKind": "unicodeCodePoints",
+                "results": results,
+            }
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"

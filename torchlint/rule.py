@@ -1,0 +1,185 @@
+"""The Rule base class and the types every rule and formatter share.
+
+A rule is a LibCST visitor that lives for one file: the engine builds one
+instance per enabled rule per file, calls its ``visit_<Node>`` /
+``leave_<Node>`` methods during the single traversal, and collects what it
+``report()``s.  A rule's docstring is its documentation page
+(``torchlint rule CODE``), written in the ruff style: What it does / Why is
+this bad? / Example / Use instead / Fix safety.
+"""
+from __future__ import annotations
+
+import enum
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar, List, Optional, Sequence, Tuple, Union
+
+import libcst as cst
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.context import FileContext
+
+
+class Applicability(str, enum.Enum):
+    """How much a fix may change behaviour; decides which flag applies it."""
+
+    SAFE = "safe"  # same values on ordinary inputs: applied by --fix
+    NUMERICS = "numerics"  # changes values only at the domain edge: applied by --fix
+    UNSAFE = "unsafe"  # can change behaviour: needs --unsafe-fixes
+
+    def applied_by(self, unsafe_fixes: bool) -> bool:
+        return self is not Applicability.UNSAFE or unsafe_fixes
+
+
+@dataclass(frozen=True)
+class ImportRequirement:
+    """An import a fix needs, e.g. ``import torch.nn.functional as F``."""
+
+    module: str
+    alias: Optional[str] = None
+
+    def statement(self) -> str:
+        if self.alias and self.alias != self.module:
+            return f"import {self.module} as {self.alias}"
+        return f"import {self.module}"
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """Replace ``old`` (a node of the parsed file) by ``new`` (a node or source text)."""
+
+    old: cst.CSTNode
+    new: Union[cst.CSTNode, str]
+
+
+@dataclass(frozen=True)
+class FixSpec:
+    """What a rule proposes; the engine turns it into text edits."""
+
+    applicability: Applicability
+    message: str
+    replacements: Tuple[Replacement, ...]
+    imports: Tuple[ImportRequirement, ...] = ()
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A text edit on the decoded source: characters [start, end) become ``content``."""
+
+    start: int
+    end: int
+    content: str
+
+
+@dataclass(frozen=True)
+class Fix:
+    applicability: Applicability
+    message: str
+    edits: Tuple[Edit, ...]
+
+
+@dataclass(frozen=True)
+class Location:
+    """1-based line and column (columns count characters; end is exclusive)."""
+
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    name: str
+    path: str
+    location: Location
+    message: str
+    fix: Optional[Fix] = None
+    # Edit positions as (line, column, end_line, end_column), 1-based, for reports.
+    fix_edit_locations: Tuple[Tuple[int, int, int, int], ...] = ()
+
+    @property
+    def sort_key(self) -> Tuple[str, int, int, str]:
+        return (self.path, self.location.line, self.location.column, self.code)
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    """A problem with the run itself (unparsable file, unreadable path, rule crash)."""
+
+    path: str
+    message: str
+    line: int = 1
+    column: int = 1
+    kind: str = "error"  # "parse", "decode", "io", "internal"
+
+
+@dataclass
+class PendingReport:
+    """A report held until positions are known (computed only for files with findings)."""
+
+    rule: "Rule"
+    node: cst.CSTNode
+    message: str
+    fix: Optional[FixSpec] = None
+    # Indentation of the enclosing blocks, to render multi-line replacements.
+    indents: Tuple[str, ...] = ()
+
+
+_CODE_RE = re.compile(r"^TL[1-9][0-9]{2}$")
+_NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+class Rule:
+    """Base class: subclass it in ``torchlint/rules/<family>/`` and it is registered."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    # The one-line message: what breaks at run time.
+    message: ClassVar[str]
+    # Class of the rule's fix, or None when the rule never fixes (say why in the docs).
+    fix_applicability: ClassVar[Optional[Applicability]] = None
+    # Substrings of which at least one must occur in a file for the rule to fire there;
+    # the engine skips parsing files that contain no trigger of any enabled rule.
+    triggers: ClassVar[Tuple[str, ...]] = ()
+    default_enabled: ClassVar[bool] = True
+
+    def __init__(self, context: "FileContext") -> None:
+        self.context = context
+        self.reports: List[PendingReport] = []
+
+    def report(
+        self,
+        node: cst.CSTNode,
+        message: Optional[str] = None,
+        fix: Optional[FixSpec] = None,
+    ) -> None:
+        indents = self.context.current_indents() if fix is not None else ()
+        self.reports.append(PendingReport(self, node, message or self.message, fix, indents))
+
+    @classmethod
+    def documentation(cls) -> str:
+        return inspect.cleandoc(cls.__doc__ or "")
+
+    @classmethod
+    def validate_metadata(cls) -> None:
+        """Fail loudly at import time on a malformed rule rather than at lint time."""
+        if not _CODE_RE.match(getattr(cls, "code", "")):
+            raise TypeError(f"{cls.__qualname__}: bad rule code {getattr(cls, 'code', None)!r}")
+        if not _NAME_RE.match(getattr(cls, "name", "")):
+            raise TypeError(f"{cls.__qualname__}: bad rule name {getattr(cls, 'name', None)!r}")
+        if not getattr(cls, "message", "") or "\n" in cls.message:
+            raise TypeError(f"{cls.__qualname__}: needs a one-line message")
+        if not cls.triggers:
+            raise TypeError(f"{cls.__qualname__}: needs at least one trigger substring")
+        doc = cls.documentation()
+        for heading in ("## What it does", "## Why is this bad?", "## Example", "## Use instead", "## Fix safety"):
+            if heading not in doc:
+                raise TypeError(f"{cls.__qualname__}: documentation lacks {heading!r}")
+
+
+def handler_names(rule_cls: type) -> Sequence[str]:
+    """The ``visit_X`` / ``leave_X`` methods a rule class defines."""
+    return [n for n in dir(rule_cls) if n.startswith(("visit_", "leave_")) and callable(getattr(rule_cls, n))]

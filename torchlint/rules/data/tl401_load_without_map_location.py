@@ -1,0 +1,97 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg, positional_args
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+LOAD_FUNCTIONS = frozenset({"torch.load", "torch.serialization.load"})
+
+
+class LoadWithoutMapLocation(Rule):
+    """
+    ## What it does
+    Flags `torch.load(f)` called without `map_location` (neither as a keyword
+    nor as the second positional argument).
+
+    ## Why is this bad?
+    `torch.save` records the device of every storage. Without `map_location`,
+    `torch.load` puts each tensor back on that device, so a checkpoint saved
+    on `cuda:2` raises "Attempting to deserialize object on CUDA device 2 but
+    torch.cuda.device_count() is 1" on a machine with one GPU, and "Attempting
+    to deserialize object on a CUDA device but torch.cuda.is_available() is
+    False" on a CPU-only machine (CI, a laptop, a data-loading worker). Even
+    where it loads, every process of a multi-GPU job first materialises the
+    weights on the saving GPU.
+
+    ## Example
+    ```python
+    model.load_state_dict(torch.load("checkpoint.pt"))
+    state = torch.load(path, weights_only=True)
+    ```
+
+    ## Use instead
+    ```python
+    model.load_state_dict(torch.load("checkpoint.pt", map_location="cpu"))
+    state = torch.load(path, weights_only=True, map_location=device)
+    ```
+
+    ## Fix safety
+    Safe when the loaded object goes straight into `load_state_dict` (also
+    through a subscript such as `torch.load(p)["model"]`): `load_state_dict`
+    copies each tensor onto the parameter's own device, so loading onto the
+    CPU changes nothing but where the temporary copy lives. Elsewhere the fix
+    is unsafe: it changes the device of the loaded tensors, to the `device`
+    variable when one is bound in the enclosing function or module, otherwise
+    to `"cpu"`. The keyword is appended after the arguments already given
+    (`weights_only=` is kept); a call with `*args` or `**kwargs` is not flagged,
+    since `map_location` may be among them.
+    """
+
+    code = "TL401"
+    name = "load-without-map-location"
+    message = (
+        "torch.load without map_location restores tensors to the device they were saved on; "
+        "it fails on a machine without that GPU"
+    )
+    fix_applicability = Applicability.UNSAFE
+    triggers = ("load",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if self.context.qualified_name(node.func) not in LOAD_FUNCTIONS:
+            return
+        if has_star_args(node) or keyword_arg(node, "map_location") is not None or len(positional_args(node)) >= 2:
+            return
+        if not positional_args(node) and keyword_arg(node, "f") is None:
+            return  # not a valid call at all; nothing to say about devices
+        if self._feeds_load_state_dict(node):
+            applicability, value = Applicability.SAFE, '"cpu"'
+        elif self.context.binds_name("device"):
+            applicability, value = Applicability.UNSAFE, "device"
+        else:
+            applicability, value = Applicability.UNSAFE, '"cpu"'
+        fix = FixSpec(
+            applicability,
+            f"Add `map_location={value}`",
+            (Replacement(node, add_keyword(node, "map_location", cst.parse_expression(value))),),
+        )
+        self.report(node, fix=fix)
+
+    def _feeds_load_state_dict(self, node: cst.Call) -> bool:
+        """Whether ``node`` (or a subscript of it) is the argument of ``*.load_state_dict(...)``."""
+        ancestors = self.context.ancestors
+        child: cst.CSTNode = node
+        index = len(ancestors) - 1
+        while index >= 0 and isinstance(ancestors[index], cst.Subscript) and ancestors[index].value is child:
+            child = ancestors[index]
+            index -= 1
+        if index < 1 or not isinstance(ancestors[index], cst.Arg) or ancestors[index].value is not child:
+            return False
+        call = ancestors[index - 1]
+        return (
+            isinstance(call, cst.Call)
+            and isinstance(call.func, cst.Attribute)
+            and call.func.attr.value == "load_state_dict"
+            and bool(call.args)
+            and call.args[0] is ancestors[index]
+        )

@@ -1,0 +1,100 @@
+"""Reading and writing source files without losing a byte the user did not ask to change.
+
+The text handed to rules is the decoded file exactly as it is (no newline
+translation, no BOM); writing encodes it back with the file's own encoding
+and BOM, through a temporary file and an atomic rename.
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import tempfile
+import tokenize
+from dataclasses import dataclass
+
+
+class SourceError(Exception):
+    """A file that cannot be read or decoded; carries the line where it went wrong."""
+
+    def __init__(self, message: str, line: int = 1, column: int = 1, kind: str = "decode") -> None:
+        super().__init__(message)
+        self.message = message
+        self.line = line
+        self.column = column
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class SourceText:
+    text: str
+    encoding: str  # the codec used to decode; "utf-8-sig" when the file had a BOM
+
+    def encode(self, text: str) -> bytes:
+        return text.encode(self.encoding)
+
+
+def decode(data: bytes) -> SourceText:
+    if b"\x00" in data:
+        line = data[: data.index(b"\x00")].count(b"\n") + 1
+        raise SourceError("source contains a NUL byte", line=line)
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # unknown codec in a coding cookie, or a BOM/cookie conflict
+        raise SourceError(f"cannot determine encoding: {exc}", line=getattr(exc, "lineno", None) or 1) from None
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise SourceError(
+            f"cannot decode byte 0x{data[exc.start]:02x} as {encoding}", line=line, column=column
+        ) from None
+    return SourceText(text, encoding)
+
+
+def read(path: str) -> SourceText:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        raise SourceError(f"cannot read file: {exc.strerror or exc}", kind="io") from None
+    return decode(data)
+
+
+def write_atomic(path: str, data: bytes) -> None:
+    """Replace ``path`` by ``data`` so that a crash leaves either the old or the new file."""
+    directory = os.path.dirname(os.path.abspath(path))
+    mode = os.stat(path).st_mode & 0o7777
+    fd, tmp = tempfile.mkstemp(prefix=".torchlint-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def split_lines(text: str) -> list:
+    """The lines of ``text`` with their endings, numbered as Python's tokenizer numbers them."""
+    starts = line_starts(text)
+    ends = starts[1:] + [len(text)]
+    lines = [text[a:b] for a, b in zip(starts, ends)]
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
+_NEWLINE = re.compile(r"\r\n|\r|\n")
+
+
+def line_starts(text: str) -> list:
+    """Offsets at which each line begins, splitting on \\n, \\r\\n and \\r as Python's tokenizer does."""
+    return [0] + [m.end() for m in _NEWLINE.finditer(text)]
