@@ -32,21 +32,23 @@ class FileContext:
         return self.imports.qualified_name(node)
 
     def reference(self, qualified: str, preferred_alias: str) -> Tuple[str, Optional[ImportRequirement]]:
-        """Text naming module ``qualified`` (e.g. ``torch.nn.functional``) and the import it needs.
+        """Text naming module ``qualified`` (e.g. ``torch.nn.functional``) and the import it needs, if any.
 
-        Reuses an alias the file already has (``F``, or ``torch.nn.functional``
-        under ``import torch``); otherwise asks for
-        ``import <qualified> as <preferred_alias>`` unless that alias is already
-        used as a word in the file, in which case the plain import is added.
+        In order: an alias the file already has for exactly that module (``F``);
+        a new ``import <qualified> as <preferred_alias>`` when that alias is
+        not a word anywhere in the file; a chain through an imported parent
+        package (``torch.nn.functional``); else a plain ``import <qualified>``.
         """
         existing = self.imports.reference_to(qualified)
-        if existing is not None:
+        if existing is not None and "." not in existing:
             return existing, None
         alias_in_use = self.imports.is_bound(preferred_alias) or re.search(
             rf"(?<![\w.]){re.escape(preferred_alias)}\b", self.source
         )
         if not alias_in_use:
             return preferred_alias, ImportRequirement(qualified, preferred_alias)
+        if existing is not None:
+            return existing, None
         return qualified, ImportRequirement(qualified)
 
     # -- tree ------------------------------------------------------------------

@@ -61,15 +61,21 @@ class _Traversal(cst.CSTVisitor):
         self.context = context
         self.diagnostics = diagnostics
         self.crashed: Set[str] = set()
-        self._visit: Dict[str, List[Tuple[Rule, Callable]]] = {}
+        self._visit: Dict[str, List[Tuple[Optional[Rule], Callable]]] = {}
         self._leave: Dict[str, List[Tuple[Rule, Callable]]] = {}
+        # Imports inside functions join the import table as the walk reaches them.
+        for node_type in ("Import", "ImportFrom"):
+            self._visit[node_type] = [(None, context.imports.add)]
         for rule in rules:
             for name in handler_names(type(rule)):
                 kind, _, node_type = name.partition("_")
                 table = self._visit if kind == "visit" else self._leave
                 table.setdefault(node_type, []).append((rule, getattr(rule, name)))
 
-    def _call(self, rule: Rule, method: Callable, node: cst.CSTNode) -> None:
+    def _call(self, rule: Optional[Rule], method: Callable, node: cst.CSTNode) -> None:
+        if rule is None:
+            method(node)
+            return
         if rule.code in self.crashed:
             return
         try:
@@ -237,11 +243,15 @@ def _minimal_edit(start: int, old: str, new: str) -> Edit:
 def _build_fix(spec: FixSpec, indents: Tuple[str, ...], context: FileContext, positions, starts: List[int]) -> Fix:
     edits = []
     for replacement in spec.replacements:
-        rng = positions[replacement.old]
+        old = replacement.old
+        rng = positions[old]
         start = _offset(starts, rng.start.line, rng.start.column)
         end = _offset(starts, rng.end.line, rng.end.column)
+        # Positions exclude a node's own parentheses; its rendering includes them.
+        start -= sum(len(context.code(paren, indents)) for paren in getattr(old, "lpar", ()))
+        end += sum(len(context.code(paren, indents)) for paren in getattr(old, "rpar", ()))
         old_text = context.source[start:end]
-        if old_text != context.code(replacement.old, indents):
+        if old_text != context.code(old, indents):
             raise ValueError("node position does not match its source text")
         new = replacement.new
         new_text = new if isinstance(new, str) else context.code(new, indents)

@@ -1,0 +1,68 @@
+"""Reading the fixtures/ conventions (see fixtures/README.md)."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from pathlib import Path
+from typing import Dict, List, Tuple
+
+from torchlint import config, engine, registry
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
+HEADER = re.compile(r"^#\s*fixture:(?P<options>.*)$")
+
+
+def checker_files() -> List[Path]:
+    return sorted(FIXTURES.glob("*/checker/*.py"))
+
+
+def codemod_pairs() -> List[Tuple[Path, Path]]:
+    pairs = []
+    for source in sorted(FIXTURES.glob("*/fix/*.in.py")):
+        pairs.append((source, source.with_name(source.name[: -len(".in.py")] + ".out.py")))
+    return pairs
+
+
+def expected_findings(text: str) -> Counter:
+    expected: Counter = Counter()
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = EXPECT.search(line)
+        if match:
+            for code in match.group("codes").split(","):
+                expected[(number, code.strip())] += 1
+    return expected
+
+
+def settings_for(codes) -> config.Settings:
+    return config.Settings(enabled=frozenset(codes))
+
+
+def all_rules_settings() -> config.Settings:
+    return settings_for(registry.all_rules())
+
+
+def codemod_options(source_path: Path, text: str) -> Dict[str, object]:
+    """The folder's rule with unsafe fixes, unless a `# fixture:` first line says otherwise."""
+    folder = source_path.parent.parent.name
+    options: Dict[str, object] = {"select": [folder], "unsafe": True}
+    first = text.split("\n", 1)[0]
+    match = HEADER.match(first)
+    if match:
+        for item in match.group("options").split():
+            key, _, value = item.partition("=")
+            if key == "select":
+                options["select"] = value.split(",")
+            elif key == "unsafe":
+                options["unsafe"] = value.lower() == "true"
+            else:
+                raise ValueError(f"{source_path}: unknown fixture option {key!r}")
+    return options
+
+
+def run_codemod(source_path: Path) -> engine.FixResult:
+    text = source_path.read_text(encoding="utf-8")
+    options = codemod_options(source_path, text)
+    settings = settings_for(registry.expand_selectors(options["select"]))
+    return engine.fix_text(text, str(source_path), settings, unsafe=bool(options["unsafe"]))
