@@ -53,6 +53,17 @@ class FixResult:
 # -- the traversal ---------------------------------------------------------------
 
 
+def rule_crash(path: str, rule: Type[Rule], exc: BaseException) -> Diagnostic:
+    """The diagnostic for a rule's own bug: names the file, the rule, the exception and where it was raised."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" [{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}]" if frames else ""
+    return Diagnostic(
+        path=path,
+        message=f"internal error in {rule.code} ({rule.name}): {type(exc).__name__}: {exc}{where}; please report it",
+        kind="internal",
+    )
+
+
 class _Traversal(cst.CSTVisitor):
     """One walk of the tree that calls every enabled rule's handlers for each node."""
 
@@ -83,17 +94,7 @@ class _Traversal(cst.CSTVisitor):
         except Exception as exc:  # one rule's bug must not stop the others
             self.crashed.add(rule.code)
             rule.reports.clear()
-            frame = traceback.extract_tb(exc.__traceback__)[-1]
-            self.diagnostics.append(
-                Diagnostic(
-                    path=self.context.path,
-                    message=(
-                        f"internal error in {rule.code} ({rule.name}): {type(exc).__name__}: {exc} "
-                        f"[{frame.filename.rsplit('/', 1)[-1]}:{frame.lineno}]; please report it"
-                    ),
-                    kind="internal",
-                )
-            )
+            self.diagnostics.append(rule_crash(self.context.path, type(rule), exc))
 
     def on_visit(self, node: cst.CSTNode) -> bool:
         handlers = self._visit.get(type(node).__name__)
@@ -155,7 +156,12 @@ def lint_text(
         result.diagnostics.append(error)
         return result
     context = FileContext(path, source, module, settings)
-    rules = [rule_class(context) for rule_class in rule_classes]
+    rules = []
+    for rule_class in rule_classes:
+        try:
+            rules.append(rule_class(context))
+        except Exception as exc:  # a rule that cannot start on this file must not stop the others
+            result.diagnostics.append(rule_crash(path, rule_class, exc))
     traversal = _Traversal(context, rules, result.diagnostics)
     try:
         module.visit(traversal)
@@ -179,8 +185,17 @@ def _materialize(pending: List[PendingReport], context: FileContext, diagnostics
     starts = line_starts(context.source)
     findings = []
     seen = set()
+    broken: Set[str] = set()
     for report in pending:
-        rng = positions[report.node]
+        if report.rule.code in broken:
+            continue
+        rng = positions.get(report.node)
+        if rng is None:  # the rule reported a node it built itself, not one of the file's: a crash of that rule
+            broken.add(report.rule.code)
+            diagnostics.append(
+                rule_crash(context.path, type(report.rule), LookupError("reported a node that is not in the parsed file"))
+            )
+            continue
         location = Location(rng.start.line, rng.start.column + 1, rng.end.line, rng.end.column + 1)
         key = (report.rule.code, location)
         if key in seen:  # two handlers of one rule reaching the same node report once
@@ -215,7 +230,7 @@ def _materialize(pending: List[PendingReport], context: FileContext, diagnostics
                 fix_edit_locations=edit_locations,
             )
         )
-    return findings
+    return [finding for finding in findings if finding.code not in broken] if broken else findings
 
 
 def _offset(starts: List[int], line: int, column: int) -> int:
