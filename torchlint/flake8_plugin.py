@@ -1,35 +1,42 @@
 """flake8 adapter: the same engine, findings reported with flake8's 0-based columns.
 
-flake8 owns selection (``--select TL``) and ``# noqa``; options such as eps
-and target-torch-version come from ``[tool.torchlint]`` in the nearest
-pyproject.toml.
+flake8 owns selection (``--select TL``), ``exclude`` and ``# noqa``; options
+such as eps and target-torch-version come from ``[tool.torchlint]`` in the
+pyproject.toml nearest to each linted file. A broken ``[tool.torchlint]``
+table is reported as ``TL000`` on line 1 of every file it governs (flake8 has
+no other channel for it) and the defaults are used meanwhile.
 """
 from __future__ import annotations
 
 import ast
 import os
 from functools import lru_cache
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 from torchlint import __version__, config, engine, registry
 
+RUN_ERROR_CODE = "TL000"
+
 
 @lru_cache(maxsize=64)
-def _settings_for_directory(directory: str) -> config.Settings:
+def _settings_for_directory(directory: str) -> Tuple[config.Settings, Optional[str]]:
+    """The settings for files in ``directory`` and the configuration error, if any."""
     path = config.find_config(directory)
+    error = None
     try:
-        base = config.resolve(path, config.Overrides())
-    except config.ConfigError:
-        # flake8 has no channel for configuration errors; the CLI reports them.
-        base = config.resolve(None, config.Overrides())
+        base = config.resolve(path, config.Overrides(), cwd=directory)
+    except config.ConfigError as exc:
+        error = str(exc)
+        base = config.resolve(None, config.Overrides(), cwd=directory)
     # Every rule runs; flake8's own --select/--ignore decide what is shown.
-    return config.Settings(
+    settings = config.Settings(
         enabled=frozenset(registry.all_rules()),
         eps=base.eps,
         target_torch_version=base.target_torch_version,
         root=base.root,
         config_path=base.config_path,
     )
+    return settings, error
 
 
 class TorchlintChecker:
@@ -42,12 +49,18 @@ class TorchlintChecker:
 
     def run(self) -> Iterator[Tuple[int, int, str, type]]:
         source = "".join(self.lines)
-        directory = os.path.dirname(os.path.abspath(self.filename)) if self.filename not in ("-", "stdin") else os.getcwd()
-        settings = _settings_for_directory(directory)
+        if self.filename in ("-", "stdin"):
+            directory = os.getcwd()
+        else:
+            directory = os.path.dirname(os.path.abspath(self.filename))
+        settings, error = _settings_for_directory(directory)
+        if error is not None:
+            yield 1, 0, f"{RUN_ERROR_CODE} torchlint configuration error: {error}", type(self)
         result = engine.lint_text(source, self.filename, settings, codes=settings.enabled, honour_noqa=False)
         for finding in result.findings:
-            # flake8 adds 1 to the column a plugin reports.
+            # flake8 adds 1 to the column a plugin reports; torchlint's columns are 1-based.
             yield finding.location.line, finding.location.column - 1, f"{finding.code} {finding.message}", type(self)
         for diagnostic in result.diagnostics:
+            # Parse errors are flake8's own E999; a rule that crashed is ours to report.
             if diagnostic.kind == "internal":
-                yield diagnostic.line, diagnostic.column - 1, f"TL000 {diagnostic.message}", type(self)
+                yield diagnostic.line, diagnostic.column - 1, f"{RUN_ERROR_CODE} {diagnostic.message}", type(self)
