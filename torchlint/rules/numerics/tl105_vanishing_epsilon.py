@@ -1,0 +1,287 @@
+from __future__ import annotations
+
+from typing import Dict, Optional, Set
+
+import libcst as cst
+
+from torchlint.analysis.scope import assignments
+from torchlint.analysis.ops import is_eps_like, is_value_receiver, match_unary, number_value
+from torchlint.analysis.precision import (
+    FLOAT16_ZERO_LIMIT,
+    FLOAT32_DIVISOR_GUARD_LIMIT,
+    FLOAT32_LOG_GUARD_LIMIT,
+    FLOAT32_ZERO_LIMIT,
+    added_constant,
+    clamp_lower_bound,
+    format_float,
+    uses_float16,
+)
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+_LOG_FUNCTIONS = frozenset({"torch.log", "torch.log2", "torch.log10", "torch.special.log"})
+_LOG_METHODS = ("log", "log2", "log10", "log_")
+# Functions whose arguments are Python numbers or NumPy arrays (float64): their eps does not vanish.
+_NOT_TORCH_PREFIXES = ("math.", "numpy.", "np.", "scipy.", "statistics.")
+
+
+class VanishingEpsilon(Rule):
+    """
+    ## What it does
+    Flags an epsilon literal used as a guard that is too small to guard
+    anything in the precision the code runs in:
+
+    - in a file that computes in float16 (a `torch.float16` / `torch.half`
+      dtype, `.half()`, CUDA `autocast` without a bfloat16 dtype, `torch.cuda.amp.autocast`,
+      `GradScaler`, or `mixed_precision="fp16"` / `precision=16` / `torch_dtype="float16"`
+      keywords), a literal <= 2**-25 (2.98e-8) used as `x + 1e-10`, `1e-10 + x`,
+      `x.add(1e-10)`, `x += 1e-10`, `clamp(min=1e-12)`, `clamp_min(1e-9)`, `clip(min=...)`;
+      also such a literal given as the default of an eps-like parameter
+      (`def f(x, eps=1e-9)`), assigned to `self.eps` or to a module constant `EPS`,
+      when that name is used as a guard (`+ eps`, `clamp_min(self.eps)`) in the same
+      function, class or module;
+    - in any file, a guard literal that float32 itself rounds to 0 (<= 2**-150, e.g.
+      `1e-50`), a guard of `log` below 1/FLT_MAX (2.94e-39), or a guard of a divisor
+      below FLT_MAX**-0.5 (5.42e-20).
+
+    ## Why is this bad?
+    float16 rounds every value <= 2.98e-8 to exactly 0 (measured:
+    `torch.zeros(4, dtype=torch.float16) + 1e-10` and `.clamp_min(1e-10)` are
+    zeros). The guard is gone: `sqrt(x + 1e-10)` at `x = 0` has an infinite
+    gradient, `log(x + 1e-10)` is `-inf`, `x / (x.sum() + 1e-10)` is `0/0 = NaN`,
+    and one NaN gradient poisons every weight at the next optimizer step. Under
+    autocast the addition runs in the operand's float16 even when the op itself
+    is promoted to float32, so the eps is lost before the op sees it.
+    In float32, `log(x + 1e-45)` is finite but its gradient `1/1.4e-45`
+    overflows to `inf`, and `a / (d + 1e-20)` has the gradient `-a/1e-40 = -inf`.
+
+    bfloat16 has float32's exponent range, so a tiny eps survives there
+    (1e-10, 1e-20, 1e-38 are representable); bfloat16-only code is not flagged.
+
+    ## Example
+    ```python
+    with torch.autocast("cuda"):
+        norm = torch.sqrt((x * x).sum(-1) + 1e-10)
+    ```
+
+    ## Use instead
+    ```python
+    with torch.autocast("cuda"):
+        norm = torch.sqrt((x * x).sum(-1) + 1e-6)
+    ```
+
+    ## Fix safety
+    Numerics: the literal becomes `[tool.torchlint] eps` (default 1e-6, the
+    smallest round power of ten that float16 keeps as a non-zero number:
+    1e-6 is stored as 1.013e-6). On ordinary operands the value moves by
+    about eps (relative change below 1e-6 for operands >= 1); at the domain
+    edge the op becomes finite. The fix is offered only when the configured eps
+    is larger than the literal and itself survives the precision.
+
+    Measured limits of eps = 1e-6 in float16: `sqrt(0 + 1e-6)` has the gradient
+    496; `log(0 + 1e-6)` has the gradient 1/1e-6, which overflows float16's
+    65504 unless the upstream gradient is small (a mean over >= 16 elements,
+    or a GradScaler that lowers its scale); `1 / (0 + 1e-6)` overflows float16
+    in the forward pass. For divisions and logs computed in float16 set
+    `eps` to 1e-3 or larger, or compute them in float32.
+
+    Not seen: eps values passed to torch's own layers and functions
+    (`nn.LayerNorm(d, eps=1e-12)`: their kernels add eps in float32), literals
+    bound to names that are not eps-like, guards whose precision is set in
+    another file (a model `.half()`-ed by a training script elsewhere).
+    """
+
+    code = "TL105"
+    name = "vanishing-epsilon"
+    message = "this epsilon rounds to 0 in float16 (it is <= 2.98e-8): the guard vanishes and the op gives Inf/NaN gradients at 0"
+    fix_applicability = Applicability.NUMERICS
+    triggers = ("e-", "E-")
+
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._guard_names: Dict[int, Set[str]] = {}
+
+    # -- guard sites -----------------------------------------------------------
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        found = added_constant(self.context, node)
+        if found is not None and not self._is_python_number(found[0]):
+            self._check(found[1], self._consumer(node))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        found = added_constant(self.context, node)
+        if found is not None:
+            self._check(found[1], self._consumer(node))
+            return
+        clamp = clamp_lower_bound(self.context, node)
+        if clamp is not None and not self._is_python_number(clamp[0]):
+            self._check(clamp[1], self._consumer(node))
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.AddAssign) and number_value(node.value) is not None:
+            if not self._is_python_number(node.target):
+                self._check(node.value, None)
+
+    # -- eps-like names bound to a literal ---------------------------------------
+
+    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+        params = list(node.params.params) + list(node.params.kwonly_params) + list(node.params.posonly_params)
+        class_def = self.context.enclosing(cst.ClassDef)
+        for param in params:
+            if param.default is None or not is_eps_like(param.name):
+                continue
+            name = param.name.value
+            used = name in self._guards_in(node)
+            if not used and class_def is not None:
+                class_guards = self._guards_in(class_def)
+                used = any(f"self.{attr}" in class_guards for attr in _self_attributes_bound_to(node, name))
+            if used:
+                self._check(param.default, None)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if len(node.targets) != 1 or number_value(node.value) is None:
+            return
+        target = node.targets[0].target
+        if (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+            and is_eps_like(target)
+        ):
+            class_def = self.context.enclosing(cst.ClassDef)
+            if class_def is not None and f"self.{target.attr.value}" in self._guards_in(class_def):
+                self._check(node.value, None)
+        elif isinstance(target, cst.Name) and is_eps_like(target) and self.context.enclosing(cst.FunctionDef, cst.ClassDef) is None:
+            if target.value in self._guards_in(self.context.module):
+                self._check(node.value, None)
+
+    # -- deciding ----------------------------------------------------------------
+
+    def _check(self, literal: cst.BaseExpression, consumer: Optional[str]) -> None:
+        value = number_value(literal)
+        if value is None or value <= 0:
+            return
+        if value <= FLOAT32_ZERO_LIMIT:
+            message = "this epsilon rounds to 0 even in float32 (<= 7e-46): the guard does nothing and the op gives Inf/NaN at 0"
+            limit = FLOAT32_ZERO_LIMIT
+        elif consumer == "log" and value < FLOAT32_LOG_GUARD_LIMIT:
+            message = "this epsilon is below 1/FLT_MAX (2.9e-39): the gradient of log at 0, 1/eps, overflows to inf in float32"
+            limit = FLOAT32_LOG_GUARD_LIMIT
+        elif consumer == "divisor" and value < FLOAT32_DIVISOR_GUARD_LIMIT:
+            message = "this epsilon is below 5.4e-20: the gradient of a division at 0, -a/eps**2, overflows to inf in float32"
+            limit = FLOAT32_DIVISOR_GUARD_LIMIT
+        elif value <= FLOAT16_ZERO_LIMIT and uses_float16(self.context):
+            message = self.message
+            limit = FLOAT16_ZERO_LIMIT
+        else:
+            return
+        eps = self.context.settings.eps
+        fix = None
+        if eps > limit and eps > value:
+            fix = FixSpec(
+                Applicability.NUMERICS,
+                f"Raise the epsilon to {format_float(eps)}",
+                (Replacement(literal, format_float(eps)),),
+            )
+        self.report(literal, message, fix)
+
+    def _consumer(self, guard: cst.CSTNode) -> Optional[str]:
+        """What the guarded value feeds directly: "log", "divisor" or None (ancestors exclude ``guard``)."""
+        ancestors = self.context.ancestors
+        if not ancestors:
+            return None
+        parent = ancestors[-1]
+        if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, (cst.Divide, cst.FloorDivide)):
+            return "divisor" if parent.right is guard else None
+        if isinstance(parent, cst.Attribute) and parent.value is guard and len(ancestors) >= 2:
+            call = ancestors[-2]
+            if isinstance(call, cst.Call) and call.func is parent and parent.attr.value in _LOG_METHODS:
+                return "log"
+            return None
+        if isinstance(parent, cst.Arg) and len(ancestors) >= 2:
+            call = ancestors[-2]
+            if isinstance(call, cst.Call):
+                log = match_unary(self.context, call, _LOG_FUNCTIONS, "log")
+                if log is not None and log.operand is guard:
+                    return "log"
+                if self.context.qualified_name(call.func) in ("torch.div", "torch.true_divide") and len(call.args) >= 2 and call.args[1] is parent:
+                    return "divisor"
+        return None
+
+    def _is_python_number(self, node: cst.BaseExpression) -> bool:
+        """Operands that are plain Python or NumPy numbers (float64): nothing there is float16."""
+        if number_value(node) is not None:
+            return True
+        if isinstance(node, cst.Call):
+            qualified = self.context.qualified_name(node.func)
+            if qualified is not None:
+                return qualified.startswith(_NOT_TORCH_PREFIXES) or qualified in ("len", "float", "int")
+            if isinstance(node.func, cst.Name) and node.func.value in ("len", "float", "int", "abs", "sum", "max", "min"):
+                return not self.context.imports.is_bound(node.func.value)
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value in ("size", "numel", "item", "dim"):
+                return is_value_receiver(self.context, node.func.value)
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
+            return True
+        if isinstance(node, cst.BinaryOperation):
+            return self._is_python_number(node.left) and self._is_python_number(node.right)
+        return False
+
+    def _guards_in(self, scope: cst.CSTNode) -> Set[str]:
+        key = id(scope)
+        if key not in self._guard_names:
+            collector = _GuardNameCollector(self.context)
+            scope.visit(collector)
+            self._guard_names[key] = collector.names
+        return self._guard_names[key]
+
+
+def _name_key(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return f"self.{node.attr.value}"
+    return None
+
+
+class _GuardNameCollector(cst.CSTVisitor):
+    """Names (``eps``) and ``self.`` attributes (``self.eps``) used as a guard: added, or a clamp's lower bound."""
+
+    def __init__(self, context) -> None:
+        super().__init__()
+        self.context = context
+        self.names: Set[str] = set()
+
+    def _add(self, node: cst.BaseExpression) -> None:
+        key = _name_key(node)
+        if key is not None:
+            self.names.add(key)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if isinstance(node.operator, cst.Add):
+            self._add(node.left)
+            self._add(node.right)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        if isinstance(node.operator, cst.AddAssign):
+            self._add(node.value)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        clamp = clamp_lower_bound(self.context, node)
+        if clamp is not None:
+            self._add(clamp[1])
+        elif isinstance(node.func, cst.Attribute) and node.func.attr.value in ("add", "add_") and node.args:
+            self._add(node.args[0].value)
+
+
+def _self_attributes_bound_to(function: cst.FunctionDef, name: str) -> Set[str]:
+    """``attr`` for each ``self.attr = name`` in ``function``."""
+    found = set()
+    for target, value in assignments(function.body.body):
+        if (
+            isinstance(target, cst.Attribute)
+            and isinstance(target.value, cst.Name)
+            and target.value.value == "self"
+            and isinstance(value, cst.Name)
+            and value.value == name
+        ):
+            found.add(target.attr.value)
+    return found
