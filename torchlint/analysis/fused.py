@@ -1,0 +1,325 @@
+"""Recognising the pieces of the numerically fused ops: sigmoid, exp, sum, ``1 ± x``, shape-only wrappers.
+
+Rules ask these helpers (and ``analysis/ops`` for log and softmax); they never
+match call shapes themselves.  A matcher takes any node and returns a small
+record or None.  ``activation_of`` also follows a local name back to the
+softmax/sigmoid assigned to it a few lines earlier (``analysis/bindings``).
+Building ``F.log_softmax`` from a softmax in any form lives here too.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.bindings import Definition, reaching_definition
+from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.ops import (
+    SoftmaxCall,
+    UnaryOp,
+    is_value_receiver,
+    match_softmax,
+    match_unary,
+    module_constructor,
+    number_value,
+)
+from torchlint.rule import ImportRequirement
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.context import FileContext
+
+LOG_FUNCTIONS: FrozenSet[str] = frozenset({"torch.log"})
+EXP_FUNCTIONS: FrozenSet[str] = frozenset({"torch.exp"})
+SUM_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sum"})
+SIGMOID_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"})
+SIGMOID_MODULES: FrozenSet[str] = frozenset({"torch.nn.Sigmoid", "torch.nn.modules.activation.Sigmoid"})
+# Tensor methods that only move or relabel elements: an elementwise activation commutes with them.
+SHAPE_METHODS: FrozenSet[str] = frozenset(
+    {
+        "squeeze", "unsqueeze", "view", "reshape", "flatten", "contiguous", "permute", "transpose",
+        "float", "double", "half", "bfloat16", "to", "type_as", "view_as", "reshape_as", "t",
+    }
+)
+
+
+def match_log(context: "FileContext", node: cst.CSTNode) -> Optional[UnaryOp]:
+    """``torch.log(x)`` or ``x.log()``."""
+    return match_unary(context, node, LOG_FUNCTIONS, "log")
+
+
+def match_exp(context: "FileContext", node: cst.CSTNode) -> Optional[UnaryOp]:
+    """``torch.exp(x)`` or ``x.exp()``."""
+    return match_unary(context, node, EXP_FUNCTIONS, "exp")
+
+
+@dataclass(frozen=True)
+class SigmoidCall:
+    """A sigmoid: "function" (``torch.sigmoid(x)``, ``F.sigmoid``, ``torch.special.expit``),
+    "method" (``x.sigmoid()``) or "module" (``nn.Sigmoid()(x)``, also through ``self.``)."""
+
+    node: cst.Call
+    form: str
+    input: cst.BaseExpression
+
+
+def match_sigmoid(context: "FileContext", node: cst.CSTNode) -> Optional[SigmoidCall]:
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return None
+    func = node.func
+    qualified = context.qualified_name(func)
+    if qualified in SIGMOID_FUNCTIONS:
+        given = argument(node, 0, "input")
+        if given is None or len(node.args) != 1:
+            return None  # out= or a malformed call: nothing to rebuild from
+        return SigmoidCall(node, "function", given.value)
+    if qualified is None and isinstance(func, cst.Attribute) and func.attr.value == "sigmoid":
+        if is_value_receiver(context, func.value) and not node.args:
+            return SigmoidCall(node, "method", func.value)
+        return None
+    constructor = module_constructor(context, func)
+    if constructor is not None and context.qualified_name(constructor.func) in SIGMOID_MODULES:
+        if len(node.args) == 1 and node.args[0].keyword is None:
+            return SigmoidCall(node, "module", node.args[0].value)
+    return None
+
+
+@dataclass(frozen=True)
+class SumCall:
+    """``torch.sum(x, d, keepdim=k)`` or ``x.sum(d, keepdim=k)``."""
+
+    node: cst.Call
+    operand: cst.BaseExpression
+    method: bool
+    dim: Optional[cst.Arg]
+    keepdim: Optional[cst.Arg]
+    # ``dtype=`` (or anything else logsumexp has no parameter for).
+    other_args: bool
+
+
+def match_sum(context: "FileContext", node: cst.CSTNode) -> Optional[SumCall]:
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return None
+    func = node.func
+    qualified = context.qualified_name(func)
+    if qualified in SUM_FUNCTIONS:
+        operand = argument(node, 0, "input")
+        if operand is None:
+            return None
+        dim, keepdim = argument(node, 1, "dim"), argument(node, 2, "keepdim")
+        known = {id(a) for a in (operand, dim, keepdim) if a is not None}
+        return SumCall(node, operand.value, False, dim, keepdim, any(id(a) not in known for a in node.args))
+    if qualified is None and isinstance(func, cst.Attribute) and func.attr.value == "sum" and is_value_receiver(context, func.value):
+        dim, keepdim = argument(node, 0, "dim"), argument(node, 1, "keepdim")
+        known = {id(a) for a in (dim, keepdim) if a is not None}
+        return SumCall(node, func.value, True, dim, keepdim, any(id(a) not in known for a in node.args))
+    return None
+
+
+def is_one(node: cst.BaseExpression) -> bool:
+    """The literal ``1`` or ``1.0`` (parenthesised or not)."""
+    return number_value(node) == 1.0 and not isinstance(node, cst.UnaryOperation)
+
+
+def one_plus(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """``x`` for ``1 + x`` or ``x + 1``, else None."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        if is_one(node.left):
+            return node.right
+        if is_one(node.right):
+            return node.left
+    return None
+
+
+def one_minus(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """``x`` for ``1 - x``, else None."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract) and is_one(node.left):
+        return node.right
+    return None
+
+
+def peel_shape_ops(context: "FileContext", node: cst.BaseExpression) -> cst.BaseExpression:
+    """The expression under shape-only wrappers: ``sigmoid(z)`` in ``sigmoid(z).squeeze(-1).float()`` or ``sigmoid(z)[:, 0]``."""
+    while True:
+        if isinstance(node, cst.Subscript):
+            node = node.value
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in SHAPE_METHODS
+            and is_value_receiver(context, node.func.value)
+            and not has_star_args(node)
+        ):
+            node = node.func.value
+        else:
+            return node
+
+
+def is_pure(node: cst.CSTNode) -> bool:
+    """An expression without calls, lambdas or walruses: evaluating it twice gives the same value for free."""
+    finder = _Impure()
+    node.visit(finder)
+    return not finder.found
+
+
+class _Impure(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> bool:
+        self.found = True
+        return False
+
+    def visit_Await(self, node: cst.Await) -> bool:
+        self.found = True
+        return False
+
+    def visit_NamedExpr(self, node: cst.NamedExpr) -> bool:
+        self.found = True
+        return False
+
+    def visit_Yield(self, node: cst.Yield) -> bool:
+        self.found = True
+        return False
+
+
+# -- activations fed to something, directly or through a local name -----------------
+
+
+@dataclass(frozen=True)
+class Activation:
+    """A softmax or sigmoid that reaches an argument, inline or through a local variable.
+
+    ``argument`` is the expression as written at the use (``probs`` or
+    ``F.softmax(z, -1).view(-1, c)``); ``call`` is the activation call itself
+    (in the argument, or in the earlier assignment ``definition``).
+    """
+
+    kind: str  # "softmax" or "sigmoid"
+    call: cst.Call
+    input: cst.BaseExpression
+    softmax: Optional[SoftmaxCall]
+    argument: cst.BaseExpression
+    definition: Optional[Definition] = None
+
+
+def activation_of(context: "FileContext", expression: cst.BaseExpression, kinds=("softmax", "sigmoid")) -> Optional[Activation]:
+    """The softmax/sigmoid that ``expression`` is (under shape-only wrappers), or that the local name it is was assigned."""
+    peeled = peel_shape_ops(context, expression)
+    definition = None
+    if isinstance(peeled, cst.Name):
+        definition = reaching_definition(context.ancestors, peeled.value)
+        if definition is None:
+            return None
+        peeled = peel_shape_ops(context, definition.value)
+    if "softmax" in kinds:
+        softmax = match_softmax(context, peeled)
+        if softmax is not None and softmax.input is not None:
+            return Activation("softmax", softmax.node, softmax.input, softmax, expression, definition)
+    if "sigmoid" in kinds:
+        sigmoid = match_sigmoid(context, peeled)
+        if sigmoid is not None:
+            return Activation("sigmoid", sigmoid.node, sigmoid.input, None, expression, definition)
+    return None
+
+
+# -- building replacements ---------------------------------------------------------------
+
+
+def functional(context: "FileContext", function: str) -> Tuple[cst.BaseExpression, Tuple[ImportRequirement, ...]]:
+    """``F.<function>`` with the import it needs, if any."""
+    reference, requirement = context.reference("torch.nn.functional", "F")
+    return cst.parse_expression(f"{reference}.{function}"), tuple(r for r in (requirement,) if r)
+
+
+def torch_function(context: "FileContext", function: str) -> Tuple[cst.BaseExpression, Tuple[ImportRequirement, ...]]:
+    """``torch.<function>`` (or ``T.<function>`` under ``import torch as T``) with the import it needs, if any."""
+    reference, requirement = context.reference("torch", "torch")
+    return cst.parse_expression(f"{reference}.{function}"), tuple(r for r in (requirement,) if r)
+
+
+def keyword(name: str, value: cst.BaseExpression, comma: bool = False) -> cst.Arg:
+    return cst.Arg(
+        value=value,
+        keyword=cst.Name(name),
+        equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
+        comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if comma else cst.MaybeSentinel.DEFAULT,
+    )
+
+
+def positional(value: cst.BaseExpression, comma: bool = False) -> cst.Arg:
+    return cst.Arg(value=value, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")) if comma else cst.MaybeSentinel.DEFAULT)
+
+
+def negated(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``-x`` for a name, attribute, call or subscript; ``-(a + b)`` otherwise; ``x`` for ``-x``."""
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus) and not node.lpar:
+        return node.expression
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)) or node.lpar:
+        return cst.UnaryOperation(cst.Minus(), node)
+    return cst.UnaryOperation(cst.Minus(), node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()]))
+
+
+def as_receiver(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` ready to take ``.method()``: parenthesised unless it is atomic."""
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+
+
+def log_softmax_call(context: "FileContext", softmax: SoftmaxCall) -> Optional[Tuple[cst.Call, Tuple[ImportRequirement, ...]]]:
+    """The ``log_softmax`` call equivalent to ``softmax`` (same input, dim and dtype), with imports.
+
+    ``x.softmax(d)`` -> ``x.log_softmax(d)``; ``F.softmax(x, d, dtype=t)`` ->
+    ``F.log_softmax(x, d, dtype=t)``; ``torch.softmax(x, d, t)`` ->
+    ``F.log_softmax(x, d, dtype=t)``; ``nn.Softmax(d)(x)`` -> ``F.log_softmax(x, dim=d)``.
+    """
+    node = softmax.node
+    if softmax.form == "method":
+        return cst.Call(func=node.func.with_changes(attr=cst.Name("log_softmax")), args=node.args), ()
+    if softmax.form == "function" and softmax.qualified in ("torch.nn.functional.softmax", "torch.special.softmax"):
+        if isinstance(node.func, cst.Attribute):
+            return node.with_changes(func=node.func.with_changes(attr=cst.Name("log_softmax"))), ()
+        reference, requirement = context.reference(softmax.qualified.rsplit(".", 1)[0], "F")
+        return node.with_changes(func=cst.parse_expression(f"{reference}.log_softmax")), tuple(r for r in (requirement,) if r)
+    func, imports = functional(context, "log_softmax")
+    if softmax.form == "function":  # torch.softmax(input, dim, dtype=None): dtype may be positional
+        args: List[cst.Arg] = list(node.args)
+        given = positional_args(node)
+        if len(given) > 3:
+            return None
+        if len(given) == 3:
+            index = args.index(given[2])
+            args[index] = given[2].with_changes(
+                keyword=cst.Name("dtype"), equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace(""))
+            )
+        return cst.Call(func=func, args=args), imports
+    dim = argument(softmax.constructor, 0, "dim") if softmax.constructor is not None else None
+    if dim is None:
+        return cst.Call(func=func, args=[positional(softmax.input)]), imports
+    return cst.Call(func=func, args=[positional(softmax.input, comma=True), keyword("dim", dim.value)]), imports
+
+
+__all__ = [
+    "Activation",
+    "SigmoidCall",
+    "SumCall",
+    "activation_of",
+    "as_receiver",
+    "functional",
+    "is_one",
+    "is_pure",
+    "keyword",
+    "log_softmax_call",
+    "match_exp",
+    "match_log",
+    "match_sigmoid",
+    "match_sum",
+    "negated",
+    "one_minus",
+    "one_plus",
+    "peel_shape_ops",
+    "positional",
+    "torch_function",
+]

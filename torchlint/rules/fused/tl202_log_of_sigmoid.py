@@ -1,0 +1,108 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis.fused import (
+    activation_of,
+    functional,
+    is_pure,
+    match_log,
+    match_unary,
+    negated,
+    one_minus,
+    positional,
+)
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+LOG1P_FUNCTIONS = frozenset({"torch.log1p"})
+
+
+class LogOfSigmoid(Rule):
+    """
+    ## What it does
+    Flags the logarithm of a sigmoid and of its complement:
+    `torch.log(torch.sigmoid(x))`, `x.sigmoid().log()`, `torch.log(nn.Sigmoid()(x))`,
+    `torch.log(1 - torch.sigmoid(x))`, `(1 - x.sigmoid()).log()` and
+    `torch.log1p(-torch.sigmoid(x))`, also when the sigmoid was assigned to a
+    local name a few lines earlier (`p = torch.sigmoid(x)` ... `torch.log(p)`,
+    `torch.log(1 - p)`).
+
+    ## Why is this bad?
+    `sigmoid(x)` rounds to exactly 0 for x below about -88 in float32 (-17 in
+    float16) and to exactly 1 for x above about 17 in float32 (8 in float16).
+    Then `log(sigmoid(x))` or `log(1 - sigmoid(x))` is `-inf` and its gradient
+    is NaN: measured with torch, `log(sigmoid(-90.))` and `log(1 - sigmoid(17.))`
+    in float32 give `-inf` with a NaN gradient. `F.logsigmoid(x)` computes
+    `min(x, 0) - log1p(exp(-|x|))`, finite for every finite input, and
+    `log(1 - sigmoid(x)) = logsigmoid(-x)`.
+
+    ## Example
+    ```python
+    log_p = torch.log(torch.sigmoid(logits))
+    log_not_p = torch.log(1 - torch.sigmoid(logits))
+    ```
+
+    ## Use instead
+    ```python
+    log_p = F.logsigmoid(logits)
+    log_not_p = F.logsigmoid(-logits)
+    ```
+
+    ## Fix safety
+    Safe: the values equal the original's wherever it is finite (to float
+    rounding) and are finite where it was not. The fix writes
+    `F.logsigmoid(x)` (importing `torch.nn.functional as F` when the file has
+    no alias for it). When the sigmoid was stored in a variable, the fix
+    writes the sigmoid's input at the log, and only when that input is a
+    plain expression (no call) whose names are not reassigned or changed in
+    place in between; otherwise the finding has no fix.
+
+    A guarded log, `torch.log(torch.sigmoid(x) + eps)` or
+    `torch.log(torch.sigmoid(x).clamp_min(eps))`, is not flagged: it stays
+    finite (at the cost of a floor at `log(eps)`). Not detected: a sigmoid
+    stored in an attribute or passed through a function, `log2`/`log10`.
+    """
+
+    code = "TL202"
+    name = "log-of-sigmoid"
+    message = "log(sigmoid(x)) and log(1 - sigmoid(x)) are -inf with NaN gradients once sigmoid rounds to 0 or 1; use F.logsigmoid"
+    fix_applicability = Applicability.SAFE
+    triggers = ("sigmoid", "Sigmoid", "expit")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        log = match_log(self.context, node)
+        if log is not None:
+            operand, complement = log.operand, False
+        else:
+            log = match_unary(self.context, node, LOG1P_FUNCTIONS, "log1p")
+            if log is None:
+                return
+            # log1p(-sigmoid(x)) is log(1 - sigmoid(x))
+            operand = log.operand
+            if not (isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Minus)):
+                return
+            operand, complement = operand.expression, True
+        if not complement:
+            rest = one_minus(operand)
+            if rest is not None:
+                operand, complement = rest, True
+        activation = activation_of(self.context, operand, kinds=("sigmoid",))
+        if activation is None:
+            return
+        direct = activation.definition.value if activation.definition is not None else operand
+        if direct is not activation.call:
+            return  # shape ops between the sigmoid and the log: left alone
+        fix = None if log.extra_args else self._fix(node, activation, complement)
+        self.report(node, fix=fix)
+
+    def _fix(self, log_call: cst.Call, activation, complement: bool) -> Optional[FixSpec]:
+        value = activation.input
+        if activation.definition is not None and not (is_pure(value) and activation.definition.unchanged_at_use(value)):
+            return None
+        func, imports = functional(self.context, "logsigmoid")
+        argument = negated(value) if complement else value
+        call = cst.Call(func=func, args=[positional(argument)], lpar=log_call.lpar, rpar=log_call.rpar)
+        message = "Replace with `F.logsigmoid(-x)`" if complement else "Replace with `F.logsigmoid(x)`"
+        return FixSpec(Applicability.SAFE, message, (Replacement(log_call, call),), imports)
