@@ -33,6 +33,11 @@ Each source runs in a fresh namespace (``__name__`` is ``"runtime_snippet"``),
 so classes, module-level state and imports of one never leak into the other.
 ``pair.fixed_source`` is the codemod's text: put it in assertion messages.
 
+Helpers: :func:`fix_and_exec` (the pair), :func:`forward_backward` (output and
+input gradients of a call), :func:`save_as_if_on_cuda` (a checkpoint whose
+storages say ``cuda:0``, written on this CPU-only machine) and
+:func:`storage_locations` (the device tags inside a checkpoint).
+
 This module does not import torch at import time; test modules call
 ``pytest.importorskip("torch")`` themselves.
 """
@@ -162,3 +167,52 @@ def forward_backward(
     scalar = loss(output) if loss is not None else output.sum()
     scalar.backward()
     return output.detach(), tuple(leaf.grad for leaf in leaves)
+
+
+# The device the tagger below names while save_as_if_on_cuda saves; None (inert) otherwise.
+_CUDA_TAG: Dict[str, Any] = {"device": None, "registered": False}
+
+
+def _tag_as_cuda(storage: Any) -> Optional[str]:
+    return _CUDA_TAG["device"]
+
+
+def _never_restore(storage: Any, location: str) -> None:
+    return None  # leave every location to torch's own deserializers
+
+
+def save_as_if_on_cuda(obj: Any, path: Any, device: str = "cuda:0") -> None:
+    """``torch.save(obj, path)`` as a GPU machine would write it: every storage tagged ``device``.
+
+    Uses torch's public storage-location registry
+    (``torch.serialization.register_package``): a tagger that runs before the
+    CPU one names ``device`` while this call saves, and returns None (so it is
+    inert) otherwise. Its deserializer always declines, so loading goes through
+    torch's own CUDA path, which on a CPU-only machine raises "Attempting to
+    deserialize object on a CUDA device but torch.cuda.is_available() is
+    False" unless ``map_location`` moves the storages.
+    """
+    import torch
+
+    if not _CUDA_TAG["registered"]:
+        torch.serialization.register_package(0, _tag_as_cuda, _never_restore)
+        _CUDA_TAG["registered"] = True
+    _CUDA_TAG["device"] = device
+    try:
+        torch.save(obj, path)
+    finally:
+        _CUDA_TAG["device"] = None
+
+
+def storage_locations(path: Any) -> List[str]:
+    """The device tags recorded in a checkpoint, read without restoring anything."""
+    import torch
+
+    seen: List[str] = []
+
+    def record(storage: Any, location: str) -> Any:
+        seen.append(location)
+        return storage
+
+    torch.load(path, map_location=record, weights_only=False)
+    return seen
