@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.signatures import gives_keyword
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 LOAD_FUNCTIONS = frozenset({"torch.load", "torch.serialization.load"})
@@ -58,9 +59,11 @@ class LoadWithoutMapLocation(Rule):
     triggers = ("load",)
 
     def visit_Call(self, node: cst.Call) -> None:
-        if self.context.qualified_name(node.func) not in LOAD_FUNCTIONS:
+        qualified = self.context.qualified_name(node.func)
+        if qualified not in LOAD_FUNCTIONS:
             return
-        if has_star_args(node) or keyword_arg(node, "map_location") is not None or len(positional_args(node)) >= 2:
+        # A misspelt `map_locat=` counts as given: TL405 renames it (adding one would repeat the keyword).
+        if has_star_args(node) or gives_keyword(qualified, node, "map_location") or len(positional_args(node)) >= 2:
             return
         if not positional_args(node) and keyword_arg(node, "f") is None:
             return  # not a valid call at all; nothing to say about devices

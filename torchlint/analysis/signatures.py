@@ -1,0 +1,83 @@
+"""Which keyword arguments a torch API accepts, from a table shipped with the package.
+
+The table (``torchlint/data/torch_signatures.json``) is generated from an
+installed torch by ``tools/gen_signatures.py``; the linter reads it and never
+imports torch.  It covers the most used torch / torch.nn / torch.nn.functional /
+torch.utils.data / torch.optim APIs; an API that is not in it, or that takes
+``**kwargs``, is unknown: every keyword is accepted.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+from functools import lru_cache
+from typing import Dict, FrozenSet, Iterable, Optional, Tuple
+
+import libcst as cst
+
+# How similar a misspelt keyword must be to a real one to be renamed (difflib's ratio).
+CLOSE_MATCH_CUTOFF = 0.8
+
+
+@lru_cache(maxsize=1)
+def _table() -> Tuple[str, Dict[str, FrozenSet[str]], Dict[str, str]]:
+    from importlib import resources
+
+    text = resources.files("torchlint").joinpath("data/torch_signatures.json").read_text(encoding="utf-8")
+    data = json.loads(text)
+    apis = {name: frozenset(keywords) for name, keywords in data["apis"].items()}
+    return data["torch_version"], apis, dict(data.get("aliases", {}))
+
+
+def table_torch_version() -> str:
+    """The torch version the table was generated from (e.g. ``2.13.0``)."""
+    return _table()[0]
+
+
+def public_name(qualified: str) -> str:
+    """``torch.nn.Linear`` for ``torch.nn.modules.linear.Linear``; the name itself otherwise."""
+    return _table()[2].get(qualified, qualified)
+
+
+def accepted_keywords(qualified: Optional[str]) -> Optional[FrozenSet[str]]:
+    """The keywords API ``qualified`` accepts, or None when the table does not know it (anything goes)."""
+    if qualified is None:
+        return None
+    _, apis, aliases = _table()
+    return apis.get(aliases.get(qualified, qualified))
+
+
+def closest_keyword(written: str, accepted: Iterable[str]) -> Optional[str]:
+    """The one accepted name closest to ``written``, or None when none is close or two tie."""
+    scored = sorted(
+        ((difflib.SequenceMatcher(None, written, name).ratio(), name) for name in accepted),
+        reverse=True,
+    )
+    if not scored or scored[0][0] < CLOSE_MATCH_CUTOFF:
+        return None
+    if len(scored) > 1 and scored[1][0] == scored[0][0]:
+        return None
+    return scored[0][1]
+
+
+def misspelt_keywords(qualified: Optional[str], call: cst.Call) -> Dict[str, Optional[str]]:
+    """Keyword arguments of ``call`` that API ``qualified`` does not accept -> their unambiguous correction."""
+    accepted = accepted_keywords(qualified)
+    if accepted is None:
+        return {}
+    found: Dict[str, Optional[str]] = {}
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value not in accepted:
+            found[arg.keyword.value] = closest_keyword(arg.keyword.value, accepted)
+    return found
+
+
+def gives_keyword(qualified: Optional[str], call: cst.Call, name: str) -> bool:
+    """Whether ``call`` passes ``name=``, literally or misspelt so that the correction is ``name``.
+
+    Rules that add a keyword ask this, so that their fix and the misspelling's
+    rename (TL405) never produce the same keyword twice.
+    """
+    if any(arg.keyword is not None and arg.keyword.value == name for arg in call.args):
+        return True
+    return name in misspelt_keywords(qualified, call).values()

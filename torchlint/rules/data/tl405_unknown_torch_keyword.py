@@ -1,0 +1,151 @@
+from __future__ import annotations
+
+import difflib
+import re
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis.calls import has_star_args
+from torchlint.analysis.signatures import misspelt_keywords, public_name, table_torch_version
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+REQUIRES_GRAD = "requires_grad"
+# How close an assigned attribute must be to `requires_grad` to be read as its misspelling.
+ATTRIBUTE_CUTOFF = 0.85
+
+
+class UnknownTorchKeyword(Rule):
+    """
+    ## What it does
+    Flags a keyword argument that the called torch API does not accept, such as
+    `torch.load(path, map_locat="cuda:0")` or `DataLoader(ds, batchsize=32)`,
+    and an assignment to a misspelling of a tensor's `requires_grad` attribute
+    (`p.require_grad = False`) or to its method `requires_grad_`
+    (`p.requires_grad_ = False`).
+
+    The accepted keywords come from a table of the most used torch,
+    torch.nn, torch.nn.functional, torch.utils.data and torch.optim APIs
+    (constructors of the common modules, losses, optimizers and schedulers,
+    `DataLoader` and samplers, tensor factories, `torch.load`/`torch.save`),
+    generated from torch's own signatures by `tools/gen_signatures.py` and
+    shipped with torchlint; the message names the torch version it was made
+    from. APIs that take `**kwargs` are never flagged (`torch.load` is
+    checked because torch documents that its extra keywords go to
+    `pickle.Unpickler`).
+
+    ## Why is this bad?
+    A keyword the function does not take raises `TypeError` ("got an
+    unexpected keyword argument") the first time the line runs, often deep
+    into a job (the checkpoint load at the end of an epoch). A misspelt
+    attribute is worse: Python lets any attribute be set on a tensor or
+    parameter, so `p.require_grad = False` silently freezes nothing (and
+    `w.require_grad = True` silently trains nothing); the same goes for
+    assigning to the method `requires_grad_`.
+
+    ## Example
+    ```python
+    model.load_state_dict(torch.load(path, map_locat="cuda:0"))
+    for p in model.backbone.parameters():
+        p.require_grad = False
+    ```
+
+    ## Use instead
+    ```python
+    model.load_state_dict(torch.load(path, map_location="cuda:0"))
+    for p in model.backbone.parameters():
+        p.requires_grad = False
+    ```
+
+    ## Fix safety
+    A misspelt keyword is renamed to the closest accepted name (difflib
+    ratio of at least 0.8) only when exactly one name is closest and that
+    name is not already given; the fix is safe, because the original call
+    cannot run at all. The attribute fix (`requires_grad`) is unsafe: it
+    changes what is trained, which is the point but should be reviewed.
+    Calls with `**kwargs` are reported without a fix (the corrected name may
+    be among them).
+
+    Not seen: APIs outside the table (its list is in the JSON file), method
+    calls on tensors (`x.to(devic=...)`), torch APIs reached through a name
+    rebound by assignment, keywords that an older torch accepted and the
+    table's torch no longer does (set the table's version in mind when a
+    call is guarded by a version check). Attribute typos are flagged only on
+    a receiver other than `self`/`cls` and only when the file never reads
+    that attribute back (a config object's own `require_grad` field is left
+    alone).
+    """
+
+    code = "TL405"
+    name = "unknown-torch-keyword"
+    message = "the torch API does not accept this keyword: the call raises TypeError"
+    fix_applicability = Applicability.UNSAFE
+    triggers = ("torch", "_grad")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.context.qualified_name(node.func)
+        misspelt = misspelt_keywords(qualified, node)
+        if not misspelt:
+            return
+        given = {arg.keyword.value for arg in node.args if arg.keyword is not None}
+        api = public_name(qualified)
+        for arg in node.args:
+            if arg.keyword is None or arg.keyword.value not in misspelt:
+                continue
+            written = arg.keyword.value
+            correction = misspelt[written]
+            message = f"`{written}` is not a keyword of {api} (torch {table_torch_version()}): the call raises TypeError"
+            fix = None
+            if correction is not None:
+                message += f"; did you mean `{correction}`?"
+                if correction not in given and not has_star_args(node):
+                    fix = FixSpec(
+                        Applicability.SAFE,
+                        f"Rename `{written}` to `{correction}`",
+                        (Replacement(arg.keyword, cst.Name(correction)),),
+                    )
+            self.report(arg, message, fix)
+
+    def visit_Assign(self, node: cst.Assign) -> None:
+        for target in node.targets:
+            attribute = target.target
+            if isinstance(attribute, cst.Attribute):
+                self._check_attribute(attribute)
+
+    def _check_attribute(self, attribute: cst.Attribute) -> None:
+        written = attribute.attr.value
+        if written == REQUIRES_GRAD or not _looks_like_requires_grad(written):
+            return
+        receiver = attribute.value
+        if isinstance(receiver, cst.Name) and receiver.value in ("self", "cls"):
+            return
+        if _is_read_in(self.context.source, written):
+            return  # the file's own attribute, set and read back
+        if written == REQUIRES_GRAD + "_":
+            message = "`requires_grad_` is a method: assigning to it changes nothing, the tensor's requires_grad stays as it was"
+        else:
+            message = f"`{written}` is not a tensor attribute: setting it changes nothing, the tensor's requires_grad stays as it was"
+        fix = FixSpec(
+            Applicability.UNSAFE,
+            f"Rename `{written}` to `{REQUIRES_GRAD}`",
+            (Replacement(attribute.attr, cst.Name(REQUIRES_GRAD)),),
+        )
+        self.report(attribute, message, fix)
+
+
+def _looks_like_requires_grad(name: str) -> bool:
+    if name == REQUIRES_GRAD + "_":
+        return True
+    return difflib.SequenceMatcher(None, name, REQUIRES_GRAD).ratio() >= ATTRIBUTE_CUTOFF
+
+
+def _is_read_in(source: str, attribute: str) -> bool:
+    """Whether ``.attribute`` is read anywhere (not only assigned), or named in a string (``getattr``)."""
+    for match in re.finditer(rf"\.\s*{re.escape(attribute)}\b|[\'\"]{re.escape(attribute)}[\'\"]", source):
+        if match.group(0)[0] in "'\"":
+            return True
+        after = source[match.end() :].lstrip()
+        if after.startswith("=") and not after.startswith("=="):
+            continue
+        return True
+    return False
