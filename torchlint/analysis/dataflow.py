@@ -1,0 +1,293 @@
+"""Local dataflow for the guard analysis: every binding of a name that may reach a use.
+
+``analysis/bindings.py`` answers "which single assignment produced this
+value?" (None as soon as anything is uncertain): the right question when a
+fix rewrites the value.  The guard analysis asks a different one, "may this
+name hold a value the author guarded?", and needs what ``bindings.py``
+deliberately refuses: ``d += eps`` and ``d.clamp_(min=eps)`` (updates of
+the value), ``d[d == 0] = 1`` (masked repairs), bindings made on some paths
+only (``if``/``for``/``try``), parameters with defaults and module constants.
+
+A :class:`Site` is a position in the tree: the innermost enclosing function
+and, for every enclosing block inside it, the block's statements and the
+index of the statement holding the position.  Build one from the engine's
+ancestor list with :func:`site_of`; a binding found earlier comes with the
+site of its own statement, so its value can be analysed in turn.
+
+:func:`bindings` returns what reaches the site, latest first:
+
+- ``assign``: ``d = value`` (also annotated); unconditional, ends the search;
+- ``update``: ``d += v`` given as the equivalent expression ``d + v``
+  evaluated at the statement (its ``d`` refers to the binding before it);
+  ends the search;
+- ``inplace``: ``d.clamp_(min=eps)`` / ``d.add_(eps)``, given as the
+  out-of-place call ``d.clamp(min=eps)``; ends the search;
+- ``masked``: ``d[cond] = value`` (the value may hold only for some elements);
+  the search goes on;
+- ``conditional``: a binding inside an earlier ``if``/``for``/``while``/``try``
+  (it may not run); the search goes on;
+- ``param``: a parameter of the function (``value`` is its default, if any);
+- ``module``: the last module-level assignment (constants), used when the
+  function itself does not bind the name;
+- ``opaque``: tuple unpacking, ``with ... as``, imports, nested ``def``:
+  a value this module cannot see; ends the search.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+# A block's statements and the index of the one holding the position.
+Frame = Tuple[Sequence[cst.CSTNode], int]
+
+
+@dataclass(frozen=True)
+class Site:
+    function: Optional[cst.FunctionDef]
+    frames: Tuple[Frame, ...]
+    module: Optional[cst.Module] = None
+
+    def at(self, frames: Tuple[Frame, ...]) -> "Site":
+        return Site(self.function, frames, self.module)
+
+
+@dataclass(frozen=True)
+class Binding:
+    kind: str
+    value: Optional[cst.BaseExpression]
+    site: Optional[Site]
+    node: cst.CSTNode
+
+
+def _statements_of(node: cst.CSTNode) -> Optional[Sequence[cst.CSTNode]]:
+    if isinstance(node, (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite, cst.SimpleStatementLine)):
+        return node.body
+    return None
+
+
+def site_of(ancestors: Sequence[cst.CSTNode]) -> Site:
+    """The site of a node whose enclosing nodes (outermost first) are ``ancestors``."""
+    function: Optional[cst.FunctionDef] = None
+    module = ancestors[0] if ancestors and isinstance(ancestors[0], cst.Module) else None
+    frames: List[Frame] = []
+    for position, node in enumerate(ancestors):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            function = node if isinstance(node, cst.FunctionDef) else None
+            frames = []
+            continue
+        body = _statements_of(node)
+        if body is None or position + 1 >= len(ancestors):
+            continue
+        child = ancestors[position + 1]
+        for index, statement in enumerate(body):
+            if statement is child:
+                frames.append((body, index))
+                break
+    return Site(function, tuple(frames), module)
+
+
+def bindings(site: Site, name: str) -> List[Binding]:
+    """The bindings of ``name`` that may reach ``site``, latest first (see the module docs)."""
+    found: List[Binding] = []
+    frames = site.frames
+    for depth in range(len(frames) - 1, -1, -1):
+        body, index = frames[depth]
+        prefix = frames[:depth]
+        for position in range(index - 1, -1, -1):
+            here = site.at(prefix + ((body, position),))
+            if _bindings_in_statement(body[position], name, here, found):
+                return found
+    if site.function is not None:
+        param = _parameter(site.function, name)
+        if param is not None:
+            found.append(Binding("param", param.default, None, param))
+            return found
+        if site.module is not None:
+            constant = _module_binding(site.module, name)
+            if constant is not None:
+                found.append(constant)
+    return found
+
+
+def _bindings_in_statement(statement: cst.CSTNode, name: str, here: Site, found: List[Binding]) -> bool:
+    """Append the bindings of ``name`` made by ``statement``; True when one is unconditional."""
+    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        for position in range(len(statement.body) - 1, -1, -1):
+            inner = here.at(here.frames + ((statement.body, position),))
+            if _small_binding(statement.body[position], name, inner, found):
+                return True
+        return False
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        if statement.name.value == name:
+            found.append(Binding("opaque", None, None, statement))
+            return True
+        return False
+    if isinstance(statement, cst.With):
+        if any(item.asname is not None and _names_in_target(item.asname.name, name) for item in statement.items):
+            found.append(Binding("opaque", None, None, statement))
+            return True
+        body = statement.body
+        if isinstance(body, cst.IndentedBlock):
+            # A with-block runs straight through: search it from its end.
+            for position in range(len(body.body) - 1, -1, -1):
+                inner = here.at(here.frames + ((body.body, position),))
+                if _bindings_in_statement(body.body[position], name, inner, found):
+                    return True
+        return False
+    # if / for / while / try: what they bind may not happen.
+    if isinstance(statement, cst.For) and _names_in_target(statement.target, name):
+        found.append(Binding("conditional", None, None, statement))
+    for block in _blocks(statement):
+        for position in range(len(block) - 1, -1, -1):
+            inner = here.at(here.frames + ((block, position),))
+            nested: List[Binding] = []
+            _bindings_in_statement(block[position], name, inner, nested)
+            for binding in nested:
+                found.append(Binding("conditional", binding.value, binding.site, binding.node))
+            if nested:
+                break
+    return False
+
+
+def _small_binding(small: cst.CSTNode, name: str, here: Site, found: List[Binding]) -> bool:
+    if isinstance(small, cst.Assign):
+        for target in small.targets:
+            if isinstance(target.target, cst.Name) and target.target.value == name:
+                found.append(Binding("assign", small.value, here, small))
+                return True
+            if _names_in_target(target.target, name):
+                found.append(Binding("opaque", None, None, small))
+                return True
+            if (
+                isinstance(target.target, cst.Subscript)
+                and isinstance(target.target.value, cst.Name)
+                and target.target.value.value == name
+            ):
+                found.append(Binding("masked", small.value, here, small))
+        return False
+    if isinstance(small, cst.AnnAssign):
+        if isinstance(small.target, cst.Name) and small.target.value == name and small.value is not None:
+            found.append(Binding("assign", small.value, here, small))
+            return True
+        return False
+    if isinstance(small, cst.AugAssign):
+        if isinstance(small.target, cst.Name) and small.target.value == name:
+            operator = _BINARY_FOR_AUGMENTED.get(type(small.operator))
+            if operator is None:
+                found.append(Binding("opaque", None, None, small))
+            else:
+                value = cst.BinaryOperation(left=cst.Name(name), operator=operator, right=small.value)
+                found.append(Binding("update", value, here, small))
+            return True
+        return False
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == name
+            and func.attr.value.endswith("_")
+            and not func.attr.value.startswith("_")
+        ):
+            out_of_place = call.with_changes(func=func.with_changes(attr=cst.Name(func.attr.value[:-1])))
+            found.append(Binding("inplace", out_of_place, here, small))
+            return True
+        return False
+    if isinstance(small, (cst.Import, cst.ImportFrom)):
+        names = small.names
+        if isinstance(names, cst.ImportStar):
+            return False
+        for alias in names:
+            bound = alias.evaluated_alias or alias.evaluated_name
+            if bound.split(".", 1)[0] == name:
+                found.append(Binding("opaque", None, None, small))
+                return True
+    return False
+
+
+_BINARY_FOR_AUGMENTED = {
+    cst.AddAssign: cst.Add(),
+    cst.SubtractAssign: cst.Subtract(),
+    cst.MultiplyAssign: cst.Multiply(),
+    cst.DivideAssign: cst.Divide(),
+    cst.PowerAssign: cst.Power(),
+}
+
+
+def _names_in_target(target: cst.CSTNode, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_names_in_target(element.value, name) for element in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _names_in_target(target.value, name)
+    return False
+
+
+def _blocks(statement: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
+    body = getattr(statement, "body", None)
+    if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+        yield body.body
+    for handler in getattr(statement, "handlers", ()) or ():
+        yield from _blocks(handler)
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(orelse, cst.If):
+        yield [orelse]
+    elif isinstance(orelse, cst.Else):
+        yield from _blocks(orelse)
+    final = getattr(statement, "finalbody", None)
+    if isinstance(final, cst.Finally):
+        yield from _blocks(final)
+
+
+def _parameter(function: cst.FunctionDef, name: str) -> Optional[cst.Param]:
+    params = function.params
+    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for extra in (params.star_arg, params.star_kwarg):
+        if isinstance(extra, cst.Param):
+            every.append(extra)
+    for param in every:
+        if param.name.value == name:
+            return param
+    return None
+
+
+def _module_binding(module: cst.Module, name: str) -> Optional[Binding]:
+    last: Optional[Binding] = None
+    for position, statement in enumerate(module.body):
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            if statement.name.value == name:
+                last = Binding("opaque", None, None, statement)
+            continue
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            target = None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                target = small.target
+            if isinstance(target, cst.Name) and target.value == name:
+                last = Binding("module", small.value, Site(None, ((module.body, position),), module), small)
+    return last
+
+
+def later_statements(site: Site) -> Iterator[Tuple[cst.CSTNode, Site]]:
+    """Statements after the site's statement in its enclosing blocks of the same function, nearest first."""
+    for depth in range(len(site.frames) - 1, -1, -1):
+        body, index = site.frames[depth]
+        prefix = site.frames[:depth]
+        for position in range(index + 1, len(body)):
+            yield body[position], site.at(prefix + ((body, position),))
+
+
+def earlier_statements(site: Site) -> Iterator[Tuple[cst.CSTNode, Site]]:
+    """Statements before the site's statement in its enclosing blocks of the same function, nearest first."""
+    for depth in range(len(site.frames) - 1, -1, -1):
+        body, index = site.frames[depth]
+        prefix = site.frames[:depth]
+        for position in range(index - 1, -1, -1):
+            yield body[position], site.at(prefix + ((body, position),))

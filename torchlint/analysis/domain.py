@@ -1,0 +1,487 @@
+"""Recognising the operations whose domain has an edge: sqrt, rsqrt, log, fractional pow, division.
+
+Every form is one :class:`DomainOp`, so rules and fixes never look at call shapes:
+
+    kind "sqrt":   torch.sqrt(x), x.sqrt(), x ** 0.5, torch.pow(x, 0.5), x.pow(.5)
+    kind "rsqrt":  torch.rsqrt(x), x.rsqrt()
+    kind "log":    torch.log/log2/log10(x), x.log()/log2()/log10()
+    kind "pow":    torch.pow(x, p), x.pow(p), x ** p with p in (0, 1) other than 0.5
+                   (``1 / 3``, ``0.25``) or an unknown reciprocal (``1 / p``, ``1. / self.p``)
+    kind "div":    a / d, a /= d, torch.div(a, d), a.div(d) where d is a tensor
+                   reduction that can be 0 (see :class:`Divisor`)
+
+``operand`` is the value that must stay off the edge (the argument, the
+base, the divisor); ``form`` is "function", "method" or "operator".
+
+:func:`match_domain_op` matches one node (a Call, BinaryOperation or
+AugAssign); :func:`find_domain_ops` finds every op inside an expression
+(TL106/TL107 use it on the branches of a ``where`` or the argument of a
+``nan_to_num``).  Whether an operand is guarded is :mod:`torchlint.analysis.guards`'s
+question, not this module's.
+
+Divisors (``Divisor.kind``), the fix each calls for:
+
+    "count":     count_nonzero(m), m.sum() over a mask (a comparison, a bool
+                 cast, a name that says mask/valid) -> clamp to 1
+    "magnitude": norm / linalg.norm / linalg.vector_norm / std / var, a sum of
+                 non-negative terms (abs, squares) -> clamp to eps
+    "normalize": ``x / x.norm(dim=d, keepdim=True)`` -> F.normalize
+    "cosine":    ``(a * b).sum(d) / (a.norm(dim=d) * b.norm(dim=d))`` -> F.cosine_similarity
+    "product":   a product of magnitudes otherwise -> clamp to eps
+
+A divisor given by name (``n = mask.sum(); x / n``) is followed through
+:mod:`torchlint.analysis.dataflow` when the caller passes a site.
+A sum of values whose sign is unknown is not a divisor here: it can be
+negative, so no clamp would be a correct fix, and libraries divide by such
+sums (weights known to be positive) constantly.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, FrozenSet, Iterator, List, Optional
+
+import libcst as cst
+
+from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.dataflow import Site, bindings
+from torchlint.analysis.ops import is_value_receiver, number_value
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.context import FileContext
+
+SQRT, RSQRT, LOG, POW, DIV = "sqrt", "rsqrt", "log", "pow", "div"
+
+SQRT_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sqrt", "torch.Tensor.sqrt"})
+RSQRT_FUNCTIONS: FrozenSet[str] = frozenset({"torch.rsqrt", "torch.Tensor.rsqrt"})
+LOG_FUNCTIONS: FrozenSet[str] = frozenset(
+    {"torch.log", "torch.log2", "torch.log10", "torch.Tensor.log", "torch.Tensor.log2", "torch.Tensor.log10"}
+)
+LOG_METHODS: FrozenSet[str] = frozenset({"log", "log2", "log10"})
+POW_FUNCTIONS: FrozenSet[str] = frozenset({"torch.pow", "torch.float_power", "torch.Tensor.pow"})
+DIV_FUNCTIONS: FrozenSet[str] = frozenset({"torch.div", "torch.divide", "torch.true_divide"})
+
+NORM_FUNCTIONS: FrozenSet[str] = frozenset(
+    {"torch.norm", "torch.linalg.norm", "torch.linalg.vector_norm", "torch.functional.norm"}
+)
+NORM_METHODS: FrozenSet[str] = frozenset({"norm"})
+SPREAD_FUNCTIONS: FrozenSet[str] = frozenset({"torch.std", "torch.var"})
+SPREAD_METHODS: FrozenSet[str] = frozenset({"std", "var"})
+SUM_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sum"})
+COUNT_FUNCTIONS: FrozenSet[str] = frozenset({"torch.count_nonzero"})
+# Casts that keep a mask a mask.
+CAST_METHODS: FrozenSet[str] = frozenset({"float", "double", "half", "bfloat16", "long", "int", "to", "type", "type_as", "bool"})
+MASK_WORDS = ("mask", "valid", "keep", "visible", "selected")
+MASK_PREFIXES = ("is_", "has_")
+
+
+@dataclass(frozen=True)
+class Divisor:
+    kind: str  # "count", "magnitude", "normalize", "cosine", "product"
+    # The reduction call (for "cosine" and "product": the product node).
+    reduction: cst.BaseExpression
+    # For "normalize": the tensor being normalised; for "cosine": (a, b) via cosine_operands.
+    normalized: Optional[cst.BaseExpression] = None
+    dim: Optional[cst.BaseExpression] = None
+    norm_order: Optional[cst.BaseExpression] = None
+    cosine_operands: Optional[tuple] = None
+    # True when the divisor was reached through a name (``n = mask.sum(); x / n``).
+    through_name: bool = False
+
+
+@dataclass(frozen=True)
+class DomainOp:
+    kind: str
+    node: cst.CSTNode  # Call, BinaryOperation or AugAssign
+    operand: cst.BaseExpression
+    form: str  # "function", "method" or "operator"
+    name: str  # qualified function, method name, or the operator ("**", "/", "/=")
+    exponent: Optional[cst.BaseExpression] = None
+    numerator: Optional[cst.BaseExpression] = None
+    divisor: Optional[Divisor] = None
+    # Arguments beyond operand/exponent (``out=``): a fix rebuilding the call would drop them.
+    extra_args: bool = False
+
+    @property
+    def is_operator(self) -> bool:
+        return self.form == "operator"
+
+
+# -- matching ---------------------------------------------------------------------
+
+
+def match_domain_op(context: "FileContext", node: cst.CSTNode, site: Optional[Site] = None) -> Optional[DomainOp]:
+    """The domain-edge op ``node`` is, if any (``site`` lets divisors be followed through names)."""
+    if isinstance(node, cst.Call):
+        return _match_call(context, node, site)
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Power):
+            return _pow_op(node, node.left, node.right, "operator", "**", False)
+        if isinstance(node.operator, cst.Divide):
+            return _div_op(context, node, node.left, node.right, "operator", "/", site)
+        return None
+    if isinstance(node, cst.AugAssign):
+        if isinstance(node.operator, cst.DivideAssign):
+            return _div_op(context, node, node.target, node.value, "operator", "/=", site)
+        if isinstance(node.operator, cst.PowerAssign):
+            return _pow_op(node, node.target, node.value, "operator", "**=", False)
+    return None
+
+
+def find_domain_ops(context: "FileContext", expression: cst.CSTNode, site: Optional[Site] = None) -> List[DomainOp]:
+    """Every domain-edge op inside ``expression`` (itself included), outermost first; lambdas excluded."""
+    found: List[DomainOp] = []
+
+    class _Finder(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, cst.Lambda):
+                return False
+            op = match_domain_op(context, node, site)
+            if op is not None:
+                found.append(op)
+            return True
+
+    expression.visit(_Finder())
+    return found
+
+
+def _match_call(context: "FileContext", call: cst.Call, site: Optional[Site]) -> Optional[DomainOp]:
+    if has_star_args(call):
+        return None
+    func = call.func
+    qualified = context.qualified_name(func)
+    if qualified is not None:
+        if qualified in SQRT_FUNCTIONS or qualified in RSQRT_FUNCTIONS or qualified in LOG_FUNCTIONS:
+            operand = argument(call, 0, "input")
+            if operand is None:
+                return None
+            kind = SQRT if qualified in SQRT_FUNCTIONS else RSQRT if qualified in RSQRT_FUNCTIONS else LOG
+            return DomainOp(kind, call, operand.value, "function", qualified, extra_args=len(call.args) > 1)
+        if qualified in POW_FUNCTIONS:
+            base = argument(call, 0, "input")
+            exponent = argument(call, 1, "exponent")
+            if base is None or exponent is None:
+                return None
+            return _pow_op(call, base.value, exponent.value, "function", qualified, len(call.args) > 2)
+        if qualified in DIV_FUNCTIONS:
+            numerator = argument(call, 0, "input")
+            divisor = argument(call, 1, "other")
+            if numerator is None or divisor is None or len(call.args) > 2:
+                return None
+            return _div_op(context, call, numerator.value, divisor.value, "function", qualified, site)
+        return None
+    if not isinstance(func, cst.Attribute) or not is_value_receiver(context, func.value):
+        return None
+    method = func.attr.value
+    receiver = func.value
+    if method in ("sqrt", "rsqrt") or method in LOG_METHODS:
+        if call.args:
+            return None
+        kind = SQRT if method == "sqrt" else RSQRT if method == "rsqrt" else LOG
+        return DomainOp(kind, call, receiver, "method", method)
+    if method == "pow":
+        exponent = argument(call, 0, "exponent")
+        if exponent is None:
+            return None
+        return _pow_op(call, receiver, exponent.value, "method", method, len(call.args) > 1)
+    if method in ("div", "divide", "true_divide"):
+        divisor = argument(call, 0, "other")
+        if divisor is None or len(call.args) > 1:
+            return None
+        return _div_op(context, call, receiver, divisor.value, "method", method, site)
+    return None
+
+
+# -- pow ------------------------------------------------------------------------------
+
+
+def exponent_class(exponent: cst.BaseExpression) -> Optional[str]:
+    """"sqrt" for 0.5, "pow" for another exponent in (0, 1) or an unknown reciprocal ``1 / p``, else None."""
+    value = constant_value(exponent)
+    if value is not None:
+        if value == 0.5:
+            return SQRT
+        if 0 < value < 1:
+            return POW
+        return None
+    reciprocal = _strip_parens(exponent)
+    if isinstance(reciprocal, cst.BinaryOperation) and isinstance(reciprocal.operator, cst.Divide):
+        numerator = constant_value(reciprocal.left)
+        if numerator == 1:
+            denominator = constant_value(reciprocal.right)
+            # 1 / 2.0 is known; 1 / p with p unknown is a root of unknown order (GeM pooling).
+            return None if denominator is not None else POW
+    return None
+
+
+def constant_value(node: cst.BaseExpression) -> Optional[float]:
+    """The value of a literal arithmetic expression (``0.5``, ``1 / 3``, ``-2``), else None."""
+    node = _strip_parens(node)
+    value = number_value(node)
+    if value is not None:
+        return value
+    if isinstance(node, cst.BinaryOperation):
+        left, right = constant_value(node.left), constant_value(node.right)
+        if left is None or right is None:
+            return None
+        try:
+            if isinstance(node.operator, cst.Divide):
+                return left / right
+            if isinstance(node.operator, cst.Multiply):
+                return left * right
+            if isinstance(node.operator, cst.Add):
+                return left + right
+            if isinstance(node.operator, cst.Subtract):
+                return left - right
+        except (ZeroDivisionError, OverflowError):
+            return None
+    return None
+
+
+def _pow_op(node, base, exponent, form, name, extra_args) -> Optional[DomainOp]:
+    kind = exponent_class(exponent)
+    if kind is None:
+        return None
+    return DomainOp(kind, node, base, form, name, exponent=exponent, extra_args=extra_args)
+
+
+# -- division -------------------------------------------------------------------------
+
+
+def _div_op(context, node, numerator, divisor_node, form, name, site) -> Optional[DomainOp]:
+    divisor = classify_divisor(context, divisor_node, numerator, site)
+    if divisor is None:
+        return None
+    return DomainOp(DIV, node, divisor_node, form, name, numerator=numerator, divisor=divisor)
+
+
+def classify_divisor(
+    context: "FileContext",
+    divisor: cst.BaseExpression,
+    numerator: Optional[cst.BaseExpression] = None,
+    site: Optional[Site] = None,
+) -> Optional[Divisor]:
+    """What kind of zero-able reduction ``divisor`` is, or None when it is not one."""
+    node = _strip_parens(divisor)
+    if isinstance(node, cst.Name) and site is not None:
+        reaching = bindings(site, node.value)
+        if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
+            found = classify_divisor(context, reaching[0].value, None, None)
+            if found is not None and found.kind in ("count", "magnitude", "product"):
+                return Divisor(found.kind, found.reduction, through_name=True)
+        return None
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        left = classify_divisor(context, node.left)
+        right = classify_divisor(context, node.right)
+        if left is None or right is None:
+            return None
+        norms = _norm_parts(context, node.left), _norm_parts(context, node.right)
+        if numerator is not None and all(part is not None for part in norms):
+            cosine = _cosine(context, numerator, norms[0], norms[1])
+            if cosine is not None:
+                return Divisor("cosine", node, dim=cosine.dim, cosine_operands=cosine.cosine_operands)
+        return Divisor("product", node)
+    reduction = _reduction_kind(context, node)
+    if reduction is None:
+        return None
+    if reduction == "magnitude" and numerator is not None:
+        parts = _norm_parts(context, node)
+        if parts is not None:
+            tensor, dim, keepdim, order = parts
+            if keepdim and dim is not None and structurally_equal(tensor, numerator):
+                return Divisor("normalize", node, normalized=tensor, dim=dim, norm_order=order)
+    return Divisor(reduction, node)
+
+
+def _reduction_kind(context: "FileContext", node: cst.BaseExpression) -> Optional[str]:
+    """"count" / "magnitude" for a reduction that can be 0, else None."""
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return None
+    func = node.func
+    qualified = context.qualified_name(func)
+    if qualified is not None:
+        if qualified in NORM_FUNCTIONS or qualified in SPREAD_FUNCTIONS:
+            return "magnitude"
+        if qualified in COUNT_FUNCTIONS:
+            return "count"
+        if qualified in SUM_FUNCTIONS:
+            summed = argument(node, 0, "input")
+            return _sum_kind(context, summed.value) if summed is not None else None
+        return None
+    if not isinstance(func, cst.Attribute) or not is_value_receiver(context, func.value):
+        return None
+    method = func.attr.value
+    if method in NORM_METHODS or method in SPREAD_METHODS:
+        return "magnitude"
+    if method == "count_nonzero":
+        return "count"
+    if method == "sum":
+        return _sum_kind(context, func.value)
+    if method in CAST_METHODS:
+        return _reduction_kind(context, func.value)
+    return None
+
+
+def _sum_kind(context: "FileContext", summed: cst.BaseExpression) -> Optional[str]:
+    if is_mask_like(context, summed):
+        return "count"
+    if _nonnegative_terms(context, summed):
+        return "magnitude"
+    return None
+
+
+def is_mask_like(context: "FileContext", node: cst.BaseExpression) -> bool:
+    """A 0/1 tensor: a comparison, a bool cast of one, ``~m``, ``m1 & m2``, or a name that says mask."""
+    node = _strip_parens(node)
+    if isinstance(node, cst.Comparison):
+        return all(isinstance(c.operator, _ELEMENTWISE_COMPARISONS) for c in node.comparisons)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):
+        return is_mask_like(context, node.expression)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+        return is_mask_like(context, node.left) or is_mask_like(context, node.right)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return is_mask_like(context, node.left) and is_mask_like(context, node.right)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and is_value_receiver(context, node.func.value):
+        method = node.func.attr.value
+        if method in CAST_METHODS or method in ("unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "flatten", "detach", "t"):
+            return is_mask_like(context, node.func.value)
+        if method in ("eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and", "logical_or", "isfinite", "bool"):
+            return True
+        return False
+    if isinstance(node, cst.Call):
+        qualified = context.qualified_name(node.func) or ""
+        return qualified in (
+            "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge", "torch.le", "torch.logical_not",
+            "torch.logical_and", "torch.logical_or", "torch.isfinite", "torch.ones_like",
+        )
+    if isinstance(node, cst.Subscript):
+        return is_mask_like(context, node.value)
+    word = None
+    if isinstance(node, cst.Name):
+        word = node.value
+    elif isinstance(node, cst.Attribute):
+        word = node.attr.value
+    if word is not None:
+        lowered = word.lower()
+        return any(part in lowered for part in MASK_WORDS) or lowered.startswith(MASK_PREFIXES)
+    return False
+
+
+_ELEMENTWISE_COMPARISONS = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
+
+
+def _nonnegative_terms(context: "FileContext", node: cst.BaseExpression) -> bool:
+    """abs(x), x ** 2, x * x, x.square(), x.pow(2): a sum of these can be 0 and cannot be negative."""
+    node = _strip_parens(node)
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Power):
+            value = constant_value(node.right)
+            return value is not None and value > 0 and value % 2 == 0
+        if isinstance(node.operator, cst.Multiply):
+            return structurally_equal(node.left, node.right)
+        return False
+    if isinstance(node, cst.Call):
+        qualified = context.qualified_name(node.func)
+        if qualified in ("torch.abs", "torch.square", "torch.nn.functional.relu", "torch.relu"):
+            return True
+        if qualified is None and isinstance(node.func, cst.Attribute) and is_value_receiver(context, node.func.value):
+            method = node.func.attr.value
+            if method in ("abs", "square", "relu"):
+                return True
+            if method == "pow" and node.args:
+                value = constant_value(node.args[0].value)
+                return value is not None and value > 0 and value % 2 == 0
+    return False
+
+
+def _norm_parts(context: "FileContext", node: cst.BaseExpression):
+    """(tensor, dim, keepdim, order) for an L2-style norm call, else None."""
+    node = _strip_parens(node)
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return None
+    qualified = context.qualified_name(node.func)
+    if qualified in NORM_FUNCTIONS:
+        tensor = argument(node, 0, "input") or argument(node, 0, "x") or argument(node, 0, "A")
+        if tensor is None:
+            return None
+        if qualified == "torch.linalg.vector_norm" or qualified == "torch.linalg.norm":
+            order = argument(node, 1, "ord")
+            dim = argument(node, 2, "dim")
+            keepdim = argument(node, 3, "keepdim")
+        else:
+            order = argument(node, 1, "p")
+            dim = argument(node, 2, "dim")
+            keepdim = argument(node, 3, "keepdim")
+        return tensor.value, dim.value if dim else None, _is_true(keepdim), order.value if order else None
+    if qualified is None and isinstance(node.func, cst.Attribute) and node.func.attr.value == "norm":
+        if not is_value_receiver(context, node.func.value):
+            return None
+        order = argument(node, 0, "p")
+        dim = argument(node, 1, "dim")
+        keepdim = argument(node, 2, "keepdim")
+        if keyword_arg(node, "dtype") is not None or len(positional_args(node)) > 3:
+            return None
+        return node.func.value, dim.value if dim else None, _is_true(keepdim), order.value if order else None
+    return None
+
+
+def _is_true(arg: Optional[cst.Arg]) -> bool:
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "True"
+
+
+def _cosine(context, numerator, left_norm, right_norm) -> Optional[Divisor]:
+    """``(a * b).sum(d)`` / ``torch.sum(a * b, d)`` over ``a.norm(dim=d) * b.norm(dim=d)``."""
+    (a, dim_a, keep_a, order_a), (b, dim_b, keep_b, order_b) = left_norm, right_norm
+    if keep_a or keep_b or dim_a is None or dim_b is None:
+        return None
+    if not structurally_equal(dim_a, dim_b):
+        return None
+    for order in (order_a, order_b):
+        if order is not None and constant_value(order) != 2:
+            return None
+    node = _strip_parens(numerator)
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return None
+    qualified = context.qualified_name(node.func)
+    if qualified == "torch.sum":
+        product = argument(node, 0, "input")
+        dim = argument(node, 1, "dim")
+        keepdim = argument(node, 2, "keepdim")
+    elif qualified is None and isinstance(node.func, cst.Attribute) and node.func.attr.value == "sum":
+        product = cst.Arg(node.func.value)
+        dim = argument(node, 0, "dim")
+        keepdim = argument(node, 1, "keepdim")
+    else:
+        return None
+    if product is None or dim is None or keepdim is not None or len(node.args) > (2 if qualified else 1):
+        return None
+    if not structurally_equal(dim.value, dim_a):
+        return None
+    factors = _strip_parens(product.value)
+    if not isinstance(factors, cst.BinaryOperation) or not isinstance(factors.operator, cst.Multiply):
+        return None
+    pairs = ((factors.left, factors.right), (factors.right, factors.left))
+    for first, second in pairs:
+        if structurally_equal(first, a) and structurally_equal(second, b):
+            return Divisor("cosine", None, dim=dim_a, cosine_operands=(a, b))
+    return None
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _strip_parens(node: cst.BaseExpression) -> cst.BaseExpression:
+    # LibCST keeps parentheses as attributes of the node: nothing to unwrap.
+    return node
+
+
+def structurally_equal(a: Optional[cst.CSTNode], b: Optional[cst.CSTNode]) -> bool:
+    """Same code, ignoring whitespace, comments and parentheses."""
+    if a is None or b is None:
+        return False
+    return _canonical(a) == _canonical(b)
+
+
+def _canonical(node: cst.CSTNode) -> str:
+    if getattr(node, "lpar", None):
+        node = node.with_changes(lpar=[], rpar=[])
+    return "".join(cst.Module(body=[]).code_for_node(node).split())

@@ -1,0 +1,991 @@
+"""The guard analysis: can this operand reach the edge of the op's domain, or has the author guarded it?
+
+Asked by every TL1xx rule about a :class:`~torchlint.analysis.domain.DomainOp`.
+The single entry point for a rule is :func:`needs_guard`; the pieces it is
+made of are public because TL105-TL107 ask the mirror-image questions.
+
+API
+---
+``needs_guard(context, op, ancestors=None) -> bool``
+    True when ``op`` should be reported: its operand is a tensor, is not
+    provably off the edge (:func:`sign_of`), no enclosing condition or
+    earlier early exit / assert guards it (:func:`guarded_by_condition`),
+    and no other rule owns the finding (:func:`where_owner`,
+    :func:`filter_owner`, and for logs :func:`fused_log_owner`).
+    ``ancestors`` are the nodes enclosing ``op.node``, outermost first; by
+    default the engine's ``context.ancestors`` (right for a rule visiting
+    ``op.node`` itself).
+
+``sign_of(context, expr, site, division=False) -> Sign``
+    POSITIVE (provably > 0, bounded away from 0 by the author), NONNEGATIVE
+    (>= 0 but may be 0: abs, squares, relu, norms, ``clamp(min=0)``) or
+    UNKNOWN.  Positive: positive literals and constants, ``+ eps`` with any
+    positive literal or eps-like name (also ``1 + x``; ``x + mask * 1e-16``),
+    ``clamp(min=c)`` / ``clamp_min(c)`` / ``clip(min=c)`` / ``torch.maximum(x, c)``
+    / ``masked_fill(x == 0, c)`` with c > 0, ``exp``, ``ones``, sums/means/pools
+    of positives, ``torch.where(d > 0, d, 1)``; with ``division=True`` also
+    ``sigmoid`` and ``softmax``.  Names are followed to their bindings in the
+    same function (:mod:`torchlint.analysis.dataflow`: assignments, ``+= eps``,
+    in-place ``clamp_``/``add_``, ``d[d == 0] = 1``); a binding made only on
+    some paths counts when it is a guard (the author meant to guard).
+
+``value_kind(context, expr, site) -> "tensor" | "number" | "array" | "unknown"``
+    What an expression holds: Python numbers (literals, ``math.*``, ``len``,
+    ``.size(i)``, ``.shape[i]``, ``numel()``, ``.item()``), NumPy values
+    (``np.*``), tensors (``torch.*`` calls, tensor methods, parameters
+    annotated ``Tensor``, ``forward`` arguments).  :func:`is_not_tensor`
+    is the "never flag" test; operator forms (``x ** 0.5``) are reported
+    only when the operand is known to be a tensor.
+
+``guarded_by_condition(context, operand, ancestors, division=False) -> bool``
+    An enclosing ``if d > 0:`` / ``if d != 0:`` / ``if (d > 0).all():`` /
+    ``if d.min() > 0:`` / ``if mask.any():`` (for a count of ``mask``), the
+    ``else`` of ``if d == 0:``, ``d > 0 and ...``, ``... if d > 0 else ...``,
+    an earlier ``assert (d > 0).all()`` or ``if d == 0: return``.
+    :func:`condition_implies_positive` / :func:`condition_implies_zero`
+    answer it for one test expression (TL106 reads ``where`` conditions with them).
+
+Ownership (who reports what, so one bug gives one finding):
+``where_owner(context, op, ancestors)``
+    The ``torch.where(cond, ..., ...)`` call whose branch holds ``op`` and
+    whose ``cond`` tests the operand (TL106's finding), else None.
+``filter_owner(context, op, ancestors)``
+    The ``nan_to_num`` / ``where(isnan(...))`` / ``masked_fill(isinf(...))``
+    call wrapping ``op``, or the later statement that filters the name
+    ``op``'s result was assigned to (``y[torch.isnan(y)] = 0``) (TL107's
+    finding), else None.  :func:`is_nan_filter` tells whether one node is
+    such a filter and of what.
+``fused_log_owner(context, op, ancestors)``
+    The TL2xx code owning a log: TL201 log(softmax), TL202 log(sigmoid) and
+    log(1 - sigmoid), TL203 log(sum(exp)), TL204 x * log(x), TL205 log(1 + x).
+
+Not guards (on purpose): ``torch.sqrt(d) + EPS`` (eps after the op),
+``clamp_min(torch.log(p), -100)`` (clamps the result), ``torch.where(p > 0,
+p * torch.log(p), 0)`` (the unselected branch still back-propagates NaN),
+``clamp(min=0)`` / ``relu`` for sqrt and roots (sqrt(0) has an infinite
+gradient).
+"""
+from __future__ import annotations
+
+import enum
+import re
+from typing import TYPE_CHECKING, FrozenSet, Iterable, Optional, Sequence, Set
+
+import libcst as cst
+
+from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.dataflow import Site, bindings, earlier_statements, later_statements, site_of
+from torchlint.analysis.domain import (
+    DIV,
+    LOG,
+    DomainOp,
+    constant_value,
+    is_mask_like,
+    structurally_equal,
+)
+from torchlint.analysis.names import dotted_name
+from torchlint.analysis.ops import is_eps_like, is_value_receiver, match_softmax, strip_clamp_min, strip_eps
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.context import FileContext
+
+_MAX_DEPTH = 8
+
+
+class Sign(enum.IntEnum):
+    UNKNOWN = 0
+    NONNEGATIVE = 1
+    POSITIVE = 2
+
+
+# -- the rule's question -------------------------------------------------------------
+
+
+def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None) -> bool:
+    """Whether ``op`` can reach its domain edge unguarded and no other rule owns it (see module docs)."""
+    ancestors = list(context.ancestors if ancestors is None else ancestors)
+    site = site_of(ancestors)
+    operand = op.operand
+    kind = value_kind(context, operand, site)
+    if kind in ("number", "array") or is_constant_tensor(context, operand, site):
+        return False
+    if op.is_operator and op.kind != DIV and kind != "tensor":
+        return False
+    division = op.kind == DIV
+    if sign_of(context, operand, site, division=division) is Sign.POSITIVE:
+        return False
+    if guarded_by_condition(context, operand, ancestors, division=division):
+        return False
+    if where_owner(context, op, ancestors) is not None or filter_owner(context, op, ancestors) is not None:
+        return False
+    if op.kind == LOG and fused_log_owner(context, op, ancestors) is not None:
+        return False
+    return True
+
+
+# -- what a value is --------------------------------------------------------------
+
+
+_NUMBER_BUILTINS = frozenset({"len", "int", "float", "round", "range", "pow"})
+_NUMBER_METHODS = frozenset({"size", "numel", "nelement", "dim", "ndimension", "item", "tolist", "element_size", "get_device", "count", "index"})
+_NUMBER_ATTRIBUTES = frozenset({"ndim", "shape", "itemsize", "real_size"})
+_FINFO_ATTRIBUTES = frozenset({"eps", "tiny", "max", "min", "smallest_normal", "resolution"})
+_NOT_TENSOR_TORCH = frozenset({
+    "torch.numel", "torch.is_tensor", "torch.finfo", "torch.iinfo", "torch.Size", "torch.get_default_dtype",
+    "torch.device", "torch.is_floating_point", "torch.is_grad_enabled",
+})
+_TENSOR_METHODS = frozenset({
+    "sum", "mean", "norm", "std", "var", "pow", "sqrt", "rsqrt", "exp", "log", "abs", "clamp", "clamp_min", "clip",
+    "float", "double", "half", "bfloat16", "to", "type_as", "detach", "view", "reshape", "unsqueeze", "squeeze",
+    "expand", "expand_as", "permute", "transpose", "matmul", "softmax", "sigmoid", "masked_fill", "cumsum",
+    "amax", "amin", "square", "contiguous", "flatten", "count_nonzero", "nansum", "mul", "add", "sub", "div",
+    "relu", "exp2", "logsumexp", "prod", "gather", "index_select", "new_zeros", "new_ones", "new_full",
+})
+_TENSOR_ANNOTATIONS = re.compile(r"\bTensor\b|\bFloatTensor\b|\bLongTensor\b|\bBoolTensor\b")
+_NUMBER_ANNOTATIONS = re.compile(r"^(int|float|Optional\[(int|float)\]|Union\[int, float\])$")
+
+
+def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], _depth: int = 0) -> str:
+    """"tensor", "number", "array" (NumPy) or "unknown" (see module docs)."""
+    if _depth > _MAX_DEPTH:
+        return "unknown"
+    again = _depth + 1
+    if constant_value(node) is not None or isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
+        return "number"
+    if isinstance(node, cst.Name):
+        if node.value in ("True", "False", "None"):
+            return "number"
+        if site is None:
+            return "unknown"
+        kinds = set()
+        for binding in bindings(site, node.value):
+            if binding.kind == "param":
+                kinds.add(_parameter_kind(binding.node, site))
+            elif binding.value is not None and binding.kind in ("assign", "update", "inplace", "module", "conditional"):
+                kinds.add(value_kind(context, binding.value, binding.site, again))
+            elif binding.kind == "opaque":
+                kinds.add("unknown")
+        if len(kinds) == 1:
+            return kinds.pop()
+        return "tensor" if "tensor" in kinds else "unknown"
+    if isinstance(node, cst.Attribute):
+        if node.attr.value in _NUMBER_ATTRIBUTES:
+            return "number"
+        if node.attr.value in _FINFO_ATTRIBUTES and isinstance(node.value, cst.Call):
+            if context.qualified_name(node.value.func) in ("torch.finfo", "torch.iinfo", "numpy.finfo", "numpy.iinfo"):
+                return "number"
+        qualified = context.qualified_name(node)
+        if qualified is not None:
+            if qualified.startswith(("math.", "numpy.")):
+                return "number"
+            return "unknown"
+        if node.attr.value in ("data", "grad", "weight", "bias", "T", "mT", "values"):
+            inner = value_kind(context, node.value, site, again)
+            return "tensor" if inner == "tensor" or node.attr.value in ("grad",) else "unknown"
+        return "unknown"
+    if isinstance(node, cst.Subscript):
+        inner = node.value
+        if isinstance(inner, cst.Attribute) and inner.attr.value == "shape":
+            return "number"
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "size":
+            return "number"
+        kind = value_kind(context, inner, site, again)
+        return kind if kind in ("tensor", "array") else "unknown"
+    if isinstance(node, cst.Call):
+        func = node.func
+        qualified = context.qualified_name(func)
+        if qualified is not None:
+            if qualified in _NOT_TENSOR_TORCH:
+                return "number"
+            if qualified.startswith("torch."):
+                return "tensor"
+            if qualified.startswith("math."):
+                return "number"
+            if qualified.startswith("numpy."):
+                return "array"
+            return "unknown"
+        if isinstance(func, cst.Name):
+            if func.value in _NUMBER_BUILTINS:
+                return "number"
+            if func.value in ("abs", "max", "min", "sum") and node.args:
+                kinds = {value_kind(context, arg.value, site, again) for arg in node.args if arg.keyword is None}
+                return kinds.pop() if len(kinds) == 1 else "unknown"
+            return "unknown"
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in _NUMBER_METHODS:
+                return "number"
+            receiver = value_kind(context, func.value, site, again)
+            if receiver in ("number", "array"):
+                return receiver
+            if receiver == "tensor" or method in _TENSOR_METHODS:
+                return "tensor"
+        return "unknown"
+    if isinstance(node, cst.BinaryOperation):
+        left = value_kind(context, node.left, site, again)
+        right = value_kind(context, node.right, site, again)
+        if "tensor" in (left, right):
+            return "tensor"
+        if "array" in (left, right):
+            return "array"
+        if left == right == "number":
+            return "number"
+        return "unknown"
+    if isinstance(node, cst.UnaryOperation):
+        return value_kind(context, node.expression, site, again)
+    if isinstance(node, cst.IfExp):
+        body = value_kind(context, node.body, site, again)
+        return body if body == value_kind(context, node.orelse, site, again) else "unknown"
+    return "unknown"
+
+
+def _parameter_kind(param: cst.Param, site: Site) -> str:
+    if param.annotation is not None:
+        text = cst.Module(body=[]).code_for_node(param.annotation.annotation)
+        if _TENSOR_ANNOTATIONS.search(text):
+            return "tensor"
+        if _NUMBER_ANNOTATIONS.match(text.replace(" ", "").replace(",", ", ")):
+            return "number"
+    if param.default is not None and constant_value(param.default) is not None:
+        return "number"
+    function = site.function
+    if function is not None and function.name.value == "forward" and param.name.value not in ("self", "cls"):
+        return "tensor"
+    return "unknown"
+
+
+def is_not_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
+    """Python numbers and NumPy values: never flagged."""
+    return value_kind(context, node, site) in ("number", "array")
+
+
+_CONSTANT_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.Tensor", "torch.FloatTensor"})
+
+
+def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
+    """``torch.tensor(d)`` built from a Python value: a constant with no gradient, sized by the author."""
+    if not isinstance(node, cst.Call):
+        return False
+    if context.qualified_name(node.func) not in _CONSTANT_CONSTRUCTORS:
+        return False
+    data = argument(node, 0, "data")
+    return data is not None and value_kind(context, data.value, site) != "tensor"
+
+
+# -- signs ----------------------------------------------------------------------------
+
+
+_EXTRA_GUARD_WORDS = re.compile(r"^_*(smooth|smoothing|tiny|TINY|SMOOTH)$")
+_POSITIVE_CALLS = frozenset({"exp", "exp2", "cosh", "ones", "ones_like", "new_ones"})
+_DIVISION_POSITIVE_CALLS = frozenset({"sigmoid", "expit", "softmax", "Sigmoid", "Softmax"})
+_NONNEGATIVE_CALLS = frozenset({
+    "abs", "absolute", "relu", "relu6", "softplus", "square", "norm", "vector_norm", "matrix_norm", "std", "var",
+    "count_nonzero", "sigmoid", "expit", "softmax", "rand", "rand_like", "cdist", "pairwise_distance", "sqrt",
+    "hardsigmoid", "zeros", "zeros_like", "new_zeros", "bincount", "histc",
+})
+_PRESERVING_CALLS = frozenset({
+    "float", "double", "half", "bfloat16", "to", "type", "type_as", "detach", "clone", "contiguous", "view",
+    "view_as", "reshape", "reshape_as", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
+    "permute", "transpose", "t", "repeat", "tile", "flip", "roll", "index_select", "gather", "masked_select",
+    "narrow", "select", "sum", "nansum", "mean", "nanmean", "amax", "amin", "cumsum", "prod", "cumprod",
+    "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
+    "requires_grad_", "cpu", "cuda", "squeeze_", "unsqueeze_", "movedim", "swapaxes", "diagonal", "diag", "trace",
+    "broadcast_to", "repeat_interleave", "max", "min", "median", "quantile", "nanmedian", "logical_not",
+})
+_CLAMP_CALLS = frozenset({"clamp", "clip", "clamp_min", "clamp_min_", "clamp_", "clip_"})
+
+
+def sign_of(
+    context: "FileContext",
+    node: cst.BaseExpression,
+    site: Optional[Site],
+    division: bool = False,
+    _depth: int = 0,
+    _seen: Optional[Set[int]] = None,
+) -> Sign:
+    """How far from 0 ``node`` provably is (see module docs)."""
+    if _depth > _MAX_DEPTH:
+        return Sign.UNKNOWN
+
+    def again(child: cst.BaseExpression, child_site: Optional[Site] = site) -> Sign:
+        return sign_of(context, child, child_site, division, _depth + 1, _seen)
+
+    value = constant_value(node)
+    if value is not None:
+        return Sign.POSITIVE if value > 0 else Sign.NONNEGATIVE if value == 0 else Sign.UNKNOWN
+    if is_guard_constant(node):
+        return Sign.POSITIVE
+    if isinstance(node, cst.Name):
+        return _name_sign(context, node, site, division, _depth, _seen)
+    if isinstance(node, cst.Attribute):
+        return _attribute_sign(context, node, site, division, _depth)
+    if isinstance(node, cst.Subscript):
+        if value_kind(context, node, site) == "number":
+            return Sign.POSITIVE  # a size
+        return again(node.value)
+    if isinstance(node, cst.BinaryOperation):
+        return _binary_sign(context, node, again)
+    if isinstance(node, cst.IfExp):
+        body = Sign.POSITIVE if condition_implies_positive(context, node.test, node.body, division) else again(node.body)
+        orelse = again(node.orelse)
+        return min(body, orelse)
+    if isinstance(node, cst.Call):
+        return _call_sign(context, node, site, division, again)
+    return Sign.UNKNOWN
+
+
+def is_guard_constant(node: cst.BaseExpression) -> bool:
+    """A positive literal or a name that says eps (``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``)."""
+    if is_eps_like(node):
+        return True
+    value = constant_value(node)
+    if value is not None:
+        return value > 0
+    name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
+    return bool(name and _EXTRA_GUARD_WORDS.match(name))
+
+
+def _is_eps_term(node: cst.BaseExpression) -> bool:
+    """``eps``, ``1e-6``, or ``mask * 1e-16``: a term added to stay off zero."""
+    if is_guard_constant(node):
+        return True
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return is_eps_like(node.left) or is_eps_like(node.right)
+    return False
+
+
+def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
+    if site is None:
+        return Sign.UNKNOWN
+    best = Sign.UNKNOWN
+    unconditional = Sign.UNKNOWN
+    for binding in bindings(site, node.value):
+        if binding.kind == "param":
+            if binding.value is not None and constant_value(binding.value) is not None:
+                unconditional = Sign.POSITIVE if constant_value(binding.value) > 0 else Sign.UNKNOWN
+            continue
+        if binding.value is None:
+            continue
+        key = id(binding.node)
+        seen = set(seen or ())
+        if key in seen:
+            continue
+        seen.add(key)
+        sign = sign_of(context, binding.value, binding.site, division, depth + 1, seen)
+        if binding.kind in ("assign", "update", "inplace", "module"):
+            unconditional = sign
+        elif binding.kind == "masked":
+            # d[d == 0] = 1: replaces the zeros (or some of them) by a positive value.
+            if sign is Sign.POSITIVE and _mentions(binding.node, node.value):
+                best = max(best, Sign.POSITIVE)
+        else:
+            best = max(best, sign) if sign is Sign.POSITIVE else best
+    return max(best, unconditional)
+
+
+def _mentions(statement: cst.CSTNode, name: str) -> bool:
+    target = statement.targets[0].target if isinstance(statement, cst.Assign) else None
+    if not isinstance(target, cst.Subscript):
+        return False
+    return name in _names(target.slice[0]) if target.slice else False
+
+
+def _attribute_sign(context, node: cst.Attribute, site, division, depth) -> Sign:
+    if node.attr.value in _FINFO_ATTRIBUTES and isinstance(node.value, cst.Call):
+        if context.qualified_name(node.value.func) in ("torch.finfo", "numpy.finfo"):
+            return Sign.POSITIVE if node.attr.value in ("eps", "tiny", "max", "smallest_normal", "resolution") else Sign.UNKNOWN
+    qualified = context.qualified_name(node)
+    if qualified in ("math.pi", "math.e", "math.inf", "numpy.pi", "numpy.e", "numpy.inf", "torch.pi", "torch.e", "torch.inf"):
+        return Sign.POSITIVE
+    if node.attr.value in ("data", "values", "T", "mT"):
+        return sign_of(context, node.value, site, division, depth + 1)
+    if isinstance(node.value, cst.Name) and node.value.value == "self":
+        value = context.self_attribute_value(node.attr.value)
+        if value is not None and constant_value(value) is not None:
+            return Sign.POSITIVE if constant_value(value) > 0 else Sign.UNKNOWN
+    return Sign.UNKNOWN
+
+
+def _binary_sign(context, node: cst.BinaryOperation, again) -> Sign:
+    operator = node.operator
+    if isinstance(operator, cst.Add):
+        if _is_eps_term(node.left) or _is_eps_term(node.right):
+            return Sign.POSITIVE
+        left, right = again(node.left), again(node.right)
+        if Sign.UNKNOWN in (left, right):
+            return Sign.UNKNOWN
+        return max(left, right)
+    if isinstance(operator, cst.Subtract):
+        right_value = constant_value(node.right)
+        if right_value is not None and right_value < 0:
+            return Sign.POSITIVE
+        return Sign.UNKNOWN
+    if isinstance(operator, (cst.Multiply, cst.Divide, cst.FloorDivide)):
+        if isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
+            return Sign.NONNEGATIVE
+        left, right = again(node.left), again(node.right)
+        if Sign.UNKNOWN in (left, right):
+            return Sign.UNKNOWN
+        return min(left, right)
+    if isinstance(operator, cst.Power):
+        return _power_sign(node.right, again(node.left))
+    return Sign.UNKNOWN
+
+
+def _power_sign(exponent: cst.BaseExpression, base: Sign) -> Sign:
+    if base is Sign.POSITIVE:
+        return Sign.POSITIVE
+    value = constant_value(exponent)
+    if value is not None and value > 0 and value % 2 == 0:
+        return Sign.NONNEGATIVE
+    if base is Sign.NONNEGATIVE and value is not None and value > 0:
+        return Sign.NONNEGATIVE
+    return Sign.UNKNOWN
+
+
+def _call_parts(context: "FileContext", call: cst.Call):
+    """(short name, source tensor or None, is_method) for a torch function or a tensor method."""
+    func = call.func
+    qualified = context.qualified_name(func)
+    if qualified is not None:
+        if not qualified.startswith("torch."):
+            return None, None, False
+        first = positional_args(call)
+        return qualified.rsplit(".", 1)[-1], (first[0].value if first else None), False
+    if isinstance(func, cst.Attribute) and is_value_receiver(context, func.value):
+        return func.attr.value, func.value, True
+    if isinstance(func, cst.Call):  # nn.Sigmoid()(x), nn.Softmax(1)(x)
+        name = context.qualified_name(func.func)
+        if name is not None and name.startswith("torch.nn."):
+            return name.rsplit(".", 1)[-1], (call.args[0].value if call.args else None), False
+    return None, None, False
+
+
+def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
+    if has_star_args(call):
+        return Sign.UNKNOWN
+    if isinstance(call.func, cst.Name) and call.func.value in ("max",) and len(call.args) >= 2:
+        return max(again(arg.value) for arg in call.args)
+    if isinstance(call.func, cst.Name) and call.func.value in _NUMBER_BUILTINS | {"abs"}:
+        return Sign.POSITIVE if value_kind(context, call, site) == "number" and call.func.value == "len" else Sign.UNKNOWN
+    name, source, is_method = _call_parts(context, call)
+    if name is None:
+        return Sign.UNKNOWN
+    if value_kind(context, call, site) == "number" and name in _NUMBER_METHODS:
+        return Sign.POSITIVE  # sizes and counts of dimensions
+    if name in _CLAMP_CALLS:
+        low = argument(call, 0 if is_method else 1, "min")
+        if name in ("clamp_min", "clamp_min_"):
+            low = argument(call, 0 if is_method else 1, "min")
+        if low is None or (isinstance(low.value, cst.Name) and low.value.value == "None"):
+            return again(source) if source is not None else Sign.UNKNOWN
+        low_sign = again(low.value)
+        if low_sign is Sign.POSITIVE:
+            return Sign.POSITIVE
+        if source is not None and low_sign is Sign.NONNEGATIVE:
+            return max(Sign.NONNEGATIVE, again(source))
+        return Sign.UNKNOWN
+    if name in ("maximum", "fmax") or (name == "max" and len(call.args) == (1 if is_method else 2) and not _is_dim_argument(call, is_method)):
+        others = [arg.value for arg in call.args if arg.keyword is None]
+        values = ([source] if is_method else []) + others
+        if values:
+            return max(again(value) for value in values)
+        return Sign.UNKNOWN
+    if name == "where":
+        args = positional_args(call)
+        if len(args) == 3 and not is_method:
+            cond, first, second = (arg.value for arg in args)
+            first_sign = Sign.POSITIVE if condition_implies_positive(context, cond, first, division) else again(first)
+            second_sign = Sign.POSITIVE if condition_implies_zero(context, cond, second) else again(second)
+            return min(first_sign, second_sign)
+        return Sign.UNKNOWN
+    if name in ("masked_fill", "masked_fill_") and is_method:
+        value = argument(call, 1, "value")
+        if value is not None and again(value.value) is Sign.POSITIVE:
+            mask = argument(call, 0, "mask")
+            source_sign = again(source)
+            if source_sign is not Sign.UNKNOWN or (mask is not None and condition_implies_zero(context, mask.value, source)):
+                return Sign.POSITIVE
+        return Sign.UNKNOWN
+    if name in ("full", "full_like", "new_full"):
+        fill = argument(call, 1 if name != "new_full" else 1, "fill_value")
+        return again(fill.value) if fill is not None else Sign.UNKNOWN
+    if name in ("tensor", "as_tensor", "scalar_tensor"):
+        return again(source) if source is not None else Sign.UNKNOWN
+    if name in ("arange", "linspace", "logspace"):
+        args = positional_args(call)
+        if name == "logspace":
+            return Sign.POSITIVE
+        if name == "arange" and len(args) == 1:
+            return Sign.NONNEGATIVE
+        start = again(args[0].value) if args else Sign.UNKNOWN
+        return start
+    if name in ("add", "add_") and is_method:
+        other = argument(call, 0, "other")
+        if other is not None and _is_eps_term(other.value):
+            return Sign.POSITIVE
+        return Sign.UNKNOWN
+    if name in ("pow", "float_power"):
+        exponent = argument(call, 0 if is_method else 1, "exponent")
+        if exponent is None or source is None:
+            return Sign.UNKNOWN
+        return _power_sign(exponent.value, again(source))
+    if name in _POSITIVE_CALLS:
+        return Sign.POSITIVE
+    if division and name in _DIVISION_POSITIVE_CALLS:
+        return Sign.POSITIVE
+    if name in _NONNEGATIVE_CALLS:
+        if name in ("sqrt",) and source is not None and again(source) is Sign.POSITIVE:
+            return Sign.POSITIVE
+        if name in ("norm", "vector_norm", "abs", "std", "var") and source is not None and again(source) is Sign.POSITIVE:
+            return Sign.POSITIVE if name != "std" and name != "var" else Sign.NONNEGATIVE
+        return Sign.NONNEGATIVE
+    if name in _PRESERVING_CALLS and source is not None:
+        if name in ("max", "min", "median", "quantile", "nanmedian") and _is_dim_argument(call, is_method):
+            return Sign.UNKNOWN  # a (values, indices) tuple
+        return again(source)
+    if name in ("cat", "stack", "concat", "concatenate", "hstack", "vstack") and source is not None:
+        if isinstance(source, (cst.List, cst.Tuple)) and source.elements:
+            return min(again(element.value) for element in source.elements)
+    return Sign.UNKNOWN
+
+
+def _is_dim_argument(call: cst.Call, is_method: bool) -> bool:
+    """``x.max(1)`` / ``torch.max(x, dim=1)``: the reduction form that returns (values, indices)."""
+    if keyword_arg(call, "dim") is not None:
+        return True
+    args = positional_args(call)
+    candidate = args[0] if is_method and args else (args[1] if len(args) > 1 else None)
+    return candidate is not None and isinstance(candidate.value, (cst.Integer, cst.UnaryOperation))
+
+
+# -- conditions ---------------------------------------------------------------------
+
+
+def _matches(context, expression: cst.BaseExpression, operand: cst.BaseExpression) -> bool:
+    """``expression`` stands for ``operand`` or its minimum (``d``, ``d.min()``, ``torch.min(d)``, ``d.abs()``)."""
+    if structurally_equal(expression, operand):
+        return True
+    if isinstance(expression, cst.Call) and not has_star_args(expression):
+        name, source, is_method = _call_parts(context, expression)
+        if name in ("min", "amin", "abs", "float", "double", "detach", "item", "all", "squeeze") and source is not None:
+            if name in ("min", "amin") and len(positional_args(expression)) > (0 if is_method else 1):
+                return False
+            return _matches(context, source, operand)
+    return False
+
+
+def _count_source(context, operand: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """``m`` for a count of ``m``: ``m.sum()``, ``m.float().sum()``, ``torch.count_nonzero(m)``."""
+    if not isinstance(operand, cst.Call):
+        return None
+    name, source, _ = _call_parts(context, operand)
+    if name in ("sum", "count_nonzero", "float", "long", "int", "double") and source is not None:
+        inner = _count_source(context, source)
+        return inner if inner is not None else source
+    return None
+
+
+def condition_implies_positive(
+    context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression, division: bool = False
+) -> bool:
+    """Whether ``test`` being true means ``operand`` > 0 (for ``division``: != 0)."""
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And):
+            return condition_implies_positive(context, test.left, operand, division) or condition_implies_positive(
+                context, test.right, operand, division
+            )
+        return condition_implies_positive(context, test.left, operand, division) and condition_implies_positive(
+            context, test.right, operand, division
+        )
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return condition_implies_zero(context, test.expression, operand)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        left, right, operator = test.left, target.comparator, target.operator
+        for subject, bound, op in ((left, right, operator), (right, left, _flip(operator))):
+            if not _matches(context, subject, operand):
+                continue
+            value = constant_value(bound)
+            positive_bound = value is not None and value > 0 or is_guard_constant(bound)
+            if isinstance(op, cst.GreaterThan) and (positive_bound or value == 0):
+                return True
+            if isinstance(op, cst.GreaterThanEqual) and positive_bound:
+                return True
+            if isinstance(op, cst.NotEqual) and value == 0:
+                return True
+        source = _count_source(context, operand)
+        if source is not None and _matches(context, left, source) is False:
+            return False
+        return False
+    if isinstance(test, cst.Call) and not has_star_args(test):
+        name, source, is_method = _call_parts(context, test)
+        if name in ("all", "item", "bool") and source is not None:
+            return condition_implies_positive(context, source, operand, division)
+        if isinstance(test.func, cst.Name) and test.func.value in ("bool", "all") and test.args:
+            return condition_implies_positive(context, test.args[0].value, operand, division)
+        if name in ("gt", "ne", "greater", "not_equal") and source is not None:
+            bound = argument(test, 0 if is_method else 1, "other")
+            value = constant_value(bound.value) if bound is not None else None
+            if _matches(context, source, operand) and value is not None and (value >= 0 if name in ("gt", "greater") else value == 0):
+                return True
+        if name == "any" and source is not None:
+            counted = _count_source(context, operand)
+            if counted is not None and structurally_equal(source, counted):
+                return True
+        return False
+    # ``if d:`` / ``if mask.sum():``: truthiness is d != 0.
+    if division and structurally_equal(test, operand):
+        return True
+    counted = _count_source(context, operand)
+    return counted is not None and division and structurally_equal(test, counted)
+
+
+def condition_implies_zero(context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression) -> bool:
+    """Whether ``test`` being false means ``operand`` is off zero (``d == 0``, ``d <= eps``, ``not mask.any()``)."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return condition_implies_zero(context, test.left, operand) or condition_implies_zero(context, test.right, operand)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return condition_implies_positive(context, test.expression, operand, True)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        target = test.comparisons[0]
+        for subject, bound, op in (
+            (test.left, target.comparator, target.operator),
+            (target.comparator, test.left, _flip(target.operator)),
+        ):
+            if not _matches(context, subject, operand):
+                continue
+            value = constant_value(bound)
+            small_bound = value is not None and value >= 0 or is_guard_constant(bound)
+            if isinstance(op, cst.Equal) and value == 0:
+                return True
+            if isinstance(op, (cst.LessThanEqual, cst.LessThan)) and small_bound and not (
+                isinstance(op, cst.LessThan) and value == 0
+            ):
+                return True
+        return False
+    if isinstance(test, cst.Call) and not has_star_args(test):
+        name, source, is_method = _call_parts(context, test)
+        if name in ("any", "item", "bool") and source is not None:
+            return condition_implies_zero(context, source, operand)
+        if isinstance(test.func, cst.Name) and test.func.value in ("any", "bool") and test.args:
+            return condition_implies_zero(context, test.args[0].value, operand)
+        if name in ("eq", "le", "lt", "isclose") and source is not None and _matches(context, source, operand):
+            return True
+    return False
+
+
+def _flip(operator):
+    flips = {
+        cst.GreaterThan: cst.LessThan,
+        cst.LessThan: cst.GreaterThan,
+        cst.GreaterThanEqual: cst.LessThanEqual,
+        cst.LessThanEqual: cst.GreaterThanEqual,
+    }
+    flipped = flips.get(type(operator))
+    return flipped() if flipped is not None else operator
+
+
+_EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
+
+
+def guarded_by_condition(
+    context: "FileContext",
+    operand: cst.BaseExpression,
+    ancestors: Sequence[cst.CSTNode],
+    division: bool = False,
+) -> bool:
+    """An enclosing test, an earlier ``assert`` or early exit that keeps ``operand`` off zero (module docs)."""
+    ancestors = list(ancestors)
+    for position, node in enumerate(ancestors):
+        child = ancestors[position + 1] if position + 1 < len(ancestors) else None
+        if isinstance(node, (cst.If, cst.While)) and child is not None:
+            if child is node.body and condition_implies_positive(context, node.test, operand, division):
+                return True
+            if child is getattr(node, "orelse", None) and condition_implies_zero(context, node.test, operand):
+                return True
+        elif isinstance(node, cst.IfExp) and child is not None:
+            if child is node.body and condition_implies_positive(context, node.test, operand, division):
+                return True
+            if child is node.orelse and condition_implies_zero(context, node.test, operand):
+                return True
+        elif isinstance(node, cst.BooleanOperation) and child is node.right:
+            if isinstance(node.operator, cst.And) and condition_implies_positive(context, node.left, operand, division):
+                return True
+            if isinstance(node.operator, cst.Or) and condition_implies_zero(context, node.left, operand):
+                return True
+    for statement, _ in earlier_statements(site_of(ancestors)):
+        if isinstance(statement, cst.If) and statement.orelse is None:
+            if _ends_in_exit(statement.body) and condition_implies_zero(context, statement.test, operand):
+                return True
+        elif isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if isinstance(small, cst.Assert) and condition_implies_positive(context, small.test, operand, division):
+                    return True
+    return False
+
+
+def _ends_in_exit(block: cst.BaseSuite) -> bool:
+    statements = block.body
+    if not statements:
+        return False
+    last = statements[-1]
+    if isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        return any(isinstance(small, _EXITS) for small in last.body)
+    return isinstance(last, _EXITS)
+
+
+# -- ownership ----------------------------------------------------------------------
+
+
+WHERE_FUNCTIONS: FrozenSet[str] = frozenset({"torch.where"})
+NAN_FILTER_FUNCTIONS: FrozenSet[str] = frozenset({"torch.nan_to_num", "torch.nan_to_num_"})
+NAN_TESTS: FrozenSet[str] = frozenset({"isnan", "isinf", "isfinite", "isneginf", "isposinf"})
+
+
+def _names(node: cst.CSTNode) -> Set[str]:
+    """Dotted names (``p``, ``self.scale``) read inside ``node``."""
+    found: Set[str] = set()
+
+    class _Collect(cst.CSTVisitor):
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            dotted = dotted_name(attribute)
+            if dotted is not None:
+                found.add(dotted)
+                return False
+            return True
+
+        def visit_Name(self, name: cst.Name) -> None:
+            found.add(name.value)
+
+    node.visit(_Collect())
+    return found
+
+
+def _operand_names(context: "FileContext", operand: cst.BaseExpression) -> Set[str]:
+    return {name for name in _names(operand) if context.qualified_name(cst.parse_expression(name)) is None and name != "self"}
+
+
+def where_owner(
+    context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None
+) -> Optional[cst.Call]:
+    """The ``torch.where`` whose branch holds ``op`` and whose condition tests its operand (TL106's finding)."""
+    ancestors = list(context.ancestors if ancestors is None else ancestors)
+    operand_names = _operand_names(context, op.operand)
+    path = ancestors + [op.node]
+    for position in range(len(path) - 2, -1, -1):
+        node = path[position]
+        if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda)):
+            return None
+        if not isinstance(node, cst.Call) or context.qualified_name(node.func) not in WHERE_FUNCTIONS:
+            continue
+        args = positional_args(node)
+        if len(args) != 3:
+            continue
+        child = path[position + 1]
+        if child is not args[1] and child is not args[2]:
+            continue
+        condition = args[0].value
+        if any(_contains(condition, part) for part in (op.operand,)) or operand_names & _names(condition):
+            return node
+    return None
+
+
+def _contains(haystack: cst.CSTNode, needle: cst.BaseExpression) -> bool:
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if found:
+                return False
+            if isinstance(node, cst.BaseExpression) and structurally_equal(node, needle):
+                found.append(node)
+                return False
+            return True
+
+    haystack.visit(_Find())
+    return bool(found)
+
+
+def is_nan_filter(context: "FileContext", node: cst.CSTNode) -> Optional[cst.BaseExpression]:
+    """The expression a NaN/Inf filter cleans, if ``node`` is one.
+
+    ``torch.nan_to_num(y)`` / ``y.nan_to_num()`` -> y;
+    ``torch.where(torch.isnan(y), v, y)`` -> y; ``y.masked_fill(torch.isinf(y), v)`` -> y.
+    """
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return None
+    qualified = context.qualified_name(node.func)
+    if qualified in NAN_FILTER_FUNCTIONS:
+        first = argument(node, 0, "input")
+        return first.value if first is not None else None
+    if qualified is None and isinstance(node.func, cst.Attribute) and is_value_receiver(context, node.func.value):
+        method = node.func.attr.value
+        if method in ("nan_to_num", "nan_to_num_"):
+            return node.func.value
+        if method in ("masked_fill", "masked_fill_"):
+            mask = argument(node, 0, "mask")
+            if mask is not None and _is_nan_test(context, mask.value):
+                return node.func.value
+    if qualified in WHERE_FUNCTIONS:
+        args = positional_args(node)
+        if len(args) == 3 and _is_nan_test(context, args[0].value):
+            return args[2].value
+    return None
+
+
+def _is_nan_test(context: "FileContext", node: cst.CSTNode) -> bool:
+    """Whether ``node`` contains isnan/isinf/isfinite or a comparison with inf."""
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            qualified = context.qualified_name(call.func) or ""
+            method = call.func.attr.value if isinstance(call.func, cst.Attribute) else ""
+            if qualified.rsplit(".", 1)[-1] in NAN_TESTS or method in NAN_TESTS:
+                found.append(call)
+
+        def visit_Comparison(self, comparison: cst.Comparison) -> None:
+            for part in [comparison.left] + [c.comparator for c in comparison.comparisons]:
+                if _is_infinity(context, part):
+                    found.append(comparison)
+
+    node.visit(_Find())
+    return bool(found)
+
+
+def _is_infinity(context, node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.UnaryOperation):
+        node = node.expression
+    qualified = context.qualified_name(node) if isinstance(node, (cst.Name, cst.Attribute)) else None
+    if qualified in ("math.inf", "numpy.inf", "torch.inf"):
+        return True
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Name) and node.func.value == "float" and node.args:
+        text = node.args[0].value
+        return isinstance(text, cst.SimpleString) and "inf" in text.value.lower()
+    return False
+
+
+def filter_owner(
+    context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None
+) -> Optional[cst.CSTNode]:
+    """The NaN/Inf filter applied to ``op``'s result (TL107's finding), or None."""
+    ancestors = list(context.ancestors if ancestors is None else ancestors)
+    path = ancestors + [op.node]
+    statement_index = None
+    for position in range(len(path) - 2, -1, -1):
+        node = path[position]
+        if isinstance(node, (cst.BaseSmallStatement, cst.BaseStatement)):
+            statement_index = position
+            break
+        if isinstance(node, cst.Lambda):
+            return None
+        cleaned = is_nan_filter(context, node)
+        if cleaned is not None and _within(path, position, cleaned):
+            return node
+    if statement_index is None:
+        return None
+    statement = path[statement_index]
+    target = None
+    if isinstance(statement, cst.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0].target
+    elif isinstance(statement, (cst.AugAssign, cst.AnnAssign)):
+        target = statement.target
+    if not isinstance(target, cst.Name):
+        return None
+    name = target.value
+    for later, _ in later_statements(site_of(path[: statement_index + 1])):
+        if _filters_name(context, later, name):
+            return later
+        if _rebinds(later, name):
+            return None
+    return None
+
+
+def _within(path: Sequence[cst.CSTNode], position: int, cleaned: cst.BaseExpression) -> bool:
+    """Whether the path below ``path[position]`` goes through ``cleaned``."""
+    return any(node is cleaned for node in path[position + 1 :])
+
+
+def _filters_name(context: "FileContext", statement: cst.CSTNode, name: str) -> bool:
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            cleaned = is_nan_filter(context, call)
+            if cleaned is not None and name in _names(cleaned):
+                found.append(call)
+
+        def visit_Assign(self, assign: cst.Assign) -> None:
+            for target in assign.targets:
+                subscript = target.target
+                if (
+                    isinstance(subscript, cst.Subscript)
+                    and isinstance(subscript.value, cst.Name)
+                    and subscript.value.value == name
+                    and _is_nan_test(context, subscript)
+                ):
+                    found.append(assign)
+
+    statement.visit(_Find())
+    return bool(found)
+
+
+def _rebinds(statement: cst.CSTNode, name: str) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    for small in statement.body:
+        if isinstance(small, cst.Assign) and any(
+            isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
+        ):
+            return True
+    return False
+
+
+SIGMOID_FUNCTIONS: FrozenSet[str] = frozenset(
+    {"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit", "torch.Tensor.sigmoid"}
+)
+
+
+def _is_sigmoid(context: "FileContext", node: cst.BaseExpression) -> bool:
+    if not isinstance(node, cst.Call):
+        return False
+    qualified = context.qualified_name(node.func)
+    if qualified in SIGMOID_FUNCTIONS:
+        return True
+    if qualified is None and isinstance(node.func, cst.Attribute):
+        return node.func.attr.value == "sigmoid" and is_value_receiver(context, node.func.value)
+    if isinstance(node.func, cst.Call):
+        return context.qualified_name(node.func.func) in ("torch.nn.Sigmoid",)
+    return False
+
+
+def fused_log_owner(
+    context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None
+) -> Optional[str]:
+    """The TL2xx rule that owns this log (module docs), or None."""
+    if op.kind != LOG:
+        return None
+    inner = strip_clamp_min(context, strip_eps(op.operand))
+    if match_softmax(context, inner) is not None:
+        return "TL201"
+    if _is_sigmoid(context, inner):
+        return "TL202"
+    if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Subtract):
+        if constant_value(inner.left) == 1 and _is_sigmoid(context, inner.right):
+            return "TL202"
+    if isinstance(inner, cst.Call):
+        name, source, _ = _call_parts(context, inner)
+        if name == "sum" and isinstance(source, cst.Call) and _call_parts(context, source)[0] == "exp":
+            return "TL203"
+    if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Add):
+        if constant_value(inner.left) == 1 or constant_value(inner.right) == 1:
+            return "TL205"
+    ancestors = list(context.ancestors if ancestors is None else ancestors)
+    parent = ancestors[-1] if ancestors else None
+    if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Multiply):
+        other = parent.right if parent.left is op.node else parent.left
+        if structurally_equal(other, op.operand) or structurally_equal(other, inner):
+            return "TL204"
+    return None
