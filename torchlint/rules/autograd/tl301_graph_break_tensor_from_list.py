@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import re
+from typing import List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.calls import has_star_args, keyword_arg, positional_args
+from torchlint.analysis.gradflow import FunctionFlow, Site, current_flow
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+TORCH_CONVERTERS = frozenset({"torch.as_tensor", "torch.tensor", "torch.Tensor", "torch.FloatTensor"})
+FLOAT_CONSTRUCTORS = frozenset({"torch.Tensor", "torch.FloatTensor"})
+NUMPY_CONVERTERS = frozenset({"numpy.array", "numpy.asarray"})
+# Functions where a cut graph matters: they train (or compute what is trained).
+_TRAINING_FUNCTION = re.compile(r"^(forward|training_step|train_step|compute_loss)$|loss|train", re.I)
+
+
+class GraphBreakTensorFromList(Rule):
+    """
+    ## What it does
+    Flags `torch.as_tensor(L)`, `torch.tensor(L)`, `torch.Tensor(L)`,
+    `torch.FloatTensor(L)` and `np.array(L)` where `L` is a list that received
+    tensors carrying gradients: the outputs of a module (`self.fc(x)` where
+    `__init__` set `self.fc = nn.Linear(...)`, `model(x)`, `self.encoder(x)`),
+    of arithmetic on them or of a loss, appended in a loop, added by `extend`
+    or `+=`, or built by a list comprehension or a list display. It looks only
+    in functions that train: `forward`, functions whose name says train or
+    loss, and functions that call `.backward()`.
+
+    ## Why is this bad?
+    These constructors read each element as a Python number and copy it into
+    a new leaf tensor: the result has `requires_grad=False` and no history.
+    Whatever is computed from it trains nothing. With a GradScaler the step
+    fails with "No inf checks were recorded for this optimizer" (no parameter
+    got a gradient); without one, the loss simply never moves. `np.array(L)`
+    raises "Can't call numpy() on Tensor that requires grad".
+
+    ## Example
+    ```python
+    def forward(self, features, spans):
+        pred = []
+        for start, end in spans:
+            pred.append(self.fc(features[start:end].mean(0)))
+        return torch.as_tensor(pred, device=features.device)
+    ```
+
+    ## Use instead
+    ```python
+        return torch.cat(pred).to(features.device)
+    ```
+
+    ## Fix safety
+    Measured with torch 2.13: over a list of `n` one-element tensors, each
+    of the four torch constructors returns shape `(n,)` whatever the elements'
+    shape (`()`, `(1,)`, `(1, 1)`), and raises "only one element tensors can
+    be converted to Python scalars" for larger elements. `torch.stack` gives
+    `(n,)` for 0-d elements and `(n, 1)` for `(1,)` ones; `torch.cat` gives
+    `(n,)` for `(1,)` elements and fails on 0-d ones. So the fix is
+    `torch.stack(L)` when every element is known to be 0-d (a full reduction
+    such as `.sum()` / `.mean()`, a loss with a reducing `reduction`,
+    `.squeeze()`), `torch.cat(L)` when every element is known to be `(1,)`
+    (`.view(1)`, `.reshape(-1)`, `.flatten()`, `.unsqueeze(0)` of a 0-d value):
+    safe, the shape, values and dtype equal the original's. Where the shape
+    cannot be known (a module output such as `self.fc(h)` of shape `(1, 1)`),
+    the fix is `torch.stack(L).flatten()`, which also gives `(n,)` for every
+    input the original accepted, but is unsafe: a list of larger tensors, on
+    which the original raised, is now silently flattened. `device=` and
+    `dtype=` become `.to(...)`; `torch.Tensor` / `torch.FloatTensor` gain
+    `.float()` (they always made float32); `requires_grad=True` is dropped
+    (the result now has a history). An empty list gave shape `(0,)` and now
+    raises. `np.array(L)` is flagged without a fix: whether the values should
+    be detached (for metrics) or stacked (for training) is for the author.
+
+    Not seen: lists filled in another function or kept on `self`, elements
+    from callees whose names say neither model nor loss, code at module level.
+    """
+
+    code = "TL301"
+    name = "graph-break-tensor-from-list"
+    message = (
+        "building a tensor from a list of grad-carrying tensors copies their values into a leaf "
+        "with requires_grad=False: the graph is cut and no parameter gets a gradient; use torch.stack/torch.cat"
+    )
+    fix_applicability = Applicability.UNSAFE
+    triggers = ("tensor(", "Tensor(", "array(")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.context.qualified_name(node.func)
+        if qualified not in TORCH_CONVERTERS and qualified not in NUMPY_CONVERTERS:
+            return
+        positional = positional_args(node)
+        if not positional or has_star_args(node):
+            return
+        flow = current_flow(self.context)
+        if flow is None or not self._trains(flow):
+            return
+        elements = self._elements(flow, node, positional[0].value)
+        if not elements or not any(flow.carries_grad(element, at=site) for element, site in elements):
+            return
+        if qualified in NUMPY_CONVERTERS:
+            self.report(
+                node,
+                "np.array over tensors that require grad raises \"Can't call numpy() on Tensor that requires grad\"; "
+                "detach them for metrics or torch.stack them to keep training",
+            )
+            return
+        self.report(node, fix=self._fix(flow, node, qualified, positional[0].value, elements))
+
+    @staticmethod
+    def _trains(flow: FunctionFlow) -> bool:
+        return bool(_TRAINING_FUNCTION.search(flow.function.name.value)) or bool(flow.backward_calls)
+
+    @staticmethod
+    def _elements(flow: FunctionFlow, call: cst.Call, source: cst.BaseExpression) -> List[Tuple[cst.BaseExpression, Site]]:
+        """What the converted list holds, each with the site where it is evaluated (none under no_grad)."""
+        if isinstance(source, cst.Name):
+            return [(element, site) for element, site in flow.list_elements(source.value) if not site.no_grad]
+        site = flow.sites.get(id(call))
+        if site is None or site.no_grad:
+            return []
+        if isinstance(source, (cst.List, cst.Tuple)):
+            return [(e.value, site) for e in source.elements if not isinstance(e, cst.StarredElement)]
+        if isinstance(source, cst.ListComp):
+            return [(source.elt, site)]
+        return []
+
+    def _fix(
+        self,
+        flow: FunctionFlow,
+        node: cst.Call,
+        qualified: str,
+        source: cst.BaseExpression,
+        elements: Sequence[Tuple[cst.BaseExpression, Site]],
+    ) -> Optional[FixSpec]:
+        conversions = self._conversions(node, qualified)
+        if conversions is None:
+            return None
+        if isinstance(source, cst.Name) and any(
+            feed.iterable is not None for feed in flow.list_feeds.get(source.value, ())
+        ):
+            shapes = {None}
+        else:
+            shapes = {flow.element_shape(element) for element, _ in elements}
+        if "number" in shapes:
+            return None  # Python numbers among the tensors: stack would need them converted
+        torch_ref, requirement = self.context.reference("torch", "torch")
+        listed = self.context.code(source)
+        if shapes == {"scalar"}:
+            text, applicability, how = f"{torch_ref}.stack({listed})", Applicability.SAFE, "torch.stack"
+        elif shapes == {"one"}:
+            text, applicability, how = f"{torch_ref}.cat({listed})", Applicability.SAFE, "torch.cat"
+        else:
+            text, applicability, how = f"{torch_ref}.stack({listed}).flatten()", Applicability.UNSAFE, "torch.stack(...).flatten()"
+        text += conversions
+        return FixSpec(
+            applicability,
+            f"Build it with `{how}`, which keeps the graph",
+            (Replacement(node, text),),
+            tuple(r for r in (requirement,) if r),
+        )
+
+    def _conversions(self, node: cst.Call, qualified: str) -> Optional[str]:
+        """``.to(...)`` / ``.float()`` that keep the original's device and dtype, or None when unsure."""
+        positional = positional_args(node)
+        given: List[Tuple[str, cst.BaseExpression]] = []
+        if len(positional) > 1:
+            if qualified != "torch.as_tensor" or len(positional) > 3:
+                return None
+            for name, arg in zip(("dtype", "device"), positional[1:]):
+                given.append((name, arg.value))
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            name = arg.keyword.value
+            if name in ("dtype", "device"):
+                given.append((name, arg.value))
+            elif name == "requires_grad":
+                continue
+            else:
+                return None
+        suffix = ".float()" if qualified in FLOAT_CONSTRUCTORS else ""
+        if len(given) == 1:
+            suffix += f".to({self.context.code(given[0][1])})"
+        elif given:
+            inner = ", ".join(f"{name}={self.context.code(value)}" for name, value in given)
+            suffix += f".to({inner})"
+        if keyword_arg(node, "dtype") is not None and qualified in FLOAT_CONSTRUCTORS:
+            return None
+        return suffix
