@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from torchlint import config, engine, registry
 
@@ -35,18 +35,36 @@ def expected_findings(text: str) -> Counter:
     return expected
 
 
-def settings_for(codes) -> config.Settings:
-    return config.Settings(enabled=frozenset(codes))
+def settings_for(codes, target: Optional[Tuple[int, int]] = None) -> config.Settings:
+    return config.Settings(enabled=frozenset(codes), target_torch_version=target)
 
 
-def all_rules_settings() -> config.Settings:
-    return settings_for(registry.all_rules())
+def all_rules_settings(target: Optional[Tuple[int, int]] = None) -> config.Settings:
+    return settings_for(registry.all_rules(), target)
+
+
+def _target(value: str) -> Tuple[int, int]:
+    major, minor = value.split(".")[:2]
+    return int(major), int(minor)
+
+
+def checker_target(text: str) -> Optional[Tuple[int, int]]:
+    """`# fixture: target=2.4` on a checker file's first line: lint as for that torch version."""
+    match = HEADER.match(text.split("\n", 1)[0])
+    if not match:
+        return None
+    for item in match.group("options").split():
+        key, _, value = item.partition("=")
+        if key != "target":
+            raise ValueError(f"unknown checker fixture option {key!r}")
+        return _target(value)
+    return None
 
 
 def codemod_options(source_path: Path, text: str) -> Dict[str, object]:
     """The folder's rule with unsafe fixes, unless a `# fixture:` first line says otherwise."""
     folder = source_path.parent.parent.name
-    options: Dict[str, object] = {"select": [folder], "unsafe": True}
+    options: Dict[str, object] = {"select": [folder], "unsafe": True, "target": None}
     first = text.split("\n", 1)[0]
     match = HEADER.match(first)
     if match:
@@ -56,6 +74,8 @@ def codemod_options(source_path: Path, text: str) -> Dict[str, object]:
                 options["select"] = value.split(",")
             elif key == "unsafe":
                 options["unsafe"] = value.lower() == "true"
+            elif key == "target":
+                options["target"] = _target(value)
             else:
                 raise ValueError(f"{source_path}: unknown fixture option {key!r}")
     return options
@@ -64,5 +84,5 @@ def codemod_options(source_path: Path, text: str) -> Dict[str, object]:
 def run_codemod(source_path: Path) -> engine.FixResult:
     text = source_path.read_text(encoding="utf-8")
     options = codemod_options(source_path, text)
-    settings = settings_for(registry.expand_selectors(options["select"]))
+    settings = settings_for(registry.expand_selectors(options["select"]), options["target"])
     return engine.fix_text(text, str(source_path), settings, unsafe=bool(options["unsafe"]))

@@ -9,6 +9,7 @@ from fixture_support import (
     FIXTURES,
     all_rules_settings,
     checker_files,
+    checker_target,
     codemod_options,
     codemod_pairs,
     expected_findings,
@@ -21,7 +22,7 @@ from torchlint import engine, registry
 @pytest.mark.parametrize("path", checker_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_checker_fixture(path):
     text = path.read_text(encoding="utf-8")
-    result = engine.lint_text(text, str(path), all_rules_settings())
+    result = engine.lint_text(text, str(path), all_rules_settings(checker_target(text)))
     assert result.diagnostics == []
     found = Counter((f.location.line, f.code) for f in result.findings)
     expected = expected_findings(text)
@@ -42,7 +43,7 @@ def test_codemod_fixture(pair):
 
     # The output is a fixpoint: running the same codemod on it changes nothing.
     options = codemod_options(source_path, source_path.read_text(encoding="utf-8"))
-    settings = settings_for(registry.expand_selectors(options["select"]))
+    settings = settings_for(registry.expand_selectors(options["select"]), options["target"])
     again = engine.fix_text(result.text, str(expected_path), settings, unsafe=bool(options["unsafe"]))
     assert again.applied == 0
     assert again.text == result.text

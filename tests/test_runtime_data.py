@@ -2,6 +2,8 @@
 and the codemod's own output (engine.fix_text at test time) does not."""
 from __future__ import annotations
 
+import os
+import pickle
 import textwrap
 
 import pytest
@@ -155,3 +157,81 @@ def test_tl405_signature_table_is_generated_from_this_torch():
     assert gen_signatures.build() == stored
     # The misspelling of the seed is not accepted; the real name is.
     assert "map_locat" not in stored["apis"]["torch.load"] and "map_location" in stored["apis"]["torch.load"]
+
+
+# -- TL402 load-without-weights-only ------------------------------------------------------
+
+
+class _Payload:
+    """What a crafted checkpoint carries: unpickling it runs code chosen by the file's author."""
+
+    def __reduce__(self):
+        return (exec, ("import os; os.environ['TORCHLINT_TL402_RAN'] = 'yes'",))
+
+
+def _crafted_checkpoint(tmp_path):
+    path = tmp_path / "crafted.pt"
+    torch.save({"weight": torch.ones(2), "extra": _Payload()}, path)
+    return str(path)
+
+
+UNTRUSTED_LOAD = textwrap.dedent(
+    """
+    import torch
+
+    def read(path):
+        return torch.load(path, map_location="cpu", weights_only=False)
+    """
+)
+
+
+def test_tl402_weights_only_false_runs_the_checkpoints_code_and_the_fix_refuses(tmp_path, monkeypatch):
+    monkeypatch.delenv("TORCHLINT_TL402_RAN", raising=False)
+    crafted = _crafted_checkpoint(tmp_path)
+    plain = tmp_path / "plain.pt"
+    torch.save({"weight": torch.arange(3.0)}, plain)
+
+    bad = run(UNTRUSTED_LOAD)["read"]
+    bad(crafted)
+    assert os.environ.pop("TORCHLINT_TL402_RAN") == "yes", "loading the crafted file should have run its code"
+
+    after = fixed(UNTRUSTED_LOAD, "TL402")
+    assert "weights_only=True" in after
+    good = run(after)["read"]
+    with pytest.raises(pickle.UnpicklingError):
+        good(crafted)
+    assert "TORCHLINT_TL402_RAN" not in os.environ
+    # An ordinary state dict loads the same either way.
+    assert torch.equal(good(str(plain))["weight"], bad(str(plain))["weight"])
+
+
+OLD_DEFAULT_LOAD = textwrap.dedent(
+    """
+    import torch
+
+    def read(path):
+        return torch.load(path, map_location="cpu")
+    """
+)
+
+
+def test_tl402_old_target_missing_weights_only_and_the_explicit_fix(tmp_path, monkeypatch):
+    # torch >= 2.6 reproduces the pre-2.6 default (weights_only=False) under this variable,
+    # which only applies where the call site does not pass weights_only.
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    monkeypatch.delenv("TORCHLINT_TL402_RAN", raising=False)
+    crafted = _crafted_checkpoint(tmp_path)
+
+    run(OLD_DEFAULT_LOAD)["read"](crafted)
+    assert os.environ.pop("TORCHLINT_TL402_RAN") == "yes"
+
+    settings = config.Settings(enabled=frozenset({"TL402"}), target_torch_version=(2, 4))
+    result = engine.fix_text(OLD_DEFAULT_LOAD, "snippet.py", settings, unsafe=True)
+    assert result.applied == 1 and not result.result.findings
+    assert "weights_only=True" in result.text
+    with pytest.raises(pickle.UnpicklingError):
+        run(result.text)["read"](crafted)
+    assert "TORCHLINT_TL402_RAN" not in os.environ
+    # With the newest torch as target, nothing is reported: its default is already safe.
+    newest = config.Settings(enabled=frozenset({"TL402"}))
+    assert engine.lint_text(OLD_DEFAULT_LOAD, "snippet.py", newest).findings == []

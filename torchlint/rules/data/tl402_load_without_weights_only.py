@@ -1,0 +1,176 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg
+from torchlint.analysis.names import dotted_name
+from torchlint.analysis.scope import assignments
+from torchlint.analysis.signatures import gives_keyword
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rules.data.tl401_load_without_map_location import LOAD_FUNCTIONS
+
+# torch.load has defaulted to weights_only=True since this release.
+SAFE_DEFAULT_SINCE = (2, 6)
+# Calls that build a path from their arguments without adding anything of their own.
+PATH_BUILDERS = frozenset(
+    {"os.path.join", "os.path.abspath", "os.path.dirname", "os.path.expanduser", "os.path.realpath", "pathlib.Path", "pathlib.PurePath"}
+)
+
+PATH_METHODS = frozenset({"joinpath", "with_suffix", "with_name", "resolve", "absolute", "expanduser"})
+
+
+class LoadWithoutWeightsOnly(Rule):
+    """
+    ## What it does
+    Flags `torch.load` calls that may unpickle arbitrary objects:
+
+    - when `target-torch-version` is below 2.6, a `torch.load(f)` without an
+      explicit `weights_only` (before 2.6 the default was `False`);
+    - for every target, `weights_only=False` on a path that is not a literal
+      of the project (a string literal, `Path("...")`, `os.path.join` of
+      literals or of `os.path.dirname(__file__)`, or a name bound to one of
+      these in the same function or module).
+
+    With no `target-torch-version` configured the newest torch is assumed,
+    whose default is already `weights_only=True`: only the second case is
+    reported.
+
+    ## Why is this bad?
+    `torch.load` is `pickle.load` underneath. With `weights_only=False` (the
+    default before torch 2.6) a checkpoint can name any callable to run
+    while it is unpickled, so loading a file downloaded from a hub, sent by a
+    user, or found in a shared directory executes code chosen by whoever
+    wrote that file. `weights_only=True` restricts unpickling to tensors,
+    primitive containers and allow-listed types.
+
+    ## Example
+    ```python
+    # target-torch-version = "2.4"
+    state = torch.load(path, map_location="cpu")
+    # any target
+    state = torch.load(downloaded, map_location="cpu", weights_only=False)
+    ```
+
+    ## Use instead
+    ```python
+    state = torch.load(path, map_location="cpu", weights_only=True)
+    state = torch.load(downloaded, map_location="cpu", weights_only=True)
+    ```
+
+    ## Fix safety
+    Unsafe: with `weights_only=True` a checkpoint that pickles whole
+    objects (a saved `nn.Module`, an optimizer with custom classes, numpy
+    scalars) fails to load with an `UnpicklingError` until its types are
+    allow-listed (`torch.serialization.add_safe_globals`) or the code saves
+    `state_dict()`s instead. The keyword is appended after the arguments
+    already given (it composes with TL401's `map_location` on the same call);
+    `weights_only=False` becomes `weights_only=True`. Calls with `*args` or
+    `**kwargs` are not flagged (the keyword may be among them), nor is
+    `weights_only=` given a variable.
+
+    Not seen: a path whose trust cannot be read from the code (a literal
+    path is taken as the project's own file, though the file may have been
+    replaced; a variable path is taken as untrusted, though it may be a
+    file the program wrote itself), `pickle.load` and other loaders.
+    """
+
+    code = "TL402"
+    name = "load-without-weights-only"
+    message = "torch.load may unpickle arbitrary objects: a crafted checkpoint runs code when it is loaded"
+    fix_applicability = Applicability.UNSAFE
+    triggers = ("load",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.context.qualified_name(node.func)
+        if qualified not in LOAD_FUNCTIONS or has_star_args(node):
+            return
+        path = argument(node, 0, "f")
+        if path is None:
+            return  # not a valid call at all
+        given = keyword_arg(node, "weights_only")
+        if given is not None:
+            if _is_false(given.value) and not self._is_project_literal(path.value):
+                self.report(
+                    given,
+                    "torch.load(..., weights_only=False) on a path that is not the project's own file: "
+                    "a crafted checkpoint runs code when it is unpickled",
+                    FixSpec(
+                        Applicability.UNSAFE,
+                        "Set `weights_only=True`",
+                        (Replacement(given.value, cst.Name("True")),),
+                    ),
+                )
+            return
+        target = self.context.settings.target_torch_version
+        if target is None or target >= SAFE_DEFAULT_SINCE or gives_keyword(qualified, node, "weights_only"):
+            return
+        self.report(
+            node,
+            f"torch.load without weights_only unpickles arbitrary objects on torch {target[0]}.{target[1]} "
+            "(the default is False before 2.6): a crafted checkpoint runs code when it is loaded",
+            FixSpec(
+                Applicability.UNSAFE,
+                "Add `weights_only=True`",
+                (Replacement(node, add_keyword(node, "weights_only", cst.Name("True"))),),
+            ),
+        )
+
+    def _is_project_literal(self, node: cst.BaseExpression, depth: int = 0) -> bool:
+        """A path spelled in the code: literals, joins of literals, paths next to ``__file__``."""
+        if depth > 5:
+            return False
+        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+            return True
+        if isinstance(node, cst.FormattedString):
+            return all(
+                self._is_project_literal(part.expression, depth + 1)
+                for part in node.parts
+                if isinstance(part, cst.FormattedStringExpression)
+            )
+        if isinstance(node, cst.Name):
+            if node.value == "__file__":
+                return True
+            value = self._bound_value(node.value)
+            return value is not None and self._is_project_literal(value, depth + 1)
+        if isinstance(node, cst.Attribute) and node.attr.value == "parent":
+            return self._is_project_literal(node.value, depth + 1)
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.Add)):
+            return self._is_project_literal(node.left, depth + 1) and self._is_project_literal(node.right, depth + 1)
+        if isinstance(node, cst.Call) and not has_star_args(node) and node.args:
+            qualified = self.context.qualified_name(node.func)
+            if qualified in PATH_BUILDERS or (qualified or "").startswith("pathlib.Path."):
+                return all(arg.keyword is None and self._is_project_literal(arg.value, depth + 1) for arg in node.args)
+            if qualified is None and isinstance(node.func, cst.Attribute) and node.func.attr.value in PATH_METHODS:
+                return self._is_project_literal(node.func.value, depth + 1) and all(
+                    self._is_project_literal(arg.value, depth + 1) for arg in node.args
+                )
+        return False
+
+    def _bound_value(self, name: str) -> Optional[cst.BaseExpression]:
+        """The value of the single assignment to ``name`` in the enclosing function, else in the module."""
+        function = self.context.enclosing(cst.FunctionDef)
+        if function is not None and _is_parameter(function, name):
+            return None
+        scopes = ([function.body.body] if function is not None else []) + [self.context.module.body]
+        for body in scopes:
+            values = [value for target, value in assignments(body) if dotted_name(target) == name]
+            if len(values) == 1:
+                return values[0]
+            if values:
+                return None  # rebound: which one reaches the call is not known here
+        return None
+
+
+def _is_false(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "False"
+
+
+def _is_parameter(function: cst.FunctionDef, name: str) -> bool:
+    params = function.params
+    every = list(params.params) + list(params.kwonly_params) + list(params.posonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return any(p.name.value == name for p in every)
