@@ -323,3 +323,135 @@ __all__ = [
     "positional",
     "torch_function",
 ]
+
+
+# -- log(sum(exp(x))) ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SumOfExp:
+    """``sum(exp(x), d)`` in any form, possibly through local names (``e = x.exp()`` ... ``e.sum(1)``)."""
+
+    sum: SumCall
+    exp: UnaryOp
+    # Assignments followed on the way: the exponent read from them must still be valid at the use.
+    definitions: Tuple[Definition, ...]
+
+
+def _follow(context: "FileContext", node: cst.BaseExpression, seen: List[Definition]) -> cst.BaseExpression:
+    if isinstance(node, cst.Name):
+        if seen and not seen[-1].unchanged_at_use(node):
+            return node  # rebound since the previous assignment used it: its value there is unknown
+        definition = reaching_definition(context.ancestors, node.value)
+        if definition is not None:
+            seen.append(definition)
+            return definition.value
+    return node
+
+
+def match_sum_of_exp(context: "FileContext", node: cst.BaseExpression) -> Optional[SumOfExp]:
+    """``torch.sum(torch.exp(x), d)``, ``x.exp().sum(d)``, ``torch.exp(x).sum()``; names bound to either part are followed."""
+    definitions: List[Definition] = []
+    summed = match_sum(context, _follow(context, node, definitions))
+    if summed is None:
+        return None
+    exp = match_exp(context, _follow(context, summed.operand, definitions))
+    if exp is None:
+        return None
+    return SumOfExp(summed, exp, tuple(definitions))
+
+
+MAX_FUNCTIONS: FrozenSet[str] = frozenset({"torch.max", "torch.amax"})
+
+
+def is_max_shifted(context: "FileContext", exponent: cst.BaseExpression) -> bool:
+    """``x - x.max(d, keepdim=True).values`` / ``x - m`` with ``m`` bound to a max: the stable, shifted form."""
+    if not (isinstance(exponent, cst.BinaryOperation) and isinstance(exponent.operator, cst.Subtract)):
+        return False
+    shift = exponent.right
+    if isinstance(shift, cst.Name):
+        definition = reaching_definition(context.ancestors, shift.value)
+        if definition is None:
+            return False
+        shift = definition.value
+    finder = _MaxFinder(context)
+    shift.visit(finder)
+    return finder.found
+
+
+class _MaxFinder(cst.CSTVisitor):
+    def __init__(self, context: "FileContext") -> None:
+        super().__init__()
+        self.context = context
+        self.found = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if self.context.qualified_name(func) in MAX_FUNCTIONS:
+            self.found = True
+        elif isinstance(func, cst.Attribute) and func.attr.value in ("max", "amax") and is_value_receiver(self.context, func.value):
+            self.found = True
+
+
+# -- x * log(x) ------------------------------------------------------------------------------
+
+
+def same_expression(context: "FileContext", a: cst.CSTNode, b: cst.CSTNode) -> bool:
+    """Whether two expressions are written the same, ignoring whitespace and parentheses."""
+    return _compact(context, a) == _compact(context, b)
+
+
+def _compact(context: "FileContext", node: cst.CSTNode) -> str:
+    text = context.module.code_for_node(node)
+    return "".join(text.split()).strip("()") if text.startswith("(") and text.endswith(")") else "".join(text.split())
+
+
+@dataclass(frozen=True)
+class XLogX:
+    """``x * log(x)`` (either order, ``x.log()`` too); ``negated`` for ``-x * log(x)``;
+    ``factor`` for ``w * x * log(x)`` (parsed as ``(w * x) * log(x)``)."""
+
+    node: cst.BinaryOperation
+    x: cst.BaseExpression
+    log: UnaryOp
+    negated: bool = False
+    factor: Optional[cst.BaseExpression] = None
+
+
+def match_x_log_x(context: "FileContext", node: cst.CSTNode) -> Optional[XLogX]:
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+        return None
+    for other, maybe_log in ((node.left, node.right), (node.right, node.left)):
+        log = match_log(context, maybe_log)
+        if log is None:
+            continue
+        if same_expression(context, other, log.operand):
+            return XLogX(node, log.operand, log)
+        if (
+            other is node.left
+            and isinstance(other, cst.UnaryOperation)
+            and isinstance(other.operator, cst.Minus)
+            and same_expression(context, other.expression, log.operand)
+        ):
+            return XLogX(node, log.operand, log, negated=True)
+        if (
+            other is node.left
+            and isinstance(other, cst.BinaryOperation)
+            and isinstance(other.operator, cst.Multiply)
+            and not other.lpar
+            and same_expression(context, other.right, log.operand)
+        ):
+            return XLogX(node, log.operand, log, factor=other.left)
+    return None
+
+
+def bare(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` without its own grouping parentheses (for use as a call argument)."""
+    return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node
+
+
+def in_place_of(original: cst.BaseExpression, replacement: cst.BaseExpression) -> cst.BaseExpression:
+    """``replacement`` with the parentheses ``original`` had, unless it is atomic and needs none."""
+    if isinstance(replacement, (cst.Call, cst.Name, cst.Attribute, cst.Subscript)):
+        return replacement
+    return replacement.with_changes(lpar=original.lpar, rpar=original.rpar)

@@ -1,0 +1,272 @@
+"""TL202-TL207 under torch: the bad snippet really breaks; the codemod's OWN output does not.
+
+Every fixed function below comes from ``engine.fix_text`` at test time
+(``runtime_support.fix_and_exec``), never typed by hand.
+"""
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+from runtime_support import fix_and_exec, forward_backward  # noqa: E402
+
+ORDINARY_SEED = 0
+
+
+def ordinary(*shape, dtype=torch.float32):
+    generator = torch.Generator().manual_seed(ORDINARY_SEED)
+    return torch.randn(*shape, generator=generator).to(dtype)
+
+
+def assert_close(a, b, tol=1e-5):
+    assert torch.allclose(a.float(), b.float(), atol=tol, rtol=tol), (a, b)
+
+
+# -- TL202 log-of-sigmoid -------------------------------------------------------------------
+
+TL202_SNIPPET = '''
+import torch
+import torch.nn as nn
+
+
+def log_p(logits):
+    return torch.log(torch.sigmoid(logits))
+
+
+def log_not_p(logits):
+    return torch.log(1 - logits.sigmoid())
+
+
+def focal(logits, target, gamma=2.0):
+    p = torch.sigmoid(logits)
+    log_p = torch.log(p)
+    log_not_p = torch.log(1 - p)
+    return -(target * (1 - p) ** gamma * log_p + (1 - target) * p ** gamma * log_not_p)
+
+
+def module_form(logits):
+    return torch.log(nn.Sigmoid()(logits))
+'''
+
+
+@pytest.fixture(scope="module")
+def tl202():
+    return fix_and_exec(TL202_SNIPPET, "TL202", applicability="safe")
+
+
+@pytest.mark.parametrize("name", ["log_p", "log_not_p", "module_form"])
+def test_tl202_same_values_on_ordinary_inputs(tl202, name):
+    bad, good = tl202.functions(name)
+    x = ordinary(256)
+    assert_close(bad(x), good(x))
+    # float16: the fix is at least as close to the float64 truth as the original
+    exact = good(x.double())
+    half = x.half()
+    assert (good(half).double() - exact).abs().max() <= (bad(half).double() - exact).abs().max()
+    assert "logsigmoid" in tl202.fixed_source
+
+
+@pytest.mark.parametrize(
+    "name, edge, dtype",
+    [
+        ("log_p", -90.0, torch.float32),
+        ("log_p", -20.0, torch.float16),
+        ("log_not_p", 17.0, torch.float32),
+        ("log_not_p", 10.0, torch.float16),
+        ("module_form", -90.0, torch.float32),
+    ],
+)
+def test_tl202_inf_and_nan_gradient_go_away(tl202, name, edge, dtype):
+    bad, good = tl202.functions(name)
+    x = torch.tensor([edge, 0.5], dtype=dtype)
+    value, (grad,) = forward_backward(bad, x)
+    assert torch.isinf(value[0]) and torch.isnan(grad[0])
+    value, (grad,) = forward_backward(good, x)
+    assert torch.isfinite(value).all() and torch.isfinite(grad).all()
+    # the fixed value is the exact one: log(sigmoid(x)) -> x for x << 0, log(1 - sigmoid(x)) -> -x for x >> 0
+    assert value[0].item() == pytest.approx(edge if name != "log_not_p" else -edge, rel=1e-3)
+
+
+def test_tl202_focal_loss_through_a_variable(tl202):
+    bad, good = tl202.functions("focal")
+    target = (ordinary(32) > 0).float()
+    x = ordinary(32) * 3
+    assert_close(bad(x, target), good(x, target))
+    confident = torch.tensor([30.0, -30.0, 1.0])
+    labels = torch.tensor([1.0, 0.0, 1.0])
+    _, (grad, _) = forward_backward(bad, confident, labels)
+    assert torch.isnan(grad).any()
+    value, (grad, _) = forward_backward(good, confident, labels)
+    assert torch.isfinite(value).all() and torch.isfinite(grad).all()
+
+
+# -- TL203 log-sum-exp -----------------------------------------------------------------------
+
+TL203_SNIPPET = '''
+import torch
+
+
+def lse_function(scores):
+    return torch.log(torch.sum(torch.exp(scores), dim=1))
+
+
+def lse_method(scores):
+    return scores.exp().sum(-1, keepdim=True).log()
+
+
+def lse_all(scores):
+    return torch.log(torch.exp(scores).sum())
+
+
+def lse_stored(scores):
+    e = torch.exp(scores)
+    return torch.log(e.sum(1))
+'''
+
+
+@pytest.fixture(scope="module")
+def tl203():
+    return fix_and_exec(TL203_SNIPPET, "TL203", applicability="safe")
+
+
+@pytest.mark.parametrize("name", ["lse_function", "lse_method", "lse_all", "lse_stored"])
+def test_tl203_same_values_and_no_overflow(tl203, name):
+    bad, good = tl203.functions(name)
+    x = ordinary(4, 5)
+    assert bad(x).shape == good(x).shape
+    assert_close(bad(x), good(x))
+    for large, dtype in ((100.0, torch.float32), (12.0, torch.float16)):
+        scores = torch.tensor([[large, 0.0, -1.0], [1.0, 2.0, 3.0]], dtype=dtype)
+        value, (grad,) = forward_backward(bad, scores)
+        assert torch.isinf(value).any() and torch.isnan(grad).any()
+        value, (grad,) = forward_backward(good, scores)
+        assert torch.isfinite(value).all() and torch.isfinite(grad).all()
+    # every exponential underflows: the original is -inf, the fix the true value
+    tiny = torch.full((2, 3), -110.0)
+    assert torch.isinf(bad(tiny)).all()
+    expected = -110.0 + torch.log(torch.tensor(3.0 if name != "lse_all" else 6.0))
+    assert torch.allclose(good(tiny).flatten(), expected.expand_as(good(tiny).flatten()))
+
+
+# -- TL204 x-log-x ---------------------------------------------------------------------------
+
+TL204_SNIPPET = '''
+import torch
+
+
+def entropy(p):
+    return -(p * torch.log(p)).sum(-1)
+
+
+def entropy_method(p):
+    return -(p * p.log()).sum(-1)
+
+
+def softmax_entropy(logits):
+    p = torch.softmax(logits, dim=-1)
+    return -(p * torch.log(p)).sum(-1)
+'''
+
+
+@pytest.fixture(scope="module")
+def tl204():
+    return fix_and_exec(TL204_SNIPPET, "TL204", applicability="safe")
+
+
+@pytest.mark.parametrize("name", ["entropy", "entropy_method"])
+def test_tl204_zero_probability_no_longer_nan(tl204, name):
+    bad, good = tl204.functions(name)
+    p = torch.softmax(ordinary(3, 5), -1)
+    assert_close(bad(p), good(p))
+    with_zero = torch.tensor([[0.0, 0.5, 0.5]])
+    assert torch.isnan(bad(with_zero)).all()
+    assert good(with_zero).item() == pytest.approx(0.6931472)  # log 2: the true entropy
+
+
+def test_tl204_gradient_at_exactly_zero_is_still_not_finite(tl204):
+    """What the docs say: the forward becomes finite; the gradient at exactly 0 does not."""
+    _, good = tl204.functions("entropy")
+    _, (grad,) = forward_backward(good, torch.tensor([0.0, 0.5, 0.5]))
+    assert not torch.isfinite(grad[0])  # measured: NaN with torch 2.13 on CPU (d/dx x log x = log x + 1)
+    assert torch.isfinite(grad[1:]).all()
+
+
+def test_tl204_softmax_entropy_gets_a_finite_gradient(tl204):
+    """A softmax stored in a name: the fix uses log_softmax, so even the gradient is finite."""
+    bad, good = tl204.functions("softmax_entropy")
+    assert "log_softmax" in tl204.fixed_source
+    z = ordinary(3, 5)
+    assert_close(bad(z), good(z))
+    confident = torch.tensor([[-200.0, 0.0, 0.0]])  # exp(-200) underflows: p[0] == 0
+    value, (grad,) = forward_backward(bad, confident)
+    assert torch.isnan(value).all() and torch.isnan(grad).all()
+    value, (grad,) = forward_backward(good, confident)
+    assert value.item() == pytest.approx(0.6931472) and torch.isfinite(grad).all()
+
+
+# -- TL205 expm1-log1p -----------------------------------------------------------------------
+
+TL205_SNIPPET = '''
+import torch
+
+
+def log_one_plus(x):
+    return torch.log(1 + x)
+
+
+def exp_minus_one(x):
+    return x.exp() - 1
+
+
+def one_minus_exp(x):
+    return 1 - torch.exp(-x)
+
+
+def softplus_by_hand(x):
+    return torch.log(1 + torch.exp(x))
+
+
+def rate(x):
+    return (torch.exp(x) - 1) / x
+'''
+
+
+@pytest.fixture(scope="module")
+def tl205():
+    return fix_and_exec(TL205_SNIPPET, "TL205", applicability="safe")
+
+
+@pytest.mark.parametrize("name", ["log_one_plus", "exp_minus_one", "one_minus_exp", "softplus_by_hand", "rate"])
+def test_tl205_same_values_on_ordinary_inputs(tl205, name):
+    bad, good = tl205.functions(name)
+    x = ordinary(64).abs() + 0.1
+    assert_close(bad(x), good(x))
+
+
+@pytest.mark.parametrize("name, exact", [("log_one_plus", lambda x: x), ("exp_minus_one", lambda x: x), ("one_minus_exp", lambda x: x)])
+def test_tl205_small_inputs_keep_their_digits(tl205, name, exact):
+    bad, good = tl205.functions(name)
+    for dtype, small in ((torch.float32, 1e-8), (torch.float16, 1e-4)):
+        x = torch.tensor([small], dtype=dtype)
+        assert bad(x).item() == 0.0 or abs(bad(x).item() - small) / small > 0.2
+        assert good(x).item() == pytest.approx(x.item(), rel=1e-3)
+
+
+def test_tl205_rate_is_one_not_zero_near_zero(tl205):
+    bad, good = tl205.functions("rate")
+    x = torch.tensor([1e-8])
+    assert bad(x).item() == 0.0
+    assert good(x).item() == pytest.approx(1.0, rel=1e-6)
+
+
+def test_tl205_softplus_does_not_overflow(tl205):
+    bad, good = tl205.functions("softplus_by_hand")
+    for large, dtype in ((100.0, torch.float32), (12.0, torch.float16)):
+        x = torch.tensor([large, 1.0], dtype=dtype)
+        value, (grad,) = forward_backward(bad, x)
+        assert torch.isinf(value[0])
+        value, (grad,) = forward_backward(good, x)
+        assert torch.isfinite(value).all() and torch.isfinite(grad).all()
+        assert value[0].item() == pytest.approx(large, rel=1e-3)

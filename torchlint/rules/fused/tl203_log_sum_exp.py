@@ -1,0 +1,107 @@
+from __future__ import annotations
+
+from typing import List, Optional
+
+import libcst as cst
+
+from torchlint.analysis.fused import (
+    SumOfExp,
+    as_receiver,
+    is_max_shifted,
+    is_pure,
+    keyword,
+    match_log,
+    match_sum_of_exp,
+    positional,
+    torch_function,
+)
+from torchlint.analysis.ops import strip_eps
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+
+class LogSumExp(Rule):
+    """
+    ## What it does
+    Flags a log-sum-exp written out: `torch.log(torch.sum(torch.exp(x), d))`,
+    `torch.log(torch.exp(x).sum(d))`, `x.exp().sum(-1).log()`, with or without
+    an `eps` added inside the log, also when the exponentials or their sum
+    were stored in a local name a few lines earlier
+    (`e = torch.exp(scores)` ... `torch.log(e.sum(1))`).
+
+    ## Why is this bad?
+    `exp` overflows to `inf` for inputs above about 88.7 in float32 (11.1 in
+    float16), so the result is `inf` and the gradient NaN; for inputs all
+    below about -103 in float32 every exponential underflows to 0 and the
+    result is `-inf`. Scores, energies and logits reach those ranges in
+    ordinary training (a temperature of 0.05 turns a cosine of 5 into 100).
+    An `eps` inside the log guards only the underflow. `torch.logsumexp`
+    subtracts the maximum first and is finite for every finite input.
+
+    ## Example
+    ```python
+    lse = torch.log(torch.sum(torch.exp(scores), dim=1))
+    lse = scores.exp().sum(-1, keepdim=True).log()
+    ```
+
+    ## Use instead
+    ```python
+    lse = torch.logsumexp(scores, dim=1)
+    lse = scores.logsumexp(-1, keepdim=True)
+    ```
+
+    ## Fix safety
+    Safe: the values equal the original's wherever it is finite (to float
+    rounding) and are finite where it was not. `dim` and `keepdim` are kept
+    as written; a sum over every element (no `dim`) becomes
+    `torch.logsumexp(torch.flatten(x), 0)`. With an `eps` inside the log the
+    values differ by about `eps / sum(exp(x))`. No fix is offered when the
+    sum has a `dtype` (logsumexp has no such parameter), when the log or exp
+    has an `out=`, or when a stored exponent is not a plain expression that
+    is unchanged at the log.
+
+    The max-shifted form `m + torch.log(torch.exp(x - m).sum(d))` with `m`
+    a `max`/`amax` of `x` is stable and not flagged. Not detected: sums written as `exp(a) + exp(b)` (use `torch.logaddexp`),
+    `log2`/`log10`, `torch.exp(x).sum(d).log()` through attributes.
+    """
+
+    code = "TL203"
+    name = "log-sum-exp"
+    message = "log(sum(exp(x))) overflows to inf (NaN gradient) once x exceeds ~88 in float32 or ~11 in float16; use torch.logsumexp"
+    fix_applicability = Applicability.SAFE
+    triggers = ("exp",)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        log = match_log(self.context, node)
+        if log is None:
+            return
+        found = match_sum_of_exp(self.context, strip_eps(log.operand))
+        if found is None or is_max_shifted(self.context, found.exp.operand):
+            return  # exp(x - max) is already the stable form
+        fix = None if log.extra_args or found.exp.extra_args or found.sum.other_args else self._fix(node, found)
+        self.report(node, fix=fix)
+
+    def _fix(self, log_call: cst.Call, found: SumOfExp) -> Optional[FixSpec]:
+        exponent = found.exp.operand
+        if found.definitions and not (is_pure(exponent) and all(d.unchanged_at_use(exponent) for d in found.definitions)):
+            return None
+        dim, keepdim = found.sum.dim, found.sum.keepdim
+        imports = ()
+        if dim is None:
+            if keepdim is not None:
+                return None
+            flatten, imports = torch_function(self.context, "flatten")
+            exponent = cst.Call(func=flatten, args=[positional(exponent)])
+            args: List[cst.Arg] = [positional(cst.Integer("0"))]
+        else:
+            given = dim.value
+            args = [keyword("dim", given, comma=keepdim is not None) if dim.keyword is not None else positional(given, comma=keepdim is not None)]
+            if keepdim is not None:
+                args.append(keyword("keepdim", keepdim.value))
+        if found.exp.method:
+            call = cst.Call(func=cst.Attribute(as_receiver(exponent), cst.Name("logsumexp")), args=args)
+        else:
+            func, more = torch_function(self.context, "logsumexp")
+            imports = tuple(dict.fromkeys(imports + more))
+            call = cst.Call(func=func, args=[positional(exponent, comma=True)] + args)
+        call = call.with_changes(lpar=log_call.lpar, rpar=log_call.rpar)
+        return FixSpec(Applicability.SAFE, "Replace with `logsumexp`", (Replacement(log_call, call),), imports)

@@ -1,0 +1,114 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.fused import (
+    XLogX,
+    activation_of,
+    as_receiver,
+    bare,
+    in_place_of,
+    is_pure,
+    log_softmax_call,
+    match_x_log_x,
+    positional,
+    torch_function,
+)
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+
+class XLogXProduct(Rule):
+    """
+    ## What it does
+    Flags `x * torch.log(x)` in its spellings: `torch.log(x) * x`,
+    `p * p.log()`, `-p * torch.log(p)`, `w * p * torch.log(p)`, the heart of
+    hand-written entropies (`-(p * torch.log(p)).sum(-1)`).
+
+    ## Why is this bad?
+    Where x is exactly 0 (a probability that underflowed, a padded entry, an
+    empty histogram bin) `torch.log(0)` is `-inf` and `0 * -inf` is NaN: the
+    entropy, and every gradient that touches it, becomes NaN. By definition
+    `0 * log 0 = 0`, and `torch.xlogy(x, x)` returns exactly that.
+
+    ## Example
+    ```python
+    entropy = -(p * torch.log(p)).sum(-1)
+    ```
+
+    ## Use instead
+    ```python
+    entropy = -torch.xlogy(p, p).sum(-1)
+    ```
+
+    ## Fix safety
+    Safe: the forward values equal the original's wherever it is finite and
+    are 0 instead of NaN where x is 0. The gradient at exactly 0 is still
+    unbounded: d/dx xlogy(x, x) = log(x) + 1 is `-inf` there, and torch
+    2.13 on CPU returns NaN for it (measured in tests/test_runtime_fused.py),
+    so a value that is trained through exactly 0 still needs a guard such as
+    `p.clamp_min(eps)`. The fix keeps a method form a method
+    (`p * p.log()` -> `p.xlogy(p)`).
+
+    When `p` is a local name assigned a softmax a few lines earlier
+    (`p = F.softmax(z, -1)`, with `z` a plain expression unchanged since),
+    the fix writes `p * F.log_softmax(z, -1)` instead: the same values, 0
+    where `p` underflowed, and a finite gradient everywhere.
+
+    A guarded log such as `p * torch.log(p + eps)` or
+    `p * torch.log(p.clamp_min(eps))` is not flagged, and neither is
+    `torch.xlogy` or `torch.special.entr`. Operands are compared as written
+    (spaces ignored): `p * torch.log(q)` with `q = p` is not seen.
+    """
+
+    code = "TL204"
+    name = "x-log-x"
+    message = "x * log(x) is 0 * -inf = NaN where x is 0 (NaN entropy and gradients); use torch.xlogy(x, x)"
+    fix_applicability = Applicability.SAFE
+    triggers = ("log",)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        found = match_x_log_x(self.context, node)
+        if found is None:
+            return
+        self.report(node, fix=None if found.log.extra_args else self._fix(found))
+
+    def _fix(self, found: XLogX) -> FixSpec:
+        from_softmax = self._log_softmax_fix(found)
+        if from_softmax is not None:
+            return from_softmax
+        x = bare(found.x)
+        if found.log.method:
+            replacement: cst.BaseExpression = cst.Call(func=cst.Attribute(as_receiver(found.x), cst.Name("xlogy")), args=[positional(x)])
+            imports = ()
+        else:
+            func, imports = torch_function(self.context, "xlogy")
+            replacement = cst.Call(func=func, args=[positional(x, comma=True), positional(x)])
+        if found.negated:
+            replacement = cst.UnaryOperation(cst.Minus(), replacement)
+        if found.factor is not None:
+            replacement = cst.BinaryOperation(found.factor, cst.Multiply(), replacement)
+        replacement = in_place_of(found.node, replacement)
+        return FixSpec(Applicability.SAFE, "Replace with `torch.xlogy(x, x)`", (Replacement(found.node, replacement),), imports)
+
+    def _log_softmax_fix(self, found: XLogX):
+        """``p * torch.log(p)`` with ``p = F.softmax(z, d)`` earlier: ``p * F.log_softmax(z, d)``, finite gradient too."""
+        if not isinstance(found.x, cst.Name):
+            return None
+        activation = activation_of(self.context, found.x, kinds=("softmax",))
+        if activation is None or activation.definition is None or activation.definition.value is not activation.call:
+            return None
+        softmax = activation.softmax
+        if not (is_pure(softmax.input) and activation.definition.unchanged_at_use(softmax.node)):
+            return None
+        if softmax.form == "module" and softmax.node.func is not softmax.constructor:
+            return None  # ``self.softmax(z)``: the constructor lives elsewhere; keep to the general fix
+        built = log_softmax_call(self.context, softmax)
+        if built is None:
+            return None
+        call, imports = built
+        return FixSpec(
+            Applicability.SAFE,
+            "Replace `log(p)` with the `log_softmax` that `p` came from",
+            (Replacement(found.log.call, call),),
+            imports,
+        )

@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis.fused import (
+    as_receiver,
+    bare,
+    in_place_of,
+    functional,
+    is_one,
+    match_exp,
+    match_log,
+    negated,
+    one_plus,
+    positional,
+    torch_function,
+)
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+
+class Expm1Log1p(Rule):
+    """
+    ## What it does
+    Flags `torch.exp(x) - 1` (and `x.exp() - 1`, `1 - torch.exp(x)`) and
+    `torch.log(1 + x)` (and `torch.log(x + 1)`, `(1 + x).log()`).
+    `torch.log(1 + torch.exp(x))` is flagged too: it is a softplus.
+
+    ## Why is this bad?
+    Near 0 the subtraction and the addition throw the answer away:
+    `1 + x` rounds to exactly 1 for |x| below 6e-8 in float32 (4.9e-4 in
+    float16), so `torch.log(1 + x)` is exactly 0 there instead of x, and
+    `torch.exp(x) - 1` is 0 (or off by a whole float16 step) instead of x.
+    Anything divided by such a value becomes NaN or inf
+    (`(torch.exp(x) - 1) / x` at `x = 1e-8` is 0 instead of 1). `torch.log1p`
+    and `torch.expm1` are exact near 0 and equal elsewhere. `log(1 + exp(x))`
+    also overflows to `inf` for x above ~88 in float32 (~11 in float16);
+    `F.softplus(x)` does not.
+
+    ## Example
+    ```python
+    y = torch.log(1 + distance)
+    z = torch.exp(rate * t) - 1
+    s = torch.log(1 + torch.exp(logits))
+    ```
+
+    ## Use instead
+    ```python
+    y = torch.log1p(distance)
+    z = torch.expm1(rate * t)
+    s = F.softplus(logits)
+    ```
+
+    ## Fix safety
+    Safe: the values equal the original's to float rounding and are exact
+    where the original lost them. Method forms stay methods
+    (`x.exp() - 1` -> `x.expm1()`); `1 - torch.exp(x)` becomes
+    `-torch.expm1(x)`. `F.softplus` equals `log(1 + exp(x))` to within 2e-9
+    (it returns x itself above x = 20, where the difference is below float32
+    resolution). Calls with `out=` are reported without a fix.
+
+    Not detected: `torch.log(x + 1.0 + y)` and other sums of more than two
+    terms, `torch.pow(torch.e, x) - 1`, `log2`/`log10`.
+    """
+
+    code = "TL205"
+    name = "expm1-log1p"
+    message = "exp(x) - 1 and log(1 + x) lose every digit for small |x| (1 + x rounds to 1); use torch.expm1 / torch.log1p"
+    fix_applicability = Applicability.SAFE
+    triggers = ("exp", "log")
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if not isinstance(node.operator, cst.Subtract):
+            return
+        if is_one(node.right):
+            exp = match_exp(self.context, node.left)
+            if exp is not None:
+                self.report(node, fix=None if exp.extra_args else self._expm1(node, exp, negate=False))
+        elif is_one(node.left):
+            exp = match_exp(self.context, node.right)
+            if exp is not None:
+                self.report(node, fix=None if exp.extra_args else self._expm1(node, exp, negate=True))
+
+    def visit_Call(self, node: cst.Call) -> None:
+        log = match_log(self.context, node)
+        if log is None:
+            return
+        rest = one_plus(log.operand)
+        if rest is None:
+            return
+        exp = match_exp(self.context, rest)
+        if log.extra_args or (exp is not None and exp.extra_args):
+            self.report(node)
+        elif exp is not None:
+            self.report(node, fix=self._softplus(node, exp.operand))
+        else:
+            self.report(node, fix=self._log1p(node, rest, log.method))
+
+    def _expm1(self, node: cst.BinaryOperation, exp, negate: bool) -> FixSpec:
+        if exp.method:
+            call: cst.BaseExpression = cst.Call(func=cst.Attribute(as_receiver(exp.operand), cst.Name("expm1")))
+            imports = ()
+        else:
+            func, imports = torch_function(self.context, "expm1")
+            call = cst.Call(func=func, args=[positional(bare(exp.operand))])
+        if negate:
+            call = cst.UnaryOperation(cst.Minus(), call)
+        call = in_place_of(node, call)
+        return FixSpec(Applicability.SAFE, "Replace with `expm1`", (Replacement(node, call),), imports)
+
+    def _log1p(self, node: cst.Call, operand: cst.BaseExpression, method: bool) -> FixSpec:
+        if method:
+            call = cst.Call(func=cst.Attribute(as_receiver(operand), cst.Name("log1p")))
+            imports = ()
+        else:
+            func, imports = torch_function(self.context, "log1p")
+            call = cst.Call(func=func, args=[positional(bare(operand))])
+        call = call.with_changes(lpar=node.lpar, rpar=node.rpar)
+        return FixSpec(Applicability.SAFE, "Replace with `log1p`", (Replacement(node, call),), imports)
+
+    def _softplus(self, node: cst.Call, exponent: cst.BaseExpression) -> Optional[FixSpec]:
+        func, imports = functional(self.context, "softplus")
+        call = cst.Call(func=func, args=[positional(bare(exponent))], lpar=node.lpar, rpar=node.rpar)
+        return FixSpec(Applicability.SAFE, "Replace with `F.softplus`", (Replacement(node, call),), imports)
