@@ -235,3 +235,75 @@ def test_tl402_old_target_missing_weights_only_and_the_explicit_fix(tmp_path, mo
     # With the newest torch as target, nothing is reported: its default is already safe.
     newest = config.Settings(enabled=frozenset({"TL402"}))
     assert engine.lint_text(OLD_DEFAULT_LOAD, "snippet.py", newest).findings == []
+
+
+# -- TL404 vocab-grown-without-resize ----------------------------------------------------------
+
+
+class _StandInTokenizer:
+    """The part of a Hugging Face tokenizer the rule is about: ids for added tokens and len()."""
+
+    def __init__(self, words):
+        self.vocab = {word: index for index, word in enumerate(words)}
+
+    def add_tokens(self, tokens):
+        before = len(self.vocab)
+        for token in tokens:
+            self.vocab.setdefault(token, len(self.vocab))
+        return len(self.vocab) - before
+
+    def encode(self, text):
+        return [self.vocab[word] for word in text.split()]
+
+    def __len__(self):
+        return len(self.vocab)
+
+
+class _StandInModel(torch.nn.Module):
+    """An embedding with `resize_token_embeddings` as transformers defines it: old rows kept."""
+
+    def __init__(self, vocab_size, dim=4):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab_size, dim)
+
+    def resize_token_embeddings(self, new_size):
+        old = self.embed
+        self.embed = torch.nn.Embedding(new_size, old.embedding_dim)
+        with torch.no_grad():
+            self.embed.weight[: old.num_embeddings] = old.weight
+        return self.embed
+
+    def forward(self, ids):
+        return self.embed(torch.tensor(ids))
+
+
+GROW_VOCAB = textwrap.dedent(
+    """
+    def add_markers(tokenizer, model):
+        num_added = tokenizer.add_tokens(["<ent>", "</ent>"])
+        return num_added
+    """
+)
+
+
+def test_tl404_grown_vocabulary_indexes_past_the_embedding_and_the_resize_fixes_it():
+    words = ["the", "cat", "sat"]
+
+    def fresh():
+        torch.manual_seed(0)
+        return _StandInTokenizer(words), _StandInModel(len(words))
+
+    tokenizer, model = fresh()
+    run(GROW_VOCAB)["add_markers"](tokenizer, model)
+    with pytest.raises(IndexError, match="index out of range"):
+        model(tokenizer.encode("<ent> cat </ent>"))
+
+    after = fixed(GROW_VOCAB, "TL404")
+    assert "model.resize_token_embeddings(len(tokenizer))" in after
+    tokenizer, model = fresh()
+    reference = model(tokenizer.encode("the cat sat")).detach().clone()
+    run(after)["add_markers"](tokenizer, model)
+    out = model(tokenizer.encode("<ent> cat </ent>"))
+    assert out.shape == (3, 4)
+    # Old tokens keep their embeddings.
+    assert torch.equal(model(tokenizer.encode("the cat sat")), reference)
