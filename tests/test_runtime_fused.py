@@ -10,7 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
-from runtime_support import fix_and_exec, forward_backward  # noqa: E402
+import textwrap  # noqa: E402
+
+from runtime_support import fix_and_exec, forward_backward, settings_for  # noqa: E402
+from torchlint import engine  # noqa: E402
 
 ORDINARY_SEED = 0
 
@@ -270,3 +273,193 @@ def test_tl205_softplus_does_not_overflow(tl205):
         value, (grad,) = forward_backward(good, x)
         assert torch.isfinite(value).all() and torch.isfinite(grad).all()
         assert value[0].item() == pytest.approx(large, rel=1e-3)
+
+
+# -- TL206 activation-before-loss -------------------------------------------------------------
+
+TL206_SNIPPET = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def bce(logits, targets):
+    return F.binary_cross_entropy(torch.sigmoid(logits), targets, reduction="sum")
+
+
+def bce_module(logits, targets):
+    return nn.BCELoss(reduction="none")(logits.sigmoid(), targets)
+
+
+class Detector(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.criterion = nn.BCELoss()
+
+    def forward(self, logits, y):
+        return self.criterion(torch.sigmoid(logits).squeeze(-1), y)
+
+
+def detector(logits, y):
+    return Detector()(logits, y)
+
+
+def double_softmax(logits, labels, weight):
+    return F.cross_entropy(F.softmax(logits, dim=1), labels, weight=weight, ignore_index=2, reduction="sum")
+
+
+def nll_on_probs(logits, labels):
+    probs = torch.softmax(logits, dim=-1)
+    return nn.NLLLoss()(probs, labels)
+'''
+
+TL206_RETURNS_PROBS = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.fc = nn.Linear(4, 3)
+        self.loss_fct = nn.CrossEntropyLoss()
+
+    def forward(self, x, labels):
+        probs = F.softmax(self.fc(x), dim=-1)
+        return self.loss_fct(probs, labels), probs
+
+
+def classifier(x, labels):
+    return Classifier()(x, labels)
+'''
+
+
+@pytest.fixture(scope="module")
+def tl206():
+    return fix_and_exec(TL206_SNIPPET, "TL206", applicability={"safe", "numerics"})
+
+
+def true_cross_entropy(logits, labels, weight=None, ignore_index=None):
+    """-log softmax(z)[y], summed, computed by hand in float64."""
+    log_probs = logits.double() - logits.double().exp().sum(1, keepdim=True).log()
+    picked = -log_probs[torch.arange(len(labels)), labels]
+    if weight is not None:
+        picked = picked * weight.double()[labels]
+    if ignore_index is not None:
+        picked = picked[labels != ignore_index]
+    return picked.sum()
+
+
+@pytest.mark.parametrize("name", ["bce", "bce_module", "detector"])
+def test_tl206_bce_with_logits_same_values_and_no_saturation(tl206, name):
+    bad, good = tl206.functions(name)
+    shape = (8, 1) if name == "detector" else (8,)
+    logits = ordinary(*shape) * 2
+    targets = (ordinary(8) > 0).float()
+    assert_close(bad(logits, targets), good(logits, targets))
+    # confidently wrong: sigmoid rounds to exactly 1 / 0 and BCE clamps log at -100
+    wrong = torch.tensor([20.0]).reshape((1, 1) if name == "detector" else (1,))
+    label = torch.tensor([0.0])
+    value, (grad, _) = forward_backward(bad, wrong, label)
+    assert value.item() == pytest.approx(100.0)  # clamped, not the true 20
+    assert (grad == 0).all()  # and no signal to correct the mistake
+    value, (grad, _) = forward_backward(good, wrong, label)
+    assert value.item() == pytest.approx(20.0, rel=1e-6)
+    assert grad.item() == pytest.approx(1.0, rel=1e-6)
+
+
+def test_tl206_double_softmax_becomes_the_true_cross_entropy(tl206):
+    bad, good = tl206.functions("double_softmax")
+    logits = ordinary(6, 3) * 4
+    labels = torch.tensor([0, 1, 2, 1, 0, 2])
+    weight = torch.tensor([1.0, 2.0, 0.5])
+    expected = true_cross_entropy(logits, labels, weight, ignore_index=2)
+    assert good(logits, labels, weight).item() == pytest.approx(expected.item(), rel=1e-5)
+    assert abs(bad(logits, labels, weight).item() - expected.item()) > 0.1
+    # the original cannot go below log(1 + (C - 1)/e) per sample, even when perfectly right
+    perfect = torch.tensor([[50.0, 0.0, 0.0]])
+    floor = torch.log(torch.tensor(1 + 2 / torch.e.__float__())).item()
+    assert bad(perfect, torch.tensor([0]), torch.ones(3)).item() == pytest.approx(floor, rel=1e-5)
+    assert good(perfect, torch.tensor([0]), torch.ones(3)).item() < 1e-6
+
+
+def test_tl206_nll_on_probabilities_was_negative(tl206):
+    bad, good = tl206.functions("nll_on_probs")
+    logits = ordinary(5, 4)
+    labels = torch.tensor([0, 1, 2, 3, 0])
+    assert bad(logits, labels).item() < 0  # -mean(p[y]): not a cross-entropy at all
+    expected = true_cross_entropy(logits, labels) / len(labels)
+    assert good(logits, labels).item() == pytest.approx(expected.item(), rel=1e-5)
+
+
+def test_tl206_unsafe_when_the_softmax_is_also_returned():
+    # without --unsafe-fixes nothing is applied
+    source = textwrap.dedent(TL206_RETURNS_PROBS).lstrip("\n")
+    assert engine.fix_text(source, "snippet.py", settings_for("TL206"), unsafe=False).applied == 0
+    pair = fix_and_exec(TL206_RETURNS_PROBS, "TL206", unsafe=True, applicability="unsafe")
+    bad, good = pair.functions("classifier")
+    x = ordinary(5, 4)
+    labels = torch.tensor([0, 1, 2, 1, 0])
+    bad_loss, bad_out = bad(x, labels)
+    good_loss, good_out = good(x, labels)
+    # the loss becomes the true cross-entropy of the model's scores...
+    logits = good_out
+    assert good_loss.item() == pytest.approx((true_cross_entropy(logits.detach(), labels) / 5).item(), rel=1e-5)
+    # ...and what forward returns changes from probabilities to scores: why the fix is unsafe
+    assert torch.allclose(bad_out.sum(-1), torch.ones(5))
+    assert not torch.allclose(good_out.sum(-1), torch.ones(5))
+    assert torch.allclose(torch.softmax(good_out, -1), bad_out, atol=1e-6)
+
+
+# -- TL207 kl-div-probabilities ---------------------------------------------------------------
+
+TL207_SNIPPET = '''
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def r_drop(logits_a, logits_b):
+    return F.kl_div(F.softmax(logits_a, -1), F.softmax(logits_b, -1), reduction="batchmean")
+
+
+class Distiller(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.kl = nn.KLDivLoss(reduction="batchmean")
+
+    def forward(self, student, teacher):
+        p = F.softmax(student, dim=-1)
+        q = F.softmax(teacher, dim=-1)
+        return self.kl(p, q)
+
+
+def distill(student, teacher):
+    return Distiller()(student, teacher)
+'''
+
+
+@pytest.fixture(scope="module")
+def tl207():
+    return fix_and_exec(TL207_SNIPPET, "TL207", applicability="numerics")
+
+
+def true_kl(student, teacher):
+    """KL(q || p) = sum q * log(q / p), p = softmax(student), q = softmax(teacher), averaged over the batch."""
+    p = torch.softmax(student.double(), -1)
+    q = torch.softmax(teacher.double(), -1)
+    return (q * (q / p).log()).sum() / student.shape[0]
+
+
+@pytest.mark.parametrize("name", ["r_drop", "distill"])
+def test_tl207_kl_div_on_probabilities_is_wrong_and_the_fix_is_right(tl207, name):
+    bad, good = tl207.functions(name)
+    student, teacher = ordinary(4, 5) * 2, ordinary(4, 5).flip(0) * 2
+    expected = true_kl(student, teacher).item()
+    assert good(student, teacher).item() == pytest.approx(expected, rel=1e-5)
+    assert abs(bad(student, teacher).item() - expected) > 0.1
+    # identical distributions: the divergence is 0; the original says otherwise (a negative number here)
+    assert abs(good(student, student).item()) < 1e-6
+    assert bad(student, student).item() < -0.5

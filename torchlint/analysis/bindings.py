@@ -105,7 +105,7 @@ def reaching_definition(ancestors: Sequence[cst.CSTNode], name: str) -> Optional
                     return _finish(found, name, between)
                 between.append(earlier)
             else:
-                if name in _bound_names(earlier):
+                if name in bound_names(earlier):
                     return None
                 between.append(earlier)
         if isinstance(block_owner, cst.Module):
@@ -125,7 +125,7 @@ def reaching_definition(ancestors: Sequence[cst.CSTNode], name: str) -> Optional
             if isinstance(ancestors[index], cst.Else):
                 index -= 1
             compound = ancestors[index]
-        if name in _bound_names(compound):
+        if name in bound_names(compound):
             return None
         between.append(compound)
     return None
@@ -156,7 +156,7 @@ def _scan_small(smalls: Iterable[cst.CSTNode], name: str, line: cst.SimpleStatem
         elif isinstance(small, cst.AnnAssign):
             if _target_name(small.target) == name:
                 return (small.value, line, None) if small.value is not None else (small.target, line, "annotation")
-        if name in _bound_names(small):
+        if name in bound_names(small):
             return small, line, "bound"
     return None
 
@@ -275,7 +275,8 @@ class _Binders(cst.CSTVisitor):
         return False
 
 
-def _bound_names(node: cst.CSTNode) -> Set[str]:
+def bound_names(node: cst.CSTNode) -> Set[str]:
+    """Every name ``node`` binds (assignment, for/with/except targets, walrus, del, import, def, class), nested scopes excluded."""
     visitor = _Binders()
     node.visit(visitor)
     return visitor.names
@@ -347,7 +348,7 @@ class _Touches(cst.CSTVisitor):
 
 
 def _touches(statement: cst.CSTNode, roots: Set[str]) -> bool:
-    if _bound_names(statement) & roots:
+    if bound_names(statement) & roots:
         return True
     visitor = _Touches(roots)
     statement.visit(visitor)

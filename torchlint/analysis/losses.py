@@ -1,0 +1,262 @@
+"""Recognising loss calls: ``F.cross_entropy(x, y)`` and ``nn.CrossEntropyLoss(...)(x, y)`` alike.
+
+A loss module may be built inline (``nn.BCELoss()(p, y)``), in ``__init__``
+(``self.criterion = nn.BCELoss()`` then ``self.criterion(p, y)`` in
+``forward``), a few lines earlier in the same function
+(``criterion = nn.KLDivLoss(reduction="batchmean")``) or at module level
+(a training script's ``criterion = nn.CrossEntropyLoss()`` used inside a
+function that does not rebind it).  :func:`match_loss` returns the call, its
+input and target arguments, and where the module was built, so that a fix
+can rewrite either the function or the constructor.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.bindings import bound_names, reaching_definition
+from torchlint.analysis.calls import argument, has_star_args
+from torchlint.analysis.fused import (
+    Activation,
+    as_receiver,
+    bare,
+    functional,
+    is_pure,
+    log_softmax_call,
+    peel_shape_ops,
+)
+from torchlint.analysis.ops import module_constructor
+from torchlint.rule import ImportRequirement, Replacement
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.context import FileContext
+
+LOSS_FUNCTIONS: Dict[str, str] = {
+    "torch.nn.functional.cross_entropy": "cross_entropy",
+    "torch.nn.functional.nll_loss": "nll",
+    "torch.nn.functional.binary_cross_entropy": "bce",
+    "torch.nn.functional.kl_div": "kl_div",
+}
+LOSS_MODULES: Dict[str, str] = {}
+for _kind, _names in {
+    "cross_entropy": ("CrossEntropyLoss",),
+    "nll": ("NLLLoss",),
+    "bce": ("BCELoss",),
+    "kl_div": ("KLDivLoss",),
+}.items():
+    for _name in _names:
+        LOSS_MODULES[f"torch.nn.{_name}"] = _kind
+        LOSS_MODULES[f"torch.nn.modules.loss.{_name}"] = _kind
+
+# The function / module that takes raw scores where ``bce`` takes probabilities.
+WITH_LOGITS_FUNCTION = "binary_cross_entropy_with_logits"
+WITH_LOGITS_MODULE = "BCEWithLogitsLoss"
+
+
+@dataclass(frozen=True)
+class LossCall:
+    """A loss applied to (input, target).
+
+    ``form`` is "function" or "module"; for a module, ``constructor`` is the
+    call that built it and ``built`` says where: "inline", "self" (an
+    attribute set in the class, ``attribute`` names it), "local" (a name
+    assigned earlier in the function) or "module" (a module-level name).
+    """
+
+    kind: str
+    form: str
+    node: cst.Call
+    input: Optional[cst.Arg]
+    target: Optional[cst.Arg]
+    constructor: Optional[cst.Call] = None
+    built: Optional[str] = None
+    attribute: Optional[str] = None
+
+
+def match_loss(context: "FileContext", node: cst.CSTNode) -> Optional[LossCall]:
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return None
+    func = node.func
+    kind = LOSS_FUNCTIONS.get(context.qualified_name(func) or "")
+    if kind is not None:
+        return LossCall(kind, "function", node, argument(node, 0, "input"), argument(node, 1, "target"))
+    constructor, built, attribute = _constructor(context, func)
+    if constructor is None:
+        return None
+    kind = LOSS_MODULES.get(context.qualified_name(constructor.func) or "")
+    if kind is None:
+        return None
+    return LossCall(kind, "module", node, argument(node, 0, "input"), argument(node, 1, "target"), constructor, built, attribute)
+
+
+def _constructor(context: "FileContext", func: cst.BaseExpression):
+    if isinstance(func, cst.Call):
+        return func, "inline", None
+    if isinstance(func, cst.Attribute):
+        found = module_constructor(context, func)
+        return (found, "self", func.attr.value) if found is not None else (None, None, None)
+    if isinstance(func, cst.Name):
+        definition = reaching_definition(context.ancestors, func.value)
+        if definition is not None:
+            value = definition.value
+            return (value, "local", func.value) if isinstance(value, cst.Call) else (None, None, None)
+        if context.enclosing(cst.FunctionDef) is not None and not _bound_in_function(context, func.value):
+            value = _module_level_value(context.module, func.value)
+            if value is not None:
+                return value, "module", func.value
+    return None, None, None
+
+
+def _bound_in_function(context: "FileContext", name: str) -> bool:
+    function = context.enclosing(cst.FunctionDef)
+    params = function.params
+    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    if any(p.name.value == name for p in every):
+        return True
+    return any(name in bound_names(stmt) for stmt in function.body.body)
+
+
+def _module_level_value(module: cst.Module, name: str) -> Optional[cst.Call]:
+    """The value of the only top-level ``name = Call(...)`` of the module, if there is exactly one binding."""
+    found = None
+    for stmt in module.body:
+        if name not in bound_names(stmt):
+            continue
+        if found is not None or not isinstance(stmt, cst.SimpleStatementLine):
+            return None
+        small = stmt.body[0] if len(stmt.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            return None
+        found = small.value
+    return found if isinstance(found, cst.Call) else None
+
+
+def references(scope: cst.CSTNode, name: str) -> int:
+    """How many times ``name`` is read or written in ``scope`` (a function or the module), nested scopes included."""
+    counter = _NameCounter(name)
+    scope.visit(counter)
+    return counter.count
+
+
+def attribute_references(scope: cst.CSTNode, owner: str, attribute: str) -> int:
+    """How many times ``owner.attribute`` (e.g. ``self.criterion``) occurs in ``scope``."""
+    counter = _AttributeCounter(owner, attribute)
+    scope.visit(counter)
+    return counter.count
+
+
+class _NameCounter(cst.CSTVisitor):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+        self.name = name
+        self.count = 0
+
+    def visit_Name(self, node: cst.Name) -> None:
+        if node.value == self.name:
+            self.count += 1
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        node.value.visit(self)
+        return False
+
+    def visit_Arg(self, node: cst.Arg) -> bool:
+        node.value.visit(self)
+        return False
+
+
+class _AttributeCounter(cst.CSTVisitor):
+    def __init__(self, owner: str, attribute: str) -> None:
+        super().__init__()
+        self.owner = owner
+        self.attribute = attribute
+        self.count = 0
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if isinstance(node.value, cst.Name) and node.value.value == self.owner and node.attr.value == self.attribute:
+            self.count += 1
+
+
+# -- rewriting the activation a loss consumes ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """Text edits that undo (or turn into ``log_softmax``) the activation feeding a loss.
+
+    ``changes_other_uses``: the activation was stored in a name that is read
+    elsewhere too (returned from ``forward``, logged, thresholded), and the
+    rewrite changes what those uses see.
+    """
+
+    replacements: Tuple[Replacement, ...]
+    imports: Tuple[ImportRequirement, ...]
+    changes_other_uses: bool
+
+
+def rewrite_activation(context: "FileContext", activation: Activation, into: str) -> Optional[Rewrite]:
+    """Replace ``activation`` by its input (``into="input"``) or by the ``log_softmax`` of it (``"log_softmax"``).
+
+    Inline activations are rewritten where they stand. A stored one
+    (``probs = F.softmax(logits, -1)`` ... ``loss(probs, y)``) is written
+    out at the use when its input is a plain expression unchanged since the
+    assignment (``loss(logits, y)``: nothing else changes); otherwise the
+    assignment itself is rewritten, which changes every other reader of the
+    name (``changes_other_uses``).
+    """
+    imports: Tuple[ImportRequirement, ...] = ()
+    if into == "log_softmax":
+        if activation.softmax is None:
+            return None
+        built = log_softmax_call(context, activation.softmax)
+        if built is None:
+            return None
+        new, imports = built
+    else:
+        new = activation.input
+    definition = activation.definition
+    if definition is None:
+        top = activation.call is activation.argument
+        return Rewrite((Replacement(activation.call, bare(new) if top else as_receiver(new)),), imports, False)
+    use = peel_shape_ops(context, activation.argument)
+    inputs_stay = is_pure(activation.input) and definition.unchanged_at_use(activation.call)
+    if inputs_stay and definition.value is activation.call and isinstance(use, cst.Name):
+        top = use is activation.argument
+        replacement = bare(new) if top else as_receiver(new)
+        return Rewrite((Replacement(use, replacement),), imports, False)
+    scope = context.enclosing(cst.FunctionDef) or context.module
+    top = definition.value is activation.call
+    others = references(scope, definition.name) > 2  # the assignment and this use
+    return Rewrite((Replacement(activation.call, bare(new) if top else as_receiver(new)),), imports, others)
+
+
+def with_logits_replacements(context: "FileContext", loss: LossCall) -> Optional[Tuple[Tuple[Replacement, ...], Tuple[ImportRequirement, ...]]]:
+    """Turn a ``bce`` loss into its ``..._with_logits`` twin, arguments kept; None when the module is shared."""
+    if loss.kind != "bce":
+        return None
+    if loss.form == "function":
+        func = loss.node.func
+        if isinstance(func, cst.Attribute):
+            return (Replacement(func.attr, cst.Name(WITH_LOGITS_FUNCTION)),), ()
+        new_func, imports = functional(context, WITH_LOGITS_FUNCTION)
+        return (Replacement(func, new_func),), imports
+    if loss.built == "self":
+        class_def = context.enclosing(cst.ClassDef)
+        if class_def is None or attribute_references(class_def, "self", loss.attribute) != 2:
+            return None
+    elif loss.built == "local":
+        scope = context.enclosing(cst.FunctionDef) or context.module
+        if references(scope, loss.attribute) != 2:
+            return None
+    elif loss.built == "module":
+        if references(context.module, loss.attribute) != 2:
+            return None
+    func = loss.constructor.func
+    if isinstance(func, cst.Attribute):
+        return (Replacement(func.attr, cst.Name(WITH_LOGITS_MODULE)),), ()
+    reference, requirement = context.reference("torch.nn", "nn")
+    return (Replacement(func, cst.parse_expression(f"{reference}.{WITH_LOGITS_MODULE}")),), tuple(r for r in (requirement,) if r)
