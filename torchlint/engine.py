@@ -259,6 +259,9 @@ def _build_fix(spec: FixSpec, indents: Tuple[str, ...], context: FileContext, po
     edits = []
     for replacement in spec.replacements:
         old = replacement.old
+        if isinstance(replacement.new, cst.RemovalSentinel):
+            edits.append(_line_removal(old, context, positions, starts))
+            continue
         rng = positions[old]
         start = _offset(starts, rng.start.line, rng.start.column)
         end = _offset(starts, rng.end.line, rng.end.column)
@@ -274,6 +277,18 @@ def _build_fix(spec: FixSpec, indents: Tuple[str, ...], context: FileContext, po
     for requirement in dict.fromkeys(spec.imports):
         edits.append(_import_edit(requirement, context, positions, starts))
     return Fix(spec.applicability, spec.message, tuple(sorted(edits, key=lambda e: (e.start, e.end))))
+
+
+def _line_removal(old: cst.CSTNode, context: FileContext, positions, starts: List[int]) -> Edit:
+    """``Replacement(line, cst.RemoveFromParent())``: delete a simple statement line that stands alone on its line(s)."""
+    if not isinstance(old, cst.SimpleStatementLine):
+        raise ValueError("only a simple statement line can be removed")
+    rng = positions[old]
+    line_start = starts[rng.start.line - 1]
+    if context.source[line_start : _offset(starts, rng.start.line, rng.start.column)].strip():
+        raise ValueError("the statement shares its line with other code")
+    end = starts[rng.end.line] if rng.end.line < len(starts) else len(context.source)
+    return Edit(line_start, end, "")
 
 
 def _import_edit(requirement: ImportRequirement, context: FileContext, positions, starts: List[int]) -> Edit:

@@ -47,7 +47,11 @@ class ImportRequirement:
 
 @dataclass(frozen=True)
 class Replacement:
-    """Replace ``old`` (a node of the parsed file) by ``new`` (a node or source text)."""
+    """Replace ``old`` (a node of the parsed file) by ``new`` (a node or source text).
+
+    ``new=cst.RemoveFromParent()`` deletes ``old``, a simple statement line
+    alone on its line(s), together with its trailing comment and newline.
+    """
 
     old: cst.CSTNode
     new: Union[cst.CSTNode, str]

@@ -7,17 +7,9 @@ import libcst as cst
 from torchlint.analysis.calls import positional_args
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.domain import DIV, DomainOp, match_domain_op
-from torchlint.analysis.gradflow import in_no_grad_region
-from torchlint.analysis.guards import (
-    Sign,
-    condition_implies_positive,
-    condition_implies_zero,
-    guarded_by_condition,
-    is_constant_tensor,
-    sign_of,
-    value_kind,
-    where_owner,
-)
+from torchlint.analysis.grad_need import gradient_unlikely
+from torchlint.analysis.guards import Sign, condition_implies_positive, condition_implies_zero, sign_of, where_owner
+from torchlint.analysis.owned_ops import reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 # Inside the domain of every op this rule fixes: sqrt(1) = 1, log(1) = 0, 1 ** p = 1, a / 1 = a.
@@ -69,8 +61,10 @@ class WhereDoesNotGuardGradient(Rule):
     Reported without a fix when `cond` mentions the op's input but does not
     show that it keeps the input off the edge in that branch (for example
     `torch.where(x > 0, torch.log(x + 1), 0)`): rewrite it by hand.
-    Not reported: code under `torch.no_grad()` / `torch.inference_mode()` or in
-    a function decorated with them (no gradient is computed there), and
+    Not reported: code where no backward pass is expected (under
+    `torch.no_grad()` / `torch.inference_mode()` or in a function decorated
+    with them, `Dataset` methods and `__getitem__`, `Metric` classes and
+    `metrics/` / `metrics.py` files: see `analysis/grad_need.py`), and
     inputs the guard analysis shows to be positive already (`x.clamp_min(eps)`,
     `x + eps`, an inner `torch.where(x > 0, x, 1)`).
     """
@@ -95,22 +89,10 @@ class WhereDoesNotGuardGradient(Rule):
         if op is None:
             return
         owner = where_owner(self.context, op, ancestors)
-        if owner is None or not self._can_reach_edge(op, ancestors) or in_no_grad_region(self.context):
+        if owner is None or not reaches_edge(self.context, op, ancestors) or gradient_unlikely(self.context):
             return
         fix = self._fix(op, owner, ancestors)
         self.report(owner, fix=fix)
-
-    def _can_reach_edge(self, op: DomainOp, ancestors: Sequence[cst.CSTNode]) -> bool:
-        site = site_of(list(ancestors) + [op.node])
-        kind = value_kind(self.context, op.operand, site)
-        if kind in ("number", "array") or is_constant_tensor(self.context, op.operand, site):
-            return False
-        if op.is_operator and op.kind != DIV and kind != "tensor":
-            return False
-        division = op.kind == DIV
-        if sign_of(self.context, op.operand, site, division=division) is Sign.POSITIVE:
-            return False
-        return not guarded_by_condition(self.context, op.operand, ancestors, division=division)
 
     def _fix(self, op: DomainOp, owner: cst.Call, ancestors: Sequence[cst.CSTNode]) -> Optional[FixSpec]:
         args = positional_args(owner)
