@@ -338,7 +338,8 @@ class FunctionFlow:
         self.step_sites: List[Site] = []  # optimizer.step() and friends
         self.break_sites: List[Site] = []
         self._order = 0
-        self._carries: Dict[Tuple[int, bool], bool] = {}
+        self._carries: Dict[tuple, Tuple[cst.BaseExpression, bool]] = {}
+        self._names: Dict[tuple, bool] = {}
         self._scan_block(function.body, (), (), self.no_grad_function)
 
     # -- the walk ------------------------------------------------------------------
@@ -511,11 +512,11 @@ class FunctionFlow:
 
     def _carries_expr(self, expr: cst.BaseExpression, through: bool, at: Optional[Site], visiting: Set) -> bool:
         key = (id(expr), through, at.order if at is not None else None)
-        if key in self._carries and not visiting:
-            return self._carries[key]
+        known = self._carries.get(key)
+        if known is not None and known[0] is expr:
+            return known[1]
         result = self._compute(expr, through, at, visiting)
-        if not visiting:
-            self._carries[key] = result
+        self._carries[key] = (expr, result)  # the node is kept so that its id is not reused
         return result
 
     def reaching(self, name: str, at: Optional[Site]) -> List[Binding]:
@@ -574,25 +575,29 @@ class FunctionFlow:
         return False
 
     def _name_carries(self, name: str, through: bool, at: Optional[Site], visiting: Set) -> bool:
-        key = (name, at.order if at is not None else None)
-        if key in visiting:
-            return False
-        visiting.add(key)
-        try:
-            for binding in self.reaching(name, at):
-                if binding.site.no_grad:
-                    continue
-                if self._carries_expr(binding.value, through, binding.site if at is not None else None, visiting):
-                    return True
-            # A list holds what it was fed: ``outs[0]``, ``for o in outs``.
-            for element, site in self.list_elements(name):
-                if at is not None and site.order >= at.order and not (at.loops and at.loops[-1] in site.loops):
-                    continue
-                if not site.no_grad and self._carries_expr(element, through, site if at is not None else None, visiting):
-                    return True
-            return False
-        finally:
-            visiting.discard(key)
+        # Memoised per (name, point); a name met again while it is being answered (a loop
+        # carried dependency) counts as not carrying until its answer is known.
+        key = (name, through, at.order if at is not None else None)
+        if key in self._names:
+            return self._names[key]
+        self._names[key] = False
+        result = self._name_value_carries(name, through, at, visiting)
+        self._names[key] = result
+        return result
+
+    def _name_value_carries(self, name: str, through: bool, at: Optional[Site], visiting: Set) -> bool:
+        for binding in self.reaching(name, at):
+            if binding.site.no_grad:
+                continue
+            if self._carries_expr(binding.value, through, binding.site if at is not None else None, visiting):
+                return True
+        # A list holds what it was fed: ``outs[0]``, ``for o in outs``.
+        for element, site in self.list_elements(name):
+            if at is not None and site.order >= at.order and not (at.loops and at.loops[-1] in site.loops):
+                continue
+            if not site.no_grad and self._carries_expr(element, through, site if at is not None else None, visiting):
+                return True
+        return False
 
     def _call_carries(self, call: cst.Call, through: bool, at: Optional[Site], visiting: Set) -> bool:
         if self.sites.get(id(call)) is not None and self.sites[id(call)].no_grad:
