@@ -225,7 +225,19 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
 
 def discover_and_resolve(paths: Sequence[str], overrides: Overrides, config_file: Optional[str] = None) -> Settings:
     if config_file is None:
-        existing = [p for p in paths if p != "-" and os.path.exists(p)]
-        start = os.path.commonpath([os.path.abspath(p) for p in existing]) if existing else os.getcwd()
+        # A path that does not exist (a --stdin-filename, a typo reported later) still
+        # says where to look: its nearest existing folder.
+        existing = [_nearest_existing(p) for p in paths if p != "-"]
+        start = os.path.commonpath(existing) if existing else os.getcwd()
         config_file = find_config(start)
     return resolve(config_file, overrides)
+
+
+def _nearest_existing(path: str) -> str:
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    return path
