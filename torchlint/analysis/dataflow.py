@@ -29,7 +29,9 @@ site of its own statement, so its value can be analysed in turn.
 - ``param``: a parameter of the function (``value`` is its default, if any);
 - ``module``: the last module-level assignment (constants), used when the
   function itself does not bind the name;
-- ``opaque``: tuple unpacking, ``with ... as``, imports, nested ``def``:
+- ``unpack``: ``a, b = value`` (``value`` is the whole right-hand side, of
+  which the name holds one element); ends the search;
+- ``opaque``: ``with ... as``, loop targets, imports, nested ``def``:
   a value this module cannot see; ends the search.
 """
 from __future__ import annotations
@@ -158,7 +160,8 @@ def _small_binding(small: cst.CSTNode, name: str, here: Site, found: List[Bindin
                 found.append(Binding("assign", small.value, here, small))
                 return True
             if _names_in_target(target.target, name):
-                found.append(Binding("opaque", None, None, small))
+                # ``a, b = x.chunk(2)`` / ``B, N, C = x.shape``: an element of the value.
+                found.append(Binding("unpack", small.value, here, small))
                 return True
             if (
                 isinstance(target.target, cst.Subscript)

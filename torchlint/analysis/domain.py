@@ -265,7 +265,7 @@ def classify_divisor(
     if isinstance(node, cst.Name) and site is not None:
         reaching = bindings(site, node.value)
         if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
-            found = classify_divisor(context, reaching[0].value, None, None)
+            found = classify_divisor(context, reaching[0].value, None, reaching[0].site)
             if found is not None and found.kind in ("count", "magnitude", "product"):
                 return Divisor(found.kind, found.reduction, through_name=True)
         return None
@@ -280,7 +280,7 @@ def classify_divisor(
             if cosine is not None:
                 return Divisor("cosine", node, dim=cosine.dim, cosine_operands=cosine.cosine_operands)
         return Divisor("product", node)
-    reduction = _reduction_kind(context, node)
+    reduction = _reduction_kind(context, node, site)
     if reduction is None:
         return None
     if reduction == "magnitude" and numerator is not None:
@@ -292,7 +292,7 @@ def classify_divisor(
     return Divisor(reduction, node)
 
 
-def _reduction_kind(context: "FileContext", node: cst.BaseExpression) -> Optional[str]:
+def _reduction_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> Optional[str]:
     """"count" / "magnitude" for a reduction that can be 0, else None."""
     if not isinstance(node, cst.Call) or has_star_args(node):
         return None
@@ -305,7 +305,7 @@ def _reduction_kind(context: "FileContext", node: cst.BaseExpression) -> Optiona
             return "count"
         if qualified in SUM_FUNCTIONS:
             summed = argument(node, 0, "input")
-            return _sum_kind(context, summed.value) if summed is not None else None
+            return _sum_kind(context, summed.value, site) if summed is not None else None
         return None
     if not isinstance(func, cst.Attribute) or not is_value_receiver(context, func.value):
         return None
@@ -315,35 +315,43 @@ def _reduction_kind(context: "FileContext", node: cst.BaseExpression) -> Optiona
     if method == "count_nonzero":
         return "count"
     if method == "sum":
-        return _sum_kind(context, func.value)
+        return _sum_kind(context, func.value, site)
     if method in CAST_METHODS:
-        return _reduction_kind(context, func.value)
+        return _reduction_kind(context, func.value, site)
     return None
 
 
-def _sum_kind(context: "FileContext", summed: cst.BaseExpression) -> Optional[str]:
-    if is_mask_like(context, summed):
+def _sum_kind(context: "FileContext", summed: cst.BaseExpression, site: Optional[Site] = None) -> Optional[str]:
+    if is_mask_like(context, summed, site):
         return "count"
     if _nonnegative_terms(context, summed):
         return "magnitude"
     return None
 
 
-def is_mask_like(context: "FileContext", node: cst.BaseExpression) -> bool:
-    """A 0/1 tensor: a comparison, a bool cast of one, ``~m``, ``m1 & m2``, or a name that says mask."""
+def is_mask_like(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
+    """A 0/1 tensor: a comparison, a bool cast of one, ``~m``, ``m1 & m2``, or a name that says mask.
+
+    With a ``site``, a local name is judged by the value it was bound to
+    (``g_masks = torch.stack(gaussians)`` is not a mask; ``valid = x != pad`` is).
+    """
     node = _strip_parens(node)
+    if isinstance(node, cst.Name) and site is not None:
+        reaching = bindings(site, node.value)
+        if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
+            return is_mask_like(context, reaching[0].value, reaching[0].site)
     if isinstance(node, cst.Comparison):
         return all(isinstance(c.operator, _ELEMENTWISE_COMPARISONS) for c in node.comparisons)
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):
-        return is_mask_like(context, node.expression)
+        return is_mask_like(context, node.expression, site)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
-        return is_mask_like(context, node.left) or is_mask_like(context, node.right)
+        return is_mask_like(context, node.left, site) or is_mask_like(context, node.right, site)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
-        return is_mask_like(context, node.left) and is_mask_like(context, node.right)
+        return is_mask_like(context, node.left, site) and is_mask_like(context, node.right, site)
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and is_value_receiver(context, node.func.value):
         method = node.func.attr.value
         if method in CAST_METHODS or method in ("unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "flatten", "detach", "t"):
-            return is_mask_like(context, node.func.value)
+            return is_mask_like(context, node.func.value, site)
         if method in ("eq", "ne", "gt", "lt", "ge", "le", "logical_not", "logical_and", "logical_or", "isfinite", "bool"):
             return True
         return False
@@ -354,7 +362,7 @@ def is_mask_like(context: "FileContext", node: cst.BaseExpression) -> bool:
             "torch.logical_and", "torch.logical_or", "torch.isfinite", "torch.ones_like",
         )
     if isinstance(node, cst.Subscript):
-        return is_mask_like(context, node.value)
+        return is_mask_like(context, node.value, site)
     word = None
     if isinstance(node, cst.Name):
         word = node.value

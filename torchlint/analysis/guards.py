@@ -73,11 +73,15 @@ from typing import TYPE_CHECKING, FrozenSet, Iterable, Optional, Sequence, Set
 
 import libcst as cst
 
+from torchlint.analysis import fused
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.dataflow import Site, bindings, earlier_statements, later_statements, site_of
 from torchlint.analysis.domain import (
     DIV,
     LOG,
+    POW,
+    RSQRT,
+    SQRT,
     DomainOp,
     constant_value,
     is_mask_like,
@@ -111,16 +115,153 @@ def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequen
         return False
     if op.is_operator and op.kind != DIV and kind != "tensor":
         return False
+    if op.form == "method" and op.name in user_defined_functions(context) and kind != "tensor":
+        return False  # ``self.so3.log()``: the file defines its own ``log``
     division = op.kind == DIV
+    if op.kind in GRADIENT_ONLY_KINDS and not _may_be_negative(operand) and gradient_cannot_flow(context, op, ancestors, site):
+        return False
+    if op.kind in (SQRT, RSQRT, POW) and defines_optimizer(context):
+        # Optimizer states are running means of squares plus eps, built across calls.
+        return False
     if sign_of(context, operand, site, division=division) is Sign.POSITIVE:
         return False
-    if guarded_by_condition(context, operand, ancestors, division=division):
+    if guarded_by_condition(context, operand, ancestors, division=division, node=op.node):
         return False
     if where_owner(context, op, ancestors) is not None or filter_owner(context, op, ancestors) is not None:
         return False
     if op.kind == LOG and fused_log_owner(context, op, ancestors) is not None:
         return False
     return True
+
+
+# -- where gradients flow --------------------------------------------------------------
+
+
+# sqrt(0) = 0 and 0 ** (1/3) = 0 are fine values: only their derivative is infinite.
+GRADIENT_ONLY_KINDS = frozenset({SQRT, POW})
+NO_GRAD_CONTEXTS: FrozenSet[str] = frozenset(
+    {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
+)
+# Consumers whose output has no gradient (piecewise constant or leaving autograd).
+_NON_DIFFERENTIABLE = frozenset({
+    "detach", "item", "tolist", "numpy", "round", "floor", "ceil", "trunc", "long", "int", "bool", "sign",
+    "argmax", "argmin", "argsort", "nonzero", "isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le",
+})
+# Sources that carry no gradient: constants and random draws.
+_NO_GRADIENT_SOURCES = frozenset({
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "bernoulli",
+    "multinomial", "arange", "linspace", "logspace", "ones", "zeros", "full", "ones_like", "zeros_like",
+    "full_like", "eye", "tensor", "as_tensor", "empty", "poisson",
+})
+
+
+def gradient_cannot_flow(
+    context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CSTNode], site: Optional[Site] = None
+) -> bool:
+    """Whether autograd can never differentiate ``op``: inside ``no_grad``/``inference_mode``
+    (decorator or ``with``), optimizer code (a file defining a ``torch.optim.Optimizer``
+    subclass), a result that only feeds ``detach``/``round``/``long``/comparisons, or an
+    operand made of constants and random draws."""
+    if in_no_grad_code(context, ancestors):
+        return True
+    path = list(ancestors) + [op.node]
+    for position in range(len(path) - 2, -1, -1):
+        node = path[position]
+        if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda)):
+            break
+        if isinstance(node, cst.Comparison):
+            return True
+        if isinstance(node, cst.Call):
+            name, _, _ = _call_parts(context, node)
+            if name in _NON_DIFFERENTIABLE:
+                return True
+    return _without_gradient(context, op.operand, site or site_of(list(ancestors)), 0)
+
+
+def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    for node in ancestors:
+        if isinstance(node, cst.FunctionDef) and any(_is_no_grad(context, d.decorator) for d in node.decorators):
+            return True
+        if isinstance(node, cst.With) and any(_is_no_grad(context, item.item) for item in node.items):
+            return True
+    return defines_optimizer(context)
+
+
+def _is_no_grad(context: "FileContext", node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Call):
+        qualified = context.qualified_name(node.func)
+        if qualified == "torch.set_grad_enabled" and node.args:
+            value = node.args[0].value
+            return isinstance(value, cst.Name) and value.value == "False"
+        node = node.func
+    return context.qualified_name(node) in NO_GRAD_CONTEXTS
+
+
+def defines_optimizer(context: "FileContext") -> bool:
+    """A file that defines an optimizer: its update maths is never differentiated."""
+    cached = getattr(context, "_tl1_defines_optimizer", None)
+    if cached is None:
+        cached = False
+        for statement in context.module.body:
+            if isinstance(statement, cst.ClassDef):
+                for base in statement.bases:
+                    qualified = context.qualified_name(base.value) or dotted_name(base.value) or ""
+                    if qualified.rsplit(".", 1)[-1].endswith("Optimizer"):
+                        cached = True
+        context._tl1_defines_optimizer = cached
+    return cached
+
+
+def user_defined_functions(context: "FileContext") -> FrozenSet[str]:
+    """Names of every function and method defined in the file (``def log(self)`` of a Lie group)."""
+    cached = getattr(context, "_tl1_defined_functions", None)
+    if cached is None:
+        names: Set[str] = set()
+
+        class _Defs(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                names.add(node.name.value)
+
+        context.module.visit(_Defs())
+        cached = context._tl1_defined_functions = frozenset(names)
+    return cached
+
+
+def _may_be_negative(operand: cst.BaseExpression) -> bool:
+    """``E[x^2] - E[x]^2`` style operands: rounding can make them negative, NaN in the forward pass."""
+    return (isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, cst.Subtract)) or (
+        isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Minus)
+    )
+
+
+def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int) -> bool:
+    """Built only from literals, Python numbers, constants and random draws (no parameter or input)."""
+    if depth > 3 * _MAX_DEPTH:
+        return False
+    if constant_value(node) is not None or value_kind(context, node, site) == "number":
+        return True
+    if isinstance(node, cst.Name):
+        if site is None:
+            return False
+        reaching = bindings(site, node.value)
+        return bool(reaching) and all(
+            b.kind in ("assign", "update", "module", "unpack") and b.value is not None
+            and _without_gradient(context, b.value, b.site, depth + 1)
+            for b in reaching
+        )
+    if isinstance(node, cst.BinaryOperation):
+        return _without_gradient(context, node.left, site, depth + 1) and _without_gradient(context, node.right, site, depth + 1)
+    if isinstance(node, cst.UnaryOperation):
+        return _without_gradient(context, node.expression, site, depth + 1)
+    if isinstance(node, cst.Call):
+        name, source, is_method = _call_parts(context, node)
+        if name in _NO_GRADIENT_SOURCES and not is_method:
+            return True
+        if name in ("detach",):
+            return True
+        if name in _PRESERVING_CALLS and is_method and source is not None:
+            return _without_gradient(context, source, site, depth + 1)
+    return False
 
 
 # -- what a value is --------------------------------------------------------------
@@ -163,6 +304,11 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
                 kinds.add(_parameter_kind(binding.node, site))
             elif binding.value is not None and binding.kind in ("assign", "update", "inplace", "module", "conditional"):
                 kinds.add(value_kind(context, binding.value, binding.site, again))
+            elif binding.kind == "unpack" and binding.value is not None:
+                # B, N, C = x.shape: numbers; q, k = x.chunk(2): tensors.
+                whole = value_kind(context, binding.value, binding.site, again)
+                shape = isinstance(binding.value, cst.Attribute) and binding.value.attr.value == "shape"
+                kinds.add("number" if shape or whole == "number" else "tensor" if whole == "tensor" else "unknown")
             elif binding.kind == "opaque":
                 kinds.add("unknown")
         if len(kinds) == 1:
@@ -314,7 +460,7 @@ def sign_of(
     value = constant_value(node)
     if value is not None:
         return Sign.POSITIVE if value > 0 else Sign.NONNEGATIVE if value == 0 else Sign.UNKNOWN
-    if is_guard_constant(node):
+    if is_guard_constant(node) or _says_safe(node):
         return Sign.POSITIVE
     if isinstance(node, cst.Name):
         return _name_sign(context, node, site, division, _depth, _seen)
@@ -325,9 +471,9 @@ def sign_of(
             return Sign.POSITIVE  # a size
         return again(node.value)
     if isinstance(node, cst.BinaryOperation):
-        return _binary_sign(context, node, again)
+        return _binary_sign(context, node, again, site)
     if isinstance(node, cst.IfExp):
-        body = Sign.POSITIVE if condition_implies_positive(context, node.test, node.body, division) else again(node.body)
+        body = Sign.POSITIVE if condition_implies_positive(context, node.test, node.body, division, site) else again(node.body)
         orelse = again(node.orelse)
         return min(body, orelse)
     if isinstance(node, cst.Call):
@@ -344,6 +490,19 @@ def is_guard_constant(node: cst.BaseExpression) -> bool:
         return value > 0
     name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
     return bool(name and _EXTRA_GUARD_WORDS.match(name))
+
+
+_SAFE_WORDS = re.compile(r"^_*safe|_safe|nonzero|non_zero", re.IGNORECASE)
+
+
+def _says_safe(node: cst.BaseExpression) -> bool:
+    """``safe_theta``, ``self.safe_norm``, ``_nonzero(d)``: the author named the guard."""
+    if isinstance(node, cst.Call) and not isinstance(node.func, cst.Call):
+        node = node.func
+        if isinstance(node, cst.Attribute) and node.attr.value in ("count_nonzero", "nonzero"):
+            return False
+    name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
+    return bool(name and _SAFE_WORDS.search(name)) and name not in ("count_nonzero", "nonzero")
 
 
 def _is_eps_term(node: cst.BaseExpression) -> bool:
@@ -407,7 +566,29 @@ def _attribute_sign(context, node: cst.Attribute, site, division, depth) -> Sign
     return Sign.UNKNOWN
 
 
-def _binary_sign(context, node: cst.BinaryOperation, again) -> Sign:
+def upper_bound(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> Optional[float]:
+    """A literal upper bound of ``node``: ``clamp(lo, hi)``, ``clamp(max=hi)``, ``clamp_max(hi)``, names followed."""
+    value = constant_value(node)
+    if value is not None or depth > _MAX_DEPTH:
+        return value
+    if isinstance(node, cst.Name) and site is not None:
+        reaching = bindings(site, node.value)
+        if len(reaching) == 1 and reaching[0].kind in ("assign", "inplace") and reaching[0].value is not None:
+            return upper_bound(context, reaching[0].value, reaching[0].site, depth + 1)
+        return None
+    if isinstance(node, cst.Call) and not has_star_args(node):
+        name, _, is_method = _call_parts(context, node)
+        high = None
+        if name in ("clamp", "clip"):
+            high = argument(node, 1 if is_method else 2, "max")
+        elif name == "clamp_max":
+            high = argument(node, 0 if is_method else 1, "max")
+        if high is not None:
+            return constant_value(high.value)
+    return None
+
+
+def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site] = None) -> Sign:
     operator = node.operator
     if isinstance(operator, cst.Add):
         if _is_eps_term(node.left) or _is_eps_term(node.right):
@@ -420,6 +601,10 @@ def _binary_sign(context, node: cst.BinaryOperation, again) -> Sign:
         right_value = constant_value(node.right)
         if right_value is not None and right_value < 0:
             return Sign.POSITIVE
+        left_value = constant_value(node.left)
+        bound = upper_bound(context, node.right, site)
+        if left_value is not None and bound is not None and bound < left_value:
+            return Sign.POSITIVE  # 1 - p.clamp(eps, 1 - eps)
         return Sign.UNKNOWN
     if isinstance(operator, (cst.Multiply, cst.Divide, cst.FloorDivide)):
         if isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
@@ -496,8 +681,15 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
         args = positional_args(call)
         if len(args) == 3 and not is_method:
             cond, first, second = (arg.value for arg in args)
-            first_sign = Sign.POSITIVE if condition_implies_positive(context, cond, first, division) else again(first)
-            second_sign = Sign.POSITIVE if condition_implies_zero(context, cond, second) else again(second)
+            first_sign, second_sign = again(first), again(second)
+            if condition_implies_positive(context, cond, first, division, site):
+                first_sign = Sign.POSITIVE
+            if condition_implies_zero(context, cond, second, site):
+                second_sign = Sign.POSITIVE
+            # torch.where(ok, x, 1): the author swapped a safe value in where x is not ok (the
+            # double-where idiom); the mask is trusted even when the linter cannot read it.
+            if Sign.POSITIVE in (first_sign, second_sign):
+                return Sign.POSITIVE
             return min(first_sign, second_sign)
         return Sign.UNKNOWN
     if name in ("masked_fill", "masked_fill_") and is_method:
@@ -588,19 +780,29 @@ def _count_source(context, operand: cst.BaseExpression) -> Optional[cst.BaseExpr
 
 
 def condition_implies_positive(
-    context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression, division: bool = False
+    context: "FileContext",
+    test: cst.BaseExpression,
+    operand: cst.BaseExpression,
+    division: bool = False,
+    site: Optional[Site] = None,
 ) -> bool:
-    """Whether ``test`` being true means ``operand`` > 0 (for ``division``: != 0)."""
+    """Whether ``test`` being true means ``operand`` > 0 (for ``division``: != 0).
+
+    A test held in a name (``ok = d > 0; if ok.all():``) is read through its binding when ``site`` is given.
+    """
+    named = _named_test(test, site)
+    if named is not None:
+        return condition_implies_positive(context, named[0], operand, division, named[1])
     if isinstance(test, cst.BooleanOperation):
         if isinstance(test.operator, cst.And):
-            return condition_implies_positive(context, test.left, operand, division) or condition_implies_positive(
-                context, test.right, operand, division
+            return condition_implies_positive(context, test.left, operand, division, site) or condition_implies_positive(
+                context, test.right, operand, division, site
             )
-        return condition_implies_positive(context, test.left, operand, division) and condition_implies_positive(
-            context, test.right, operand, division
+        return condition_implies_positive(context, test.left, operand, division, site) and condition_implies_positive(
+            context, test.right, operand, division, site
         )
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return condition_implies_zero(context, test.expression, operand)
+        return condition_implies_zero(context, test.expression, operand, site)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         left, right, operator = test.left, target.comparator, target.operator
@@ -615,16 +817,13 @@ def condition_implies_positive(
                 return True
             if isinstance(op, cst.NotEqual) and value == 0:
                 return True
-        source = _count_source(context, operand)
-        if source is not None and _matches(context, left, source) is False:
-            return False
         return False
     if isinstance(test, cst.Call) and not has_star_args(test):
         name, source, is_method = _call_parts(context, test)
         if name in ("all", "item", "bool") and source is not None:
-            return condition_implies_positive(context, source, operand, division)
+            return condition_implies_positive(context, source, operand, division, site)
         if isinstance(test.func, cst.Name) and test.func.value in ("bool", "all") and test.args:
-            return condition_implies_positive(context, test.args[0].value, operand, division)
+            return condition_implies_positive(context, test.args[0].value, operand, division, site)
         if name in ("gt", "ne", "greater", "not_equal") and source is not None:
             bound = argument(test, 0 if is_method else 1, "other")
             value = constant_value(bound.value) if bound is not None else None
@@ -642,12 +841,17 @@ def condition_implies_positive(
     return counted is not None and division and structurally_equal(test, counted)
 
 
-def condition_implies_zero(context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression) -> bool:
+def condition_implies_zero(
+    context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression, site: Optional[Site] = None
+) -> bool:
     """Whether ``test`` being false means ``operand`` is off zero (``d == 0``, ``d <= eps``, ``not mask.any()``)."""
+    named = _named_test(test, site)
+    if named is not None:
+        return condition_implies_zero(context, named[0], operand, named[1])
     if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
-        return condition_implies_zero(context, test.left, operand) or condition_implies_zero(context, test.right, operand)
+        return condition_implies_zero(context, test.left, operand, site) or condition_implies_zero(context, test.right, operand, site)
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
-        return condition_implies_positive(context, test.expression, operand, True)
+        return condition_implies_positive(context, test.expression, operand, True, site)
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         for subject, bound, op in (
@@ -668,12 +872,24 @@ def condition_implies_zero(context: "FileContext", test: cst.BaseExpression, ope
     if isinstance(test, cst.Call) and not has_star_args(test):
         name, source, is_method = _call_parts(context, test)
         if name in ("any", "item", "bool") and source is not None:
-            return condition_implies_zero(context, source, operand)
+            return condition_implies_zero(context, source, operand, site)
         if isinstance(test.func, cst.Name) and test.func.value in ("any", "bool") and test.args:
-            return condition_implies_zero(context, test.args[0].value, operand)
+            return condition_implies_zero(context, test.args[0].value, operand, site)
         if name in ("eq", "le", "lt", "isclose") and source is not None and _matches(context, source, operand):
             return True
     return False
+
+
+def _named_test(test: cst.BaseExpression, site: Optional[Site]):
+    """(value, its site) for a test held in a local name bound once."""
+    if site is None or not isinstance(test, cst.Name):
+        return None
+    reaching = bindings(site, test.value)
+    if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
+        value = reaching[0].value
+        if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Call)):
+            return value, reaching[0].site
+    return None
 
 
 def _flip(operator):
@@ -695,33 +911,39 @@ def guarded_by_condition(
     operand: cst.BaseExpression,
     ancestors: Sequence[cst.CSTNode],
     division: bool = False,
+    node: Optional[cst.CSTNode] = None,
 ) -> bool:
-    """An enclosing test, an earlier ``assert`` or early exit that keeps ``operand`` off zero (module docs)."""
-    ancestors = list(ancestors)
-    for position, node in enumerate(ancestors):
-        child = ancestors[position + 1] if position + 1 < len(ancestors) else None
+    """An enclosing test, an earlier ``assert`` or early exit that keeps ``operand`` off zero (module docs).
+
+    ``ancestors`` enclose the op; pass the op itself as ``node`` so that
+    ``torch.sqrt(d) if d > 0 else 0`` sees which branch it is in.
+    """
+    site = site_of(list(ancestors))
+    path = list(ancestors) + ([node] if node is not None else [])
+    for position, node in enumerate(path):
+        child = path[position + 1] if position + 1 < len(path) else None
         if isinstance(node, (cst.If, cst.While)) and child is not None:
-            if child is node.body and condition_implies_positive(context, node.test, operand, division):
+            if child is node.body and condition_implies_positive(context, node.test, operand, division, site):
                 return True
-            if child is getattr(node, "orelse", None) and condition_implies_zero(context, node.test, operand):
+            if child is getattr(node, "orelse", None) and condition_implies_zero(context, node.test, operand, site):
                 return True
         elif isinstance(node, cst.IfExp) and child is not None:
-            if child is node.body and condition_implies_positive(context, node.test, operand, division):
+            if child is node.body and condition_implies_positive(context, node.test, operand, division, site):
                 return True
-            if child is node.orelse and condition_implies_zero(context, node.test, operand):
+            if child is node.orelse and condition_implies_zero(context, node.test, operand, site):
                 return True
         elif isinstance(node, cst.BooleanOperation) and child is node.right:
-            if isinstance(node.operator, cst.And) and condition_implies_positive(context, node.left, operand, division):
+            if isinstance(node.operator, cst.And) and condition_implies_positive(context, node.left, operand, division, site):
                 return True
-            if isinstance(node.operator, cst.Or) and condition_implies_zero(context, node.left, operand):
+            if isinstance(node.operator, cst.Or) and condition_implies_zero(context, node.left, operand, site):
                 return True
-    for statement, _ in earlier_statements(site_of(ancestors)):
+    for statement, _ in earlier_statements(site):
         if isinstance(statement, cst.If) and statement.orelse is None:
-            if _ends_in_exit(statement.body) and condition_implies_zero(context, statement.test, operand):
+            if _ends_in_exit(statement.body) and condition_implies_zero(context, statement.test, operand, site):
                 return True
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
-                if isinstance(small, cst.Assert) and condition_implies_positive(context, small.test, operand, division):
+                if isinstance(small, cst.Assert) and condition_implies_positive(context, small.test, operand, division, site):
                     return True
     return False
 
@@ -943,49 +1165,82 @@ def _rebinds(statement: cst.CSTNode, name: str) -> bool:
     return False
 
 
-SIGMOID_FUNCTIONS: FrozenSet[str] = frozenset(
-    {"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit", "torch.Tensor.sigmoid"}
-)
-
-
-def _is_sigmoid(context: "FileContext", node: cst.BaseExpression) -> bool:
-    if not isinstance(node, cst.Call):
-        return False
-    qualified = context.qualified_name(node.func)
-    if qualified in SIGMOID_FUNCTIONS:
-        return True
-    if qualified is None and isinstance(node.func, cst.Attribute):
-        return node.func.attr.value == "sigmoid" and is_value_receiver(context, node.func.value)
-    if isinstance(node.func, cst.Call):
-        return context.qualified_name(node.func.func) in ("torch.nn.Sigmoid",)
-    return False
-
-
 def fused_log_owner(
     context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None
 ) -> Optional[str]:
-    """The TL2xx rule that owns this log (module docs), or None."""
+    """The TL2xx rule that owns this log (module docs), or None.
+
+    Uses the TL2xx rules' own matchers (``analysis/fused``), and also leaves
+    to them the near relatives they deliberately do not rewrite
+    (``log(2 * sigmoid(x))``, ``log((exp(s) * mask).sum())``, a local
+    function or method named ``softmax``/``sigmoid``): one family, one owner.
+    """
     if op.kind != LOG:
         return None
-    inner = strip_clamp_min(context, strip_eps(op.operand))
-    if match_softmax(context, inner) is not None:
-        return "TL201"
-    if _is_sigmoid(context, inner):
-        return "TL202"
-    if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Subtract):
-        if constant_value(inner.left) == 1 and _is_sigmoid(context, inner.right):
-            return "TL202"
-    if isinstance(inner, cst.Call):
-        name, source, _ = _call_parts(context, inner)
-        if name == "sum" and isinstance(source, cst.Call) and _call_parts(context, source)[0] == "exp":
-            return "TL203"
-    if isinstance(inner, cst.BinaryOperation) and isinstance(inner.operator, cst.Add):
-        if constant_value(inner.left) == 1 or constant_value(inner.right) == 1:
-            return "TL205"
     ancestors = list(context.ancestors if ancestors is None else ancestors)
+    site = site_of(ancestors)
+    inner = strip_clamp_min(context, strip_eps(op.operand))
+    activation = fused.activation_of(context, inner)
+    if activation is not None:
+        return "TL201" if activation.kind == "softmax" else "TL202"
+    complement = fused.one_minus(inner)
+    if complement is not None and fused.activation_of(context, complement, kinds=("sigmoid",)) is not None:
+        return "TL202"
+    if fused.match_sum_of_exp(context, inner) is not None or _sum_of_exp_family(context, inner, site):
+        return "TL203"
+    if fused.one_plus(inner) is not None:
+        return "TL205"
     parent = ancestors[-1] if ancestors else None
-    if isinstance(parent, cst.BinaryOperation) and isinstance(parent.operator, cst.Multiply):
-        other = parent.right if parent.left is op.node else parent.left
-        if structurally_equal(other, op.operand) or structurally_equal(other, inner):
-            return "TL204"
+    if parent is not None and fused.match_x_log_x(context, parent) is not None:
+        return "TL204"
+    if _activation_family(context, inner):
+        return "TL202" if "sigmoid" in _activation_family(context, inner) else "TL201"
     return None
+
+
+_ACTIVATION_NAMES = ("softmax", "sigmoid", "Softmax", "Sigmoid", "expit")
+
+
+def _activation_family(context: "FileContext", node: cst.BaseExpression) -> Optional[str]:
+    """``2 * sigmoid(x)``, ``softmax(x)`` / ``self.softmax(x)`` defined in the file: the name of the activation."""
+    node = fused.peel_shape_ops(context, node)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
+        return _activation_family(context, node.left) or _activation_family(context, node.right)
+    if isinstance(node, cst.Call):
+        func = node.func
+        name = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        if name in _ACTIVATION_NAMES:
+            return name.lower()
+    return None
+
+
+def _sum_of_exp_family(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
+    """A sum whose terms contain an ``exp`` (``(exp(s) * mask).sum()``), names followed."""
+    summed = fused.match_sum(context, node)
+    if summed is None:
+        if isinstance(node, cst.Name) and site is not None and depth < 3:
+            reaching = bindings(site, node.value)
+            if len(reaching) == 1 and reaching[0].value is not None and reaching[0].kind == "assign":
+                return _sum_of_exp_family(context, reaching[0].value, reaching[0].site, depth + 1)
+        return False
+    return _mentions_exp(context, summed.operand, site, depth)
+
+
+def _mentions_exp(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int) -> bool:
+    found = []
+
+    class _Find(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            if fused.match_exp(context, call) is not None:
+                found.append(call)
+
+        def visit_Name(self, name: cst.Name) -> None:
+            if site is not None and depth < 3 and not found:
+                for binding in bindings(site, name.value):
+                    if binding.kind in ("assign", "update") and binding.value is not None:
+                        if _mentions_exp(context, binding.value, binding.site, depth + 1):
+                            found.append(name)
+                            return
+
+    node.visit(_Find())
+    return bool(found)

@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.domain import RSQRT, SQRT, match_domain_op
+from torchlint.analysis.fixes import clamp_operand_fix, eps_text
+from torchlint.analysis.guards import needs_guard
+from torchlint.rule import Applicability, Rule
+
+
+class UnguardedSqrt(Rule):
+    """
+    ## What it does
+    Flags a square root of a tensor that is not provably positive:
+    `torch.sqrt(x)`, `x.sqrt()`, `x ** 0.5`, `torch.pow(x, 0.5)`, `x.pow(.5)`,
+    and the reciprocal root `torch.rsqrt(x)` / `x.rsqrt()`.
+
+    An operand counts as guarded (see `torchlint/analysis/guards.py`) when it
+    adds a positive literal or an eps-like name (`var + eps`, `x + 1e-6`),
+    is clamped to a positive minimum (`clamp(min=eps)`, `clamp_min(1e-6)`,
+    `torch.maximum(x, eps)`), is an `exp`, a positive constant, a name bound
+    earlier in the function to one of these, or sits under
+    `if (x > 0).all():` / `assert` / an earlier `if x == 0: return`.
+
+    ## Why is this bad?
+    The derivative of `sqrt(x)` is `1 / (2 * sqrt(x))`: at `x = 0` it is
+    `inf`, and autograd multiplies it by the incoming gradient, so a single
+    zero (a distance between identical points, the variance of a constant
+    feature, a norm of a zero vector written as `sqrt(sum(x ** 2))`) makes the
+    gradient `inf`, then `NaN` ("Function 'SqrtBackward0' returned nan
+    values"), and the next optimizer step writes NaN into every weight. A
+    negative operand (rounding in `E[x^2] - E[x]^2`) is NaN already in the
+    forward pass. `rsqrt(0)` is `inf` in the forward pass. `clamp(min=0)` or
+    `relu` does not help: `sqrt(0)` still has an infinite gradient, and eps
+    added after the root (`torch.sqrt(d) + eps`) guards the output, not the
+    derivative.
+
+    ## Example
+    ```python
+    dist = torch.sqrt(((a - b) ** 2).sum(-1))
+    std = x.var(dim=0).sqrt()
+    rms = (x ** 2).mean(-1) ** 0.5
+    ```
+
+    ## Use instead
+    ```python
+    dist = torch.sqrt(((a - b) ** 2).sum(-1).clamp_min(1e-6))
+    std = (x.var(dim=0) + 1e-6).sqrt()
+    rms = (x ** 2).mean(-1).clamp_min(1e-6) ** 0.5
+    ```
+
+    ## Fix safety
+    Numerics: the operand is clamped, `torch.sqrt(x)` becomes
+    `torch.sqrt(x.clamp_min(eps))` with eps from `[tool.torchlint] eps`
+    (default 1e-6, which float16 still represents; 1e-8 would round to 0
+    there). Values at or above eps are computed exactly as before; below it
+    the result is `sqrt(eps)` instead of 0 or NaN and the gradient is 0
+    instead of `inf`/NaN. A clamp is used rather than `+ eps` so that ordinary
+    values are bit-for-bit unchanged.
+
+    Not detected: roots of values stored in containers or attributes and
+    computed elsewhere, operators on values whose tensor-ness cannot be seen
+    (`x ** 0.5` where `x` is an unannotated argument outside `forward`), and
+    roots whose operand is guarded in another function.
+    """
+
+    code = "TL101"
+    name = "unguarded-sqrt"
+    message = "sqrt of a value that can be 0 or negative: infinite/NaN gradient at 0, NaN below; clamp the operand"
+    fix_applicability = Applicability.NUMERICS
+    triggers = ("sqrt", "** 0.5", "**0.5", "** .5", "**.5", "pow(", "** (0.5)")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._check(node)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        self._check(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        op = match_domain_op(self.context, node)
+        if op is None or op.kind not in (SQRT, RSQRT):
+            return
+        if not needs_guard(self.context, op):
+            return
+        fix = None
+        if not isinstance(node, cst.AugAssign):
+            fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the operand to eps")
+        self.report(node, fix=fix)

@@ -1,0 +1,84 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from torchlint.analysis.domain import POW, match_domain_op
+from torchlint.analysis.fixes import clamp_operand_fix, eps_text
+from torchlint.analysis.guards import needs_guard
+from torchlint.rule import Applicability, Rule
+
+
+class UnguardedFractionalPow(Rule):
+    """
+    ## What it does
+    Flags a fractional power with an exponent in (0, 1) of a tensor that is
+    not provably positive: `torch.pow(x, p)`, `x.pow(p)`, `x ** p` where `p`
+    is a literal such as `0.25` or `1 / 3`, or a reciprocal of unknown order
+    such as `1 / p` or `1. / self.p` (generalised-mean pooling). Square roots
+    (`** 0.5`) are TL101's.
+
+    A base counts as guarded (see `torchlint/analysis/guards.py`) when it
+    adds a positive literal or an eps-like name, is clamped to a positive
+    minimum (`x.clamp(min=eps).pow(p)`), is an average pool or mean of such a
+    value, an `exp`, a positive constant, or a name bound earlier in the
+    function to one of these.
+
+    ## Why is this bad?
+    The derivative of `x ** p` is `p * x ** (p - 1)`; for `p < 1` that is
+    `inf` at `x = 0`, and a negative base gives NaN already in the forward
+    pass. Generalised-mean pooling written as
+    `F.avg_pool2d(x.pow(p), k).pow(1. / p)` gets NaN gradients from the first
+    all-zero ReLU feature map, and a learnable `p` is NaN after one step.
+    `clamp(min=0)` or `relu` does not help (the root of 0 still has an
+    infinite gradient).
+
+    ## Example
+    ```python
+    pooled = F.avg_pool2d(x.pow(p), (h, w)).pow(1.0 / p)
+    cbrt = torch.pow(volume, 1 / 3)
+    ```
+
+    ## Use instead
+    ```python
+    pooled = F.avg_pool2d(x.clamp(min=eps).pow(p), (h, w)).pow(1.0 / p)
+    cbrt = torch.pow(volume.clamp_min(1e-6), 1 / 3)
+    ```
+
+    ## Fix safety
+    Numerics: the base is clamped, `x ** p` becomes `x.clamp_min(eps) ** p`
+    with eps from `[tool.torchlint] eps` (default 1e-6, which float16 still
+    represents; 1e-8 would round to 0 there). Values at or above eps are
+    computed exactly as before; below it the result is `eps ** p` instead of
+    0 or NaN and the gradient is 0. The gradient just above eps is
+    `p * eps ** (p - 1)`: finite in float32 and bfloat16, but in float16 it
+    overflows for very small roots (`p <= 0.2` with eps = 1e-6); raise eps
+    for such code.
+
+    Not detected: exponents held in variables other than `1 / p` (the linter
+    cannot see that `x ** p` has `p < 1`), and integer or negative exponents,
+    which have no infinite derivative at 0 of this kind.
+    """
+
+    code = "TL103"
+    name = "unguarded-fractional-pow"
+    message = "fractional power of a value that can be 0 or negative: infinite/NaN gradient; clamp the base"
+    fix_applicability = Applicability.NUMERICS
+    triggers = ("pow", "**")
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._check(node)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        self._check(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        op = match_domain_op(self.context, node)
+        if op is None or op.kind != POW or not needs_guard(self.context, op):
+            return
+        fix = None
+        if not isinstance(node, cst.AugAssign):
+            fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the base to eps")
+        self.report(node, fix=fix)
