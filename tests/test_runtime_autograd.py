@@ -276,8 +276,25 @@ def _grads(model):
     return [p.grad.detach().clone() for p in model.parameters()]
 
 
-def test_tl303_two_losses_of_one_forward_pass():
-    pair = fix_and_exec(TWO_HEADS, "TL303", unsafe=True, applicability="unsafe")
+INLINE_HEADS = """
+import torch.nn.functional as F
+
+
+def two_heads(model, x, y_a, y_b):
+    out = model(x)
+    F.mse_loss(out[:, 0], y_a).backward()
+    F.l1_loss(out[:, 1], y_b).backward()
+"""
+
+
+@pytest.mark.parametrize(
+    "source, expected",
+    [(TWO_HEADS, "(loss_a + loss_b).backward()"), (INLINE_HEADS, "F.mse_loss(out[:, 0], y_a).backward(retain_graph=True)")],
+    ids=["summed", "retained"],
+)
+def test_tl303_two_losses_of_one_forward_pass(source, expected):
+    pair = fix_and_exec(source, "TL303", unsafe=True, applicability="unsafe")
+    assert expected in pair.fixed_source, pair.describe()
     bad, good = pair.functions("two_heads")
     torch.manual_seed(0)
     x, y_a, y_b = torch.randn(6, 4), torch.randn(6), torch.randn(6)

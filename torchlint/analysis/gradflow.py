@@ -23,7 +23,9 @@ A ``FunctionFlow`` answers:
 - ``detaching_steps(expr)``: the graph-cutting steps on the paths by which a
   gradient would otherwise reach ``expr``.
 - ``backward_calls``: ``t.backward()`` / ``torch.autograd.backward(t)`` with
-  their order, enclosing loops and branches, and whether they free the graph.
+  their order, enclosing loops and branches, and whether they free the graph;
+  ``lone_statements`` tells which calls are a whole statement line (and in
+  which block), for fixes that delete or merge lines.
 - ``graph_roots(expr)``: the module calls (forward passes) a value was
   computed from, for "two losses share one forward pass".
 - ``element_shape(expr)``: "scalar" (0-d: a full reduction, a loss with a
@@ -336,6 +338,8 @@ class FunctionFlow:
         self.returns: List[Tuple[cst.BaseExpression, Site]] = []
         self.sites: Dict[int, Site] = {}  # id(call node) -> site, for calls that start a graph
         self.step_sites: List[Site] = []  # optimizer.step() and friends
+        # id(call) -> (its statement line, id of the block) for calls that are a whole line
+        self.lone_statements: Dict[int, Tuple[cst.SimpleStatementLine, int]] = {}
         self.break_sites: List[Site] = []
         self._order = 0
         self._carries: Dict[tuple, Tuple[cst.BaseExpression, bool]] = {}
@@ -353,6 +357,9 @@ class FunctionFlow:
             self._scan_small(body.body, self._site(loops, branches, no_grad))
             return
         for stmt in body.body:
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr):
+                # a call that is a whole statement line, and the block that holds the line
+                self.lone_statements[id(stmt.body[0].value)] = (stmt, id(body))
             self._scan_statement(stmt, loops, branches, no_grad)
 
     def _scan_statement(self, stmt: cst.CSTNode, loops, branches, no_grad) -> None:

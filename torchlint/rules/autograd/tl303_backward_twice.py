@@ -49,11 +49,16 @@ class BackwardTwice(Rule):
     ```
 
     ## Fix safety
-    Unsafe. The fix adds `retain_graph=True` to the earlier call (for a loop:
-    to the call in the loop), which gives the same gradients as summing the
-    losses and calling `backward()` once, at the price of keeping the graph
-    in memory until the last call. Summing instead would need the two
-    statements merged, which the fix does not do. No fix is offered when an
+    Unsafe. When both calls are plain `loss.backward()` (or
+    `scaler.scale(loss).backward()`) lines of one block and the earlier loss
+    is a name not rebound in between, the fix deletes the earlier line and
+    back-propagates the sum at the later one: `(loss_a + loss_b).backward()`.
+    Otherwise it adds `retain_graph=True` to the earlier call (for a loop: to
+    the call in the loop), which gives the same gradients as summing the
+    losses, at the price of keeping the graph in memory until the last call.
+    Both change when the first gradients exist: code between the two calls
+    that reads `.grad` (clipping, logging) now sees them later or summed.
+    No fix is offered when an
     optimizer `step()` runs between the two calls (the second backward would
     then meet parameters modified in place), nor for the same loss
     backward()-ed twice (most likely a duplicated line; doubling its gradient
@@ -97,7 +102,9 @@ class BackwardTwice(Rule):
                 else "this loss shares a forward pass with one backward()-ed earlier without retain_graph=True: "
                 "the graph is freed; this raises \"Trying to backward through the graph a second time\""
             )
-            fix = None if same or self._step_between(flow, earlier.site.order, current.site.order) else self._retain(earlier)
+            fix = None
+            if not same and not self._step_between(flow, earlier.site.order, current.site.order):
+                fix = self._sum(flow, earlier, current) or self._retain(earlier)
             self.report(node, message, fix)
             return
         loop = self._loop_over_one_forward(flow, current)
@@ -147,6 +154,46 @@ class BackwardTwice(Rule):
     def _step_between(flow: FunctionFlow, start: int, end: int) -> bool:
         return any(start < site.order < end for site in flow.step_sites)
 
+    def _sum(self, flow: FunctionFlow, earlier: BackwardCall, current: BackwardCall) -> Optional[FixSpec]:
+        """Delete the earlier call's line and back-propagate the sum at the later call.
+
+        Only when both are plain ``x.backward()`` / ``scaler.scale(x).backward()``
+        lines of one block, in the same form, and the earlier loss is a name not
+        rebound in between (so that it still means the same at the later call).
+        """
+        first = flow.lone_statements.get(id(earlier.call))
+        second = flow.lone_statements.get(id(current.call))
+        if first is None or second is None or first[1] != second[1]:
+            return None
+        if earlier.call.args or current.call.args or earlier.site.branches != current.site.branches:
+            return None
+        names = _summed_names(earlier.tensor)
+        if not names:
+            return None
+        for name in names:
+            if any(earlier.site.order < b.site.order < current.site.order for b in flow.bindings.get(name, ())):
+                return None
+        name = " + ".join(names)
+        first_receiver = earlier.call.func.value if isinstance(earlier.call.func, cst.Attribute) else None
+        second_receiver = current.call.func.value if isinstance(current.call.func, cst.Attribute) else None
+        if first_receiver is None or second_receiver is None:
+            return None
+        scaled = first_receiver is not earlier.tensor
+        if scaled != (second_receiver is not current.tensor):
+            return None
+        if scaled and self.context.code(first_receiver.func) != self.context.code(second_receiver.func):
+            return None  # two different scalers
+        later = self.context.code(current.tensor).strip()
+        if isinstance(current.tensor, (cst.BinaryOperation, cst.UnaryOperation, cst.IfExp)) and not current.tensor.lpar:
+            later = f"({later})"
+        total = f"{name} + {later}"
+        new_tensor = total if scaled else f"({total})"
+        return FixSpec(
+            Applicability.UNSAFE,
+            f"Back-propagate the sum once: `({total}).backward()`",
+            (Replacement(first[0], cst.RemoveFromParent()), Replacement(current.tensor, new_tensor)),
+        )
+
     @staticmethod
     def _retain(call: BackwardCall) -> Optional[FixSpec]:
         node = call.call
@@ -161,3 +208,14 @@ class BackwardTwice(Rule):
             "Keep the graph for the later backward with `retain_graph=True`",
             (Replacement(node, add_keyword(node, "retain_graph", cst.Name("True"))),),
         )
+
+
+def _summed_names(node: cst.BaseExpression) -> list:
+    """``["a", "b", "c"]`` for ``a``, ``a + b``, ``(a + b) + c``; empty for anything else."""
+    if isinstance(node, cst.Name):
+        return [node.value]
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
+        left, right = _summed_names(node.left), _summed_names(node.right)
+        if left and right:
+            return left + right
+    return []
