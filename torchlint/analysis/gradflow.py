@@ -27,7 +27,8 @@ A ``FunctionFlow`` answers:
   ``lone_statements`` tells which calls are a whole statement line (and in
   which block), for fixes that delete or merge lines.
 - ``graph_roots(expr)``: the module calls (forward passes) a value was
-  computed from, for "two losses share one forward pass".
+  computed from, for "two losses share one forward pass"; ``flows_into(sink)``:
+  every expression whose value reaches ``sink``.
 - ``element_shape(expr)``: "scalar" (0-d: a full reduction, a loss with a
   reducing ``reduction``), "one" (shape ``(1,)``: ``.view(1)``,
   ``.reshape(-1)``, ``.flatten()`` of a one-element tensor) or None.
@@ -726,6 +727,27 @@ class FunctionFlow:
 
         walk(expr, at)
         return sorted(roots.values(), key=lambda pair: pair[1].order)
+
+    def flows_into(self, sink: cst.BaseExpression, at: Optional[Site] = None) -> Set[int]:
+        """Ids of the expression nodes whose values flow into ``sink`` (evaluated at ``at``)."""
+        seen: Set = set()
+        nodes: Set[int] = set()
+
+        def walk(node: cst.BaseExpression, where: Optional[Site]) -> None:
+            key = (id(node), where.order if where is not None else None)
+            if key in seen:
+                return
+            seen.add(key)
+            nodes.add(id(node))
+            if isinstance(node, cst.Name):
+                for binding in self.reaching(node.value, where):
+                    walk(binding.value, binding.site if where is not None else None)
+                return
+            for child in _dataflow_operands(node):
+                walk(child, where)
+
+        walk(sink, at)
+        return nodes
 
     def list_elements(self, name: str) -> List[Tuple[cst.BaseExpression, Site]]:
         """What list ``name`` receives (``append``/``extend``/``insert``/``+=``/display/comprehension)."""

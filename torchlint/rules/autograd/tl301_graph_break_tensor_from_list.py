@@ -12,8 +12,8 @@ from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 TORCH_CONVERTERS = frozenset({"torch.as_tensor", "torch.tensor", "torch.Tensor", "torch.FloatTensor"})
 FLOAT_CONSTRUCTORS = frozenset({"torch.Tensor", "torch.FloatTensor"})
 NUMPY_CONVERTERS = frozenset({"numpy.array", "numpy.asarray"})
-# Functions where a cut graph matters: they train (or compute what is trained).
-_TRAINING_FUNCTION = re.compile(r"^(forward|training_step|train_step|compute_loss)$|loss|train", re.I)
+# Functions whose return value is trained through by their caller.
+_TRAINED_RETURN = re.compile(r"^(forward|training_step|compute_loss)$|loss", re.I)
 
 
 class GraphBreakTensorFromList(Rule):
@@ -24,9 +24,11 @@ class GraphBreakTensorFromList(Rule):
     tensors carrying gradients: the outputs of a module (`self.fc(x)` where
     `__init__` set `self.fc = nn.Linear(...)`, `model(x)`, `self.encoder(x)`),
     of arithmetic on them or of a loss, appended in a loop, added by `extend`
-    or `+=`, or built by a list comprehension or a list display. It looks only
-    in functions that train: `forward`, functions whose name says train or
-    loss, and functions that call `.backward()`.
+    or `+=`, or built by a list comprehension or a list display, when the
+    result flows into a tensor that is `.backward()`-ed in the same function
+    or into the return value of `forward`, `training_step`, or a function
+    whose name says loss (for `np.array`, anywhere). Lists gathered for metrics and
+    logging with the torch constructors stay silent.
 
     ## Why is this bad?
     These constructors read each element as a Python number and copy it into
@@ -73,7 +75,9 @@ class GraphBreakTensorFromList(Rule):
     be detached (for metrics) or stacked (for training) is for the author.
 
     Not seen: lists filled in another function or kept on `self`, elements
-    from callees whose names say neither model nor loss, code at module level.
+    from callees whose names say neither model nor loss, a result returned
+    to a caller that back-propagates it from a function not named as above,
+    code at module level.
     """
 
     code = "TL301"
@@ -93,7 +97,8 @@ class GraphBreakTensorFromList(Rule):
         if not positional or has_star_args(node):
             return
         flow = current_flow(self.context)
-        if flow is None or not self._trains(flow):
+        # np.array raises on tensors that require grad wherever it is; the torch copies only matter when trained
+        if flow is None or (qualified in TORCH_CONVERTERS and not self._trained(flow, node)):
             return
         elements = self._elements(flow, node, positional[0].value)
         if not elements or not any(flow.carries_grad(element, at=site) for element, site in elements):
@@ -108,8 +113,15 @@ class GraphBreakTensorFromList(Rule):
         self.report(node, fix=self._fix(flow, node, qualified, positional[0].value, elements))
 
     @staticmethod
-    def _trains(flow: FunctionFlow) -> bool:
-        return bool(_TRAINING_FUNCTION.search(flow.function.name.value)) or bool(flow.backward_calls)
+    def _trained(flow: FunctionFlow, call: cst.Call) -> bool:
+        """Whether the converted value reaches a backward()-ed tensor, or the return of a
+        function that trains (``forward``, a name that says train or loss): a list of outputs
+        gathered for metrics or logging is not trained through, and keeping its graph would
+        only hold memory."""
+        sinks = [(c.tensor, c.site) for c in flow.backward_calls]
+        if _TRAINED_RETURN.search(flow.function.name.value):
+            sinks.extend(flow.returns)
+        return any(id(call) in flow.flows_into(sink, site) for sink, site in sinks)
 
     @staticmethod
     def _elements(flow: FunctionFlow, call: cst.Call, source: cst.BaseExpression) -> List[Tuple[cst.BaseExpression, Site]]:
