@@ -307,3 +307,94 @@ def test_tl404_grown_vocabulary_indexes_past_the_embedding_and_the_resize_fixes_
     assert out.shape == (3, 4)
     # Old tokens keep their embeddings.
     assert torch.equal(model(tokenizer.encode("the cat sat")), reference)
+
+
+# -- TL403 dataloader-variable-length -----------------------------------------------------------
+
+
+VARIABLE_ITEMS = textwrap.dedent(
+    """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class WordDataset(Dataset):
+        def __init__(self, sentences, vocab):
+            self.sentences = sentences
+            self.vocab = vocab
+
+        def __len__(self):
+            return len(self.sentences)
+
+        def __getitem__(self, index):
+            ids = [self.vocab[word] for word in self.sentences[index].split()]
+            return {"ids": torch.tensor(ids), "label": index % 2}
+
+
+    def batches(sentences, vocab):
+        loader = DataLoader(WordDataset(sentences, vocab), batch_size=2, shuffle=False)
+        return list(loader)
+    """
+)
+
+VOCAB = {"a": 1, "b": 2, "c": 3, "d": 4}
+
+
+def test_tl403_variable_items_fail_to_stack_and_the_padding_collate_batches_them():
+    sentences = ["a b c", "d a", "b", "c d a b"]
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        run(VARIABLE_ITEMS)["batches"](sentences, VOCAB)
+
+    after = fixed(VARIABLE_ITEMS, "TL403")
+    assert "collate_fn=pad_collate" in after and after.count("def pad_collate") == 1
+    first, second = run(after)["batches"](sentences, VOCAB)
+    assert torch.equal(first["ids"], torch.tensor([[1, 2, 3], [4, 1, 0]]))
+    assert torch.equal(second["ids"], torch.tensor([[2, 0, 0, 0], [3, 4, 1, 2]]))
+    assert torch.equal(first["label"], torch.tensor([0, 1]))
+
+
+def test_tl403_padding_collate_equals_the_default_on_equal_lengths():
+    # On items that already have one length, the fixed loader gives what the default collate gives.
+    sentences = ["a b", "c d", "d a", "b c"]
+    before = run(VARIABLE_ITEMS)["batches"](sentences, VOCAB)
+    after = run(fixed(VARIABLE_ITEMS, "TL403"))["batches"](sentences, VOCAB)
+    assert len(before) == len(after) == 2
+    for old, new in zip(before, after):
+        assert old.keys() == new.keys()
+        for key in old:
+            assert torch.equal(old[key], new[key])
+
+
+TUPLE_ITEMS = textwrap.dedent(
+    """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Recordings(Dataset):
+        def __init__(self, samples, bounds):
+            self.samples = samples
+            self.bounds = bounds
+
+        def __len__(self):
+            return len(self.bounds) - 1
+
+        def __getitem__(self, idx):
+            return self.samples[self.bounds[idx] : self.bounds[idx + 1]], idx
+
+
+    def batches(samples, bounds):
+        return list(DataLoader(Recordings(samples, bounds), batch_size=3))
+    """
+)
+
+
+def test_tl403_tuple_items_with_data_dependent_slices():
+    samples, bounds = torch.arange(1.0, 10.0), [0, 2, 7, 9]
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        run(TUPLE_ITEMS)["batches"](samples, bounds)
+    (signals, indices), = run(fixed(TUPLE_ITEMS, "TL403"))["batches"](samples, bounds)
+    assert signals.shape == (3, 5)
+    assert torch.equal(signals[0], torch.tensor([1.0, 2.0, 0.0, 0.0, 0.0]))
+    assert torch.equal(signals[1], samples[2:7])
+    assert torch.equal(indices, torch.tensor([0, 1, 2]))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from torchlint import __version__, config, engine, registry, source
+from torchlint.analysis import project
 from torchlint.docs import fix_summary, page
 from torchlint.files import discover
 from torchlint.report import RunSummary, formatters
@@ -132,8 +133,10 @@ def _check(args: argparse.Namespace) -> int:
     else:
         files, problems = discover(paths, settings, force_exclude=args.force_exclude)
         run.diagnostics.extend(problems)
-        for path in files:
-            _check_file(path, args, settings, run)
+        # One project index for the run (built on the first cross-file question; TL403 asks).
+        with project.activated(project.index_for_run(files, paths, settings)):
+            for path in files:
+                _check_file(path, args, settings, run)
 
     run.findings.sort(key=lambda f: f.sort_key)
     run.diagnostics.sort(key=lambda d: (d.path, d.line, d.column))

@@ -8,6 +8,7 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from torchlint.analysis.names import ImportTable
+from torchlint.analysis.project import active_project
 from torchlint.analysis.scope import binds_name, self_attributes
 from torchlint.rule import ImportRequirement
 
@@ -25,6 +26,8 @@ class FileContext:
         # The nodes enclosing the one being visited, outermost first (maintained by the engine).
         self.ancestors: List[cst.CSTNode] = []
         self._class_attributes: Dict[int, Dict[str, cst.BaseExpression]] = {}
+        # The run's project index (classes across files), when the CLI or flake8 built one; else None.
+        self.project = active_project()
 
     # -- names -----------------------------------------------------------------
 

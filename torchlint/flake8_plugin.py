@@ -14,6 +14,7 @@ from functools import lru_cache
 from typing import Iterator, List, Optional, Tuple
 
 from torchlint import __version__, config, engine, registry
+from torchlint.analysis import project
 
 RUN_ERROR_CODE = "TL000"
 
@@ -24,10 +25,10 @@ def _settings_for_directory(directory: str) -> Tuple[config.Settings, Optional[s
     path = config.find_config(directory)
     error = None
     try:
-        base = config.resolve(path, config.Overrides(), cwd=directory)
+        base = config.resolve(path, config.Overrides())
     except config.ConfigError as exc:
         error = str(exc)
-        base = config.resolve(None, config.Overrides(), cwd=directory)
+        base = config.resolve(None, config.Overrides())
     # Every rule runs; flake8's own --select/--ignore decide what is shown.
     settings = config.Settings(
         enabled=frozenset(registry.all_rules()),
@@ -37,6 +38,12 @@ def _settings_for_directory(directory: str) -> Tuple[config.Settings, Optional[s
         config_path=base.config_path,
     )
     return settings, error
+
+
+@lru_cache(maxsize=8)
+def _project_for_root(root: str) -> project.ProjectIndex:
+    """One index per project root and flake8 process, walked only when a rule asks across files (TL403)."""
+    return project.ProjectIndex(lambda: project.files_under(root))
 
 
 class TorchlintChecker:
@@ -56,7 +63,8 @@ class TorchlintChecker:
         settings, error = _settings_for_directory(directory)
         if error is not None:
             yield 1, 0, f"{RUN_ERROR_CODE} torchlint configuration error: {error}", type(self)
-        result = engine.lint_text(source, self.filename, settings, codes=settings.enabled, honour_noqa=False)
+        with project.activated(_project_for_root(os.path.abspath(settings.root))):
+            result = engine.lint_text(source, self.filename, settings, codes=settings.enabled, honour_noqa=False)
         for finding in result.findings:
             # flake8 adds 1 to the column a plugin reports; torchlint's columns are 1-based.
             yield finding.location.line, finding.location.column - 1, f"{finding.code} {finding.message}", type(self)

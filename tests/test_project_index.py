@@ -1,0 +1,156 @@
+"""The project index (torchlint/analysis/project.py) and TL403 across files.
+
+Multi-file fixtures live in fixtures/TL403/project/<case>/: a small project
+whose files carry `# expect:` annotations. Each case is copied to a fresh
+folder (its own project root, no configuration above it) and checked through
+the CLI's own entry point, `torchlint.cli.main`, as a user would run it; the
+same files are checked through the flake8 plugin, which builds its index
+lazily for the file's project root.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from fixture_support import FIXTURES, expected_findings
+from torchlint import cli, config, engine, registry
+from torchlint.analysis import project
+from torchlint.flake8_plugin import TorchlintChecker
+
+CASES = sorted(p for p in (FIXTURES / "TL403" / "project").iterdir() if p.is_dir())
+
+
+def _copy(case: Path, tmp_path: Path) -> Path:
+    target = tmp_path / case.name
+    shutil.copytree(case, target)
+    return target
+
+
+def _expected(root: Path) -> Counter:
+    expected: Counter = Counter()
+    for path in sorted(root.rglob("*.py")):
+        for (line, code), count in expected_findings(path.read_text(encoding="utf-8")).items():
+            expected[(path.relative_to(root).as_posix(), line, code)] += count
+    return expected
+
+
+def _cli_findings(root: Path, capsys) -> Counter:
+    code = cli.main(["check", "--output-format", "json", "--exit-zero", "--no-cache", str(root)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    found = Counter()
+    for item in json.loads(out.out):
+        found[(Path(item["path"]).resolve().relative_to(root.resolve()).as_posix(), item["line"], item["code"])] += 1
+    return found
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_project_fixture_through_the_cli(case, tmp_path, capsys):
+    root = _copy(case, tmp_path)
+    expected = _expected(root)
+    if case.name.startswith("good_"):
+        assert not expected, "good_ project fixtures carry no expectations"
+    else:
+        assert expected, "a bad project fixture needs at least one `# expect:`"
+    assert _cli_findings(root, capsys) == expected
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+def test_project_fixture_through_flake8_plugin(case, tmp_path):
+    root = _copy(case, tmp_path)
+    expected = _expected(root)
+    found = Counter()
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        checker = TorchlintChecker(ast.parse(text), str(path), text.splitlines(keepends=True))
+        for line, _column, message, _ in checker.run():
+            found[(path.relative_to(root).as_posix(), line, message.split(" ", 1)[0])] += 1
+    assert found == expected
+
+
+def test_a_lone_text_sees_only_its_own_classes(tmp_path):
+    # Without an index (engine.lint_text on one string) the imported class is unknown: silence, not a guess.
+    root = _copy(FIXTURES / "TL403" / "project" / "package_reexport", tmp_path)
+    train = root / "train.py"
+    settings = config.Settings(enabled=frozenset({"TL403"}))
+    assert engine.lint_text(train.read_text(), str(train), settings).findings == []
+    index = project.ProjectIndex(sorted(str(p) for p in root.rglob("*.py")))
+    with project.activated(index):
+        findings = engine.lint_text(train.read_text(), str(train), settings).findings
+    assert [(f.code, f.location.line) for f in findings] == [("TL403", 10)]
+    assert project.active_project() is None  # the index is the run's only while it lasts
+
+
+def test_cross_file_fix_adds_the_collator_in_the_training_script(tmp_path):
+    root = _copy(FIXTURES / "TL403" / "project" / "package_reexport", tmp_path)
+    train = root / "train.py"
+    settings = config.Settings(enabled=frozenset({"TL403"}))
+    with project.activated(project.ProjectIndex([str(p) for p in root.rglob("*.py")])):
+        result = engine.fix_text(train.read_text(), str(train), settings, unsafe=True)
+    assert result.applied == 1 and not result.result.findings
+    assert "collate_fn=transformers.DataCollatorWithPadding(tokenizer)" in result.text
+    assert "import transformers\n" in result.text
+
+
+def test_module_names_and_relative_imports(tmp_path):
+    root = _copy(FIXTURES / "TL403" / "project" / "relative_and_base", tmp_path)
+    assert project.module_name(str(root / "proj" / "datasets" / "base.py")) == "proj.datasets.base"
+    assert project.module_name(str(root / "proj" / "__init__.py")) == "proj"
+    assert project.resolve_relative("proj.train", False, 1, "datasets.lowercase") == "proj.datasets.lowercase"
+    assert project.resolve_relative("proj.datasets.lowercase", False, 2, None) == "proj"
+    assert project.resolve_relative("proj.datasets", True, 1, "base") == "proj.datasets.base"
+    assert project.resolve_relative("top", False, 3, None) is None
+
+
+def test_index_follows_reexports_and_bases_and_parses_only_what_it_needs(tmp_path):
+    root = _copy(FIXTURES / "TL403" / "project" / "relative_and_base", tmp_path)
+    # Unrelated modules in the same tree must not be read.
+    for n in range(50):
+        (root / "proj" / f"unrelated_{n}.py").write_text("class Thing:\n    def __getitem__(self, i):\n        return i\n")
+    index = project.ProjectIndex([str(p) for p in root.rglob("*.py")])
+    assert index.parsed_files == 0  # nothing is read before the first question
+    found = project.dataset_item("proj.datasets.lowercase.LowercaseSentences", None, index)
+    assert found is not None
+    cls, item = found
+    assert cls.name == "LowercaseSentences" and item.kind == "tensor"
+    assert "split or tokenized text" in item.reason
+    assert index.parsed_files == 2  # lowercase.py and base.py
+    assert index.find_class("proj.datasets.base.Missing") is None
+
+
+@pytest.mark.parametrize(
+    "body, varies",
+    [
+        ("return self.tokenizer(self.texts[i], truncation=True)", True),
+        ("return self.tokenizer(self.texts[i], padding=True)", True),
+        ("return self.tokenizer(self.texts[i], padding='longest')", True),
+        ("return self.tokenizer(self.texts[i], padding='max_length', truncation=True)", False),
+        ("return self.tokenizer(self.texts[i], pad_to_max_length=True)", False),
+        ("return self.tokenizer(self.texts[i], padding=self.padding)", False),
+        ("return self.tokenizer(self.texts[i], **self.kwargs)", False),
+        ("return torch.tensor(self.tokenizer.encode(self.texts[i]))", True),
+        ("return torch.tensor(self.ids[i])", False),
+        ("return self.data[self.starts[i]:self.starts[i + 1]]", True),
+        ("return self.data[i : i + self.block_size]", False),
+        ("return [self.vocab[w] for w in self.texts[i].split()]", True),
+        ("return self.images[i], self.labels[i]", False),
+        ("return torch.zeros(3, 224, 224)", False),
+        ("x = self.texts[i].split()\n        return torch.tensor([self.vocab[w] for w in x]), self.labels[i]", True),
+    ],
+)
+def test_item_shape(body, varies):
+    source = f"class D:\n    def __getitem__(self, i):\n        {body}\n"
+    tree = ast.parse(source)
+    getitem = tree.body[0].body[0]
+    assert (project.item_shape(getitem) is not None) is varies
+
+
+def test_rule_is_registered_with_its_docs():
+    rule = registry.rule_by_code_or_name("dataloader-variable-length")
+    assert rule.code == "TL403"
+    assert "Not seen" in rule.documentation()

@@ -1,0 +1,614 @@
+"""The project index: dataset classes across the files of one run, and how they are imported.
+
+A ``DataLoader(ds, batch_size=32)`` usually sits in a training script while
+``ds``'s class lives in another module of the same project.  The index answers
+"which class is ``pkg.data.TextDataset`` and what does its ``__getitem__``
+return?" for every file of the run, and is built once per run (the CLI) or
+once per project root (the flake8 plugin), lazily, on the first question.
+
+Cost: building it costs nothing until a rule asks; each file's module name
+comes from its path (climbing through ``__init__.py`` packages), and a module
+is read and parsed with ``ast`` (about a twelfth of LibCST's cost) only when
+a lookup reaches it: the module a ``DataLoader``'s dataset class is imported
+from, a package ``__init__.py`` that re-exports it, the module of a base
+class.  A run over a large tree therefore parses only the few modules that
+its DataLoaders' datasets come from, once each.
+
+What the index cannot see: classes created at run time (``type(...)``,
+factories returning a class or a dataset), datasets of other libraries
+(``datasets.load_dataset``), modules outside the run's files, star imports,
+and ``__getitem__`` inherited from a class outside the project.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import contextvars
+import os
+import re
+import threading
+from dataclasses import dataclass
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+# How many import / inheritance hops a lookup follows.
+MAX_HOPS = 8
+
+
+@dataclass(frozen=True)
+class ItemShape:
+    """What ``__getitem__`` returns when its items vary in length.
+
+    kind: "dict" (a mapping of sequences, e.g. tokenizer output), "tuple", or
+    "tensor"/"list" (one sequence); reason: what makes the length vary, for the
+    message; from_tokenizer: the item is a tokenizer's output (a dict that a
+    ``DataCollatorWithPadding`` can pad).
+    """
+
+    kind: str
+    reason: str
+    from_tokenizer: bool = False
+
+
+@dataclass(frozen=True)
+class DatasetClass:
+    module: str
+    name: str
+    path: str
+    # Base classes as qualified names (resolved through the defining module's imports).
+    bases: Tuple[str, ...]
+    defines_getitem: bool
+    # None when __getitem__ is absent or its items are not known to vary in length.
+    item: Optional[ItemShape]
+
+
+# -- module names ------------------------------------------------------------------
+
+
+def module_name(path: str) -> str:
+    """``pkg.data.text`` for ``.../pkg/data/text.py`` (climbing while ``__init__.py`` says it is a package)."""
+    path = os.path.abspath(path)
+    directory, filename = os.path.split(path)
+    stem = filename.rsplit(".", 1)[0]
+    parts = [] if stem == "__init__" else [stem]
+    while os.path.isfile(os.path.join(directory, "__init__.py")):
+        directory, package = os.path.split(directory)
+        parts.append(package)
+        if not package:
+            break
+    parts.reverse()
+    return ".".join(p for p in parts if p) or stem
+
+
+def resolve_relative(current_module: str, is_package: bool, level: int, target: Optional[str]) -> Optional[str]:
+    """The absolute module of ``from <level dots><target> import ...`` written in ``current_module``."""
+    parts = current_module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        if level - 1 > len(parts):
+            return None
+        parts = parts[: len(parts) - (level - 1)]
+    if target:
+        parts = parts + target.split(".")
+    return ".".join(parts) or None
+
+
+# -- the per-file analysis (ast) -----------------------------------------------------
+
+
+class _ModuleFacts:
+    """Imports and top-level classes of one parsed module."""
+
+    def __init__(self, tree: ast.Module, module: str, path: str) -> None:
+        self.module = module
+        self.path = path
+        is_package = os.path.basename(path) == "__init__.py"
+        # local name -> qualified name
+        self.imports: Dict[str, str] = {}
+        self.classes: Dict[str, DatasetClass] = {}
+        for node in tree.body:
+            for stmt in _guarded(node):
+                if isinstance(stmt, ast.Import):
+                    for alias in stmt.names:
+                        if alias.asname:
+                            self.imports[alias.asname] = alias.name
+                        else:
+                            top = alias.name.split(".", 1)[0]
+                            self.imports[top] = top
+                elif isinstance(stmt, ast.ImportFrom):
+                    base = stmt.module
+                    if stmt.level:
+                        base = resolve_relative(module, is_package, stmt.level, stmt.module)
+                    if base is None:
+                        continue
+                    for alias in stmt.names:
+                        if alias.name != "*":
+                            self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                self.classes[node.name] = self._class(node)
+
+    def qualify(self, node: ast.expr) -> Optional[str]:
+        return self.qualify_dotted(_dotted(node))
+
+    def qualify_dotted(self, dotted: Optional[str]) -> Optional[str]:
+        """``pkg.data.TextDataset`` for ``TextDataset`` as this module names it (imports, relative ones too)."""
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in self.classes:
+            qualified = f"{self.module}.{head}"
+        else:
+            qualified = self.imports.get(head, f"{self.module}.{head}")
+        return f"{qualified}.{rest}" if rest else qualified
+
+    def _class(self, node: ast.ClassDef) -> DatasetClass:
+        bases = tuple(q for q in (self.qualify(base) for base in node.bases) if q)
+        getitem = next(
+            (s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__getitem__"),
+            None,
+        )
+        item = item_shape(getitem, self) if getitem is not None else None
+        return DatasetClass(self.module, node.name, self.path, bases, getitem is not None, item)
+
+
+def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
+    """A top-level statement, looking into ``try:`` / ``if`` blocks (guarded imports)."""
+    if isinstance(node, ast.Try):
+        for block in [node.body, *[h.body for h in node.handlers], node.orelse, node.finalbody]:
+            for stmt in block:
+                yield from _guarded(stmt)
+    elif isinstance(node, ast.If):
+        for stmt in node.body + node.orelse:
+            yield from _guarded(stmt)
+    else:
+        yield node
+
+
+def _dotted(node: ast.expr) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+_TOKENIZER = re.compile(r"tokeni[sz]er", re.IGNORECASE)
+_ENCODE_METHODS = frozenset({"encode", "encode_plus", "__call__"})
+_TENSOR_FROM_LIST = frozenset(
+    {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor", "torch.FloatTensor", "torch.IntTensor"}
+)
+
+
+def item_shape(function: ast.AST, facts: Optional[_ModuleFacts] = None) -> Optional[ItemShape]:
+    """Whether ``__getitem__`` returns sequences whose length depends on the item, and their shape.
+
+    Variable: a tokenizer call without fixed-length padding (no
+    ``padding="max_length"``, or ``padding=True``/``"longest"`` on one item);
+    ``torch.tensor(ids)`` of tokenized or split text; a slice whose bound is
+    looked up from the data (``x[self.starts[i]:self.starts[i + 1]]``); a list
+    built over split or tokenized text. Anything else is taken as fixed.
+    """
+    reader = _GetItemReader(function, facts)
+    return reader.shape()
+
+
+class _GetItemReader:
+    def __init__(self, function: ast.AST, facts: Optional[_ModuleFacts]) -> None:
+        self.function = function
+        self.facts = facts
+        params = function.args.args if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
+        self.index_names = {p.arg for p in params[1:2]}
+        # Local name -> the values assigned to it (in order).
+        self.bindings: Dict[str, List[ast.expr]] = {}
+        self.returns: List[ast.expr] = []
+        for node in ast.walk(function):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in _target_names(target):
+                        self.bindings.setdefault(name, []).append(node.value)
+            elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
+                self.bindings.setdefault(node.target.id, []).append(node.value)
+            elif isinstance(node, ast.Return) and node.value is not None:
+                self.returns.append(node.value)
+            elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not function:
+                continue
+        self._seen: set = set()
+
+    def shape(self) -> Optional[ItemShape]:
+        for value in self.returns:
+            found = self._shape_of(value, 0)
+            if found is not None:
+                return found
+        return None
+
+    # -- shapes ------------------------------------------------------------------
+
+    def _shape_of(self, node: ast.expr, depth: int) -> Optional[ItemShape]:
+        if depth > MAX_HOPS:
+            return None
+        if isinstance(node, ast.Name):
+            for value in self.bindings.get(node.id, ()):
+                key = (node.id, id(value))
+                if key in self._seen:
+                    continue
+                self._seen.add(key)
+                found = self._shape_of(value, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        if isinstance(node, ast.Dict):
+            for value in node.values:
+                reason = self._varies(value, depth + 1)
+                if reason:
+                    return ItemShape("dict", reason, self._is_tokenizer_output(value, depth + 1))
+            return None
+        if isinstance(node, ast.DictComp):
+            reason = self._varies(node.value, depth + 1) or self._comprehension_varies(node, depth + 1)
+            if reason:
+                return ItemShape("dict", reason, self._comprehension_over_tokenizer(node, depth + 1))
+            return None
+        if isinstance(node, ast.Tuple):
+            for element in node.elts:
+                inner = self._shape_of(element, depth + 1)
+                if inner is not None:
+                    return ItemShape("tuple", inner.reason)
+                reason = self._varies(element, depth + 1)
+                if reason:
+                    return ItemShape("tuple", reason)
+            return None
+        tokenizer_call = self._tokenizer_call(node)
+        if tokenizer_call is not None:
+            reason = _unpadded(tokenizer_call)
+            if reason and _returns_dict(tokenizer_call):
+                return ItemShape("dict", reason, True)
+            return ItemShape("list", reason) if reason else None
+        reason = self._varies(node, depth + 1)
+        if reason:
+            return ItemShape("tensor" if isinstance(node, ast.Call) else "list", reason)
+        return None
+
+    def _varies(self, node: ast.expr, depth: int) -> Optional[str]:
+        """Why the sequence ``node`` has an item-dependent length, or None."""
+        if depth > MAX_HOPS:
+            return None
+        if isinstance(node, ast.Name):
+            for value in self.bindings.get(node.id, ()):
+                key = ("v", node.id, id(value))
+                if key in self._seen:
+                    continue
+                self._seen.add(key)
+                found = self._varies(value, depth + 1)
+                if found:
+                    return found
+            return None
+        tokenizer_call = self._tokenizer_call(node)
+        if tokenizer_call is not None:
+            return _unpadded(tokenizer_call)
+        if isinstance(node, ast.Subscript):
+            if isinstance(node.slice, ast.Slice) and self._data_dependent_slice(node.slice):
+                return "a slice whose bounds are looked up from the data"
+            # enc["input_ids"] of a tokenizer output; squeeze/flatten keep the variation.
+            return self._varies(node.value, depth + 1) if _is_key(node.slice) else None
+        if isinstance(node, ast.Call):
+            func = node.func
+            qualified = self.facts.qualify(func) if self.facts else _dotted(func)
+            if qualified in _TENSOR_FROM_LIST and node.args:
+                inner = self._varies(node.args[0], depth + 1) or self._split_text(node.args[0], depth + 1)
+                return f"torch.tensor of {inner}" if inner and not inner.startswith("torch.tensor") else inner
+            if isinstance(func, ast.Attribute) and func.attr in ("squeeze", "flatten", "view", "reshape", "long", "to", "clone"):
+                if func.attr in ("view", "reshape") and node.args and not _is_minus_one(node.args[-1]):
+                    return None
+                return self._varies(func.value, depth + 1)
+            if isinstance(func, ast.Name) and func.id in ("list",) and node.args:
+                return self._varies(node.args[0], depth + 1) or self._split_text(node.args[0], depth + 1)
+            return None
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            return self._comprehension_varies(node, depth + 1)
+        return None
+
+    def _comprehension_varies(self, node: ast.expr, depth: int) -> Optional[str]:
+        for generator in node.generators:
+            if isinstance(node, ast.DictComp):
+                continue  # a dict comprehension's keys are fixed; its values were checked
+            source = self._split_text(generator.iter, depth) or self._varies(generator.iter, depth)
+            if source:
+                return source
+        return None
+
+    def _comprehension_over_tokenizer(self, node: ast.DictComp, depth: int) -> bool:
+        for generator in node.generators:
+            iterated = generator.iter
+            if isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Attribute) and iterated.func.attr == "items":
+                if self._is_tokenizer_output(iterated.func.value, depth):
+                    return True
+        return False
+
+    def _split_text(self, node: ast.expr, depth: int) -> Optional[str]:
+        """``text.split()`` / ``tokenizer.tokenize(text)`` / ``list(text)``: as many items as the text has."""
+        if depth > MAX_HOPS:
+            return None
+        if isinstance(node, ast.Name):
+            for value in self.bindings.get(node.id, ()):
+                key = ("s", node.id, id(value))
+                if key in self._seen:
+                    continue
+                self._seen.add(key)
+                found = self._split_text(value, depth + 1)
+                if found:
+                    return found
+            return None
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
+            return self._comprehension_varies(node, depth + 1)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("split", "tokenize", "convert_tokens_to_ids", "encode"):
+                return "split or tokenized text"
+        return None
+
+    def _is_tokenizer_output(self, node: ast.expr, depth: int) -> bool:
+        if depth > MAX_HOPS:
+            return False
+        if isinstance(node, ast.Name):
+            return any(self._is_tokenizer_output(v, depth + 1) for v in self.bindings.get(node.id, ()))
+        if isinstance(node, ast.Subscript):
+            return self._is_tokenizer_output(node.value, depth + 1)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("squeeze", "flatten"):
+            return self._is_tokenizer_output(node.func.value, depth + 1)
+        return self._tokenizer_call(node) is not None
+
+    def _tokenizer_call(self, node: ast.expr) -> Optional[ast.Call]:
+        """``self.tokenizer(text, ...)``, ``tokenizer.encode_plus(...)``, ``tok.encode(...)``."""
+        if not isinstance(node, ast.Call):
+            return None
+        func = node.func
+        receiver = func
+        if isinstance(func, ast.Attribute) and func.attr in _ENCODE_METHODS:
+            receiver = func.value
+        name = _dotted(receiver)
+        if name is None or not _TOKENIZER.search(name.rsplit(".", 1)[-1]):
+            return None
+        return node
+
+    def _data_dependent_slice(self, node: ast.Slice) -> bool:
+        """A bound read from the data at the item's index: ``self.offsets[idx]``, ``lengths[i]``."""
+        for bound in (node.lower, node.upper):
+            if bound is None:
+                continue
+            for value in self._expand(bound):
+                for sub in ast.walk(value):
+                    if isinstance(sub, ast.Subscript) and any(
+                        isinstance(n, ast.Name) and n.id in self.index_names for n in ast.walk(sub.slice)
+                    ):
+                        return True
+        return False
+
+    def _expand(self, node: ast.expr) -> List[ast.expr]:
+        values = [node]
+        if isinstance(node, ast.Name):
+            values.extend(self.bindings.get(node.id, ()))
+        return values
+
+
+def _target_names(target: ast.expr) -> Iterable[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _target_names(element)
+
+
+def _keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
+    for keyword in call.keywords:
+        if keyword.arg == name:
+            return keyword.value
+    return None
+
+
+def _unpadded(call: ast.Call) -> Optional[str]:
+    """Why a tokenizer call gives item-dependent lengths, or None when it pads to a fixed length."""
+    if any(k.arg is None for k in call.keywords):
+        return None  # **kwargs may hold the padding
+    padding = _keyword(call, "padding")
+    pad_to_max = _keyword(call, "pad_to_max_length")
+    if isinstance(pad_to_max, ast.Constant) and pad_to_max.value is True:
+        return None
+    if padding is None:
+        return "tokenizer output without padding='max_length'"
+    if isinstance(padding, ast.Constant):
+        if padding.value in ("max_length",):
+            return None
+        if padding.value in (True, "longest", False, "do_not_pad"):
+            return f"tokenizer output with padding={padding.value!r} on a single item"
+        return None
+    if isinstance(padding, ast.Attribute) and padding.attr in ("MAX_LENGTH",):
+        return None
+    if isinstance(padding, ast.Attribute) and padding.attr in ("LONGEST", "DO_NOT_PAD"):
+        return f"tokenizer output with padding={padding.attr} on a single item"
+    return None  # padding decided elsewhere
+
+
+def _returns_dict(call: ast.Call) -> bool:
+    func = call.func
+    return not (isinstance(func, ast.Attribute) and func.attr == "encode")
+
+
+def _is_key(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, (str, int))
+
+
+def _is_minus_one(node: ast.expr) -> bool:
+    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and node.operand.value == 1
+
+
+def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
+    """Classes and imports of the file being linted, from its current text (whatever the index holds)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return _ModuleFacts(tree, module_name(path) if path not in ("-", "") else "__main__", path)
+
+
+def dataset_item(
+    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
+) -> Optional[Tuple[DatasetClass, ItemShape]]:
+    """The class ``qualified`` and its variable item shape, looking in the linted file first, then the project.
+
+    A class without ``__getitem__`` takes it from its first base (in order)
+    that the file or the project defines.
+    """
+    if depth > MAX_HOPS:
+        return None
+    cls = None
+    module, _, name = qualified.rpartition(".")
+    if local is not None and module == local.module:
+        cls = local.classes.get(name)
+    if cls is None and project is not None:
+        cls = project.find_class(qualified)
+    if cls is None:
+        return None
+    if cls.defines_getitem:
+        return (cls, cls.item) if cls.item is not None else None
+    for base in cls.bases:
+        found = dataset_item(base, local, project, depth + 1)
+        if found is not None:
+            return cls, found[1]
+    return None
+
+
+# -- the index ------------------------------------------------------------------------
+
+
+class ProjectIndex:
+    """Dataset classes of a set of files, found lazily on the first question.
+
+    ``files`` is the run's file list, or a callable returning it (the flake8
+    plugin walks the project root only when a rule first asks).
+    """
+
+    def __init__(self, files: "Sequence[str] | Callable[[], Sequence[str]]") -> None:
+        self._files_source = files
+        self._lock = threading.Lock()
+        self._modules: Optional[Dict[str, str]] = None  # module name -> path
+        self._facts: Dict[str, Optional[_ModuleFacts]] = {}
+        self.parsed_files = 0
+
+    # -- building ---------------------------------------------------------------
+
+    def _ensure(self) -> Dict[str, str]:
+        if self._modules is None:
+            with self._lock:
+                if self._modules is None:
+                    files = self._files_source() if callable(self._files_source) else self._files_source
+                    modules: Dict[str, str] = {}
+                    for path in files:
+                        if path.endswith(".py"):
+                            modules.setdefault(module_name(path), path)
+                    self._modules = modules
+        return self._modules
+
+    def _module_facts(self, module: str) -> Optional[_ModuleFacts]:
+        """One module's classes and imports, parsed with ``ast`` the first time a lookup reaches it."""
+        if module in self._facts:
+            return self._facts[module]
+        path = self._ensure().get(module)
+        facts = None
+        if path is not None:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                data = b""
+            # A module without a class or an import cannot define or re-export a dataset.
+            if b"class " in data or b"import" in data:
+                try:
+                    tree = ast.parse(data)
+                except (SyntaxError, ValueError, RecursionError):
+                    tree = None
+                if tree is not None:
+                    self.parsed_files += 1
+                    facts = _ModuleFacts(tree, module, path)
+        self._facts[module] = facts
+        return facts
+
+    # -- questions ----------------------------------------------------------------
+
+    def module_of(self, path: str) -> Optional[str]:
+        """The module name of a file of the run (None when it is not one of them)."""
+        name = module_name(path)
+        return name if self._ensure().get(name) is not None else None
+
+    def find_class(self, qualified: str) -> Optional[DatasetClass]:
+        """The class named ``qualified`` (``pkg.data.TextDataset``), following re-exports."""
+        for _ in range(MAX_HOPS):
+            module, _, name = qualified.rpartition(".")
+            if not module:
+                return None
+            facts = self._module_facts(module)
+            if facts is None:
+                return None
+            if name in facts.classes:
+                return facts.classes[name]
+            target = facts.imports.get(name)
+            if target is None or target == qualified:
+                return None
+            qualified = target
+        return None
+
+
+def files_under(root: str) -> List[str]:
+    """Python files under ``root``, skipping the usual non-source folders (for the flake8 plugin)."""
+    skip = {".git", ".hg", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist", "node_modules", "site-packages", ".eggs"}
+    found = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in skip and not d.endswith(".egg-info"))
+        found.extend(os.path.join(directory, n) for n in sorted(names) if n.endswith(".py"))
+    return found
+
+
+# -- the run's index ----------------------------------------------------------------
+
+_ACTIVE: "contextvars.ContextVar[Optional[ProjectIndex]]" = contextvars.ContextVar("torchlint_project", default=None)
+
+
+def active_project() -> Optional[ProjectIndex]:
+    """The index of the run in progress (None when a text is linted on its own)."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def activated(index: Optional[ProjectIndex]) -> Iterator[Optional[ProjectIndex]]:
+    """Make ``index`` the one every FileContext created inside the block sees as ``context.project``."""
+    token = _ACTIVE.set(index)
+    try:
+        yield index
+    finally:
+        _ACTIVE.reset(token)
+
+
+def index_for_run(files: Sequence[str], paths: Sequence[str], settings) -> ProjectIndex:
+    """The CLI's index: the run's files plus the project's other modules, found on the first lookup.
+
+    The project is the folder of the configuration file when there is one,
+    else the folder the given paths share: a run over a few changed files
+    (pre-commit) still finds the dataset class in a module it was not given.
+    Exclude patterns apply as for the run.
+    """
+    if settings.config_path:
+        root = os.path.dirname(os.path.abspath(settings.config_path))
+    else:
+        existing = [os.path.abspath(p) for p in paths if os.path.exists(p)]
+        root = os.path.commonpath(existing) if existing else os.getcwd()
+        if os.path.isfile(root):
+            root = os.path.dirname(root)
+
+    def every_file() -> List[str]:
+        from torchlint.files import discover
+
+        found, _ = discover([root], settings)
+        return list(files) + found
+
+    return ProjectIndex(every_file)
