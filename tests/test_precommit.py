@@ -99,8 +99,14 @@ def hook_sections(output: str) -> dict:
 
 @pytest.fixture(scope="module")
 def bad_commit(tmp_path_factory, environment):
-    """Both hooks (check first, then fix: pre-commit orders them by id) on a file with a TL201 bug."""
-    repository = git_repository(tmp_path_factory.mktemp("bad") / "project", {"model/head.py": BAD}, environment)
+    """Both hooks (check first, then fix: pre-commit orders them by id) on a file with a TL201 bug,
+    beside a copy in a folder that [tool.torchlint] excludes (pre-commit names it; --force-exclude skips it)."""
+    files = {
+        "model/head.py": BAD,
+        "vendored/head.py": BAD,
+        "pyproject.toml": '[tool.torchlint]\nextend-exclude = ["vendored"]\n',
+    }
+    repository = git_repository(tmp_path_factory.mktemp("bad") / "project", files, environment)
     completed = try_repo(repository, environment)
     return repository, completed, hook_sections(completed.stdout + completed.stderr)
 
@@ -113,6 +119,7 @@ def test_check_hook_fails_and_names_the_bug(bad_commit):
     assert "model/head.py:6:12: TL201" in output
     assert "- exit code: 1" in output
     assert "files were modified" not in output  # the check hook writes nothing
+    assert "vendored" not in output
 
 
 def test_fix_hook_rewrites_the_file_and_fails_the_commit(bad_commit):
@@ -122,6 +129,7 @@ def test_fix_hook_rewrites_the_file_and_fails_the_commit(bad_commit):
     assert status == "Failed", output
     assert "files were modified by this hook" in output
     assert (repository / "model/head.py").read_text(encoding="utf-8") == FIXED
+    assert (repository / "vendored/head.py").read_text(encoding="utf-8") == BAD
 
 
 def test_no_python_files_passes_quietly(tmp_path, environment):
