@@ -154,3 +154,15 @@ def test_rule_is_registered_with_its_docs():
     rule = registry.rule_by_code_or_name("dataloader-variable-length")
     assert rule.code == "TL403"
     assert "Not seen" in rule.documentation()
+
+
+def test_real_flake8_finds_the_dataset_in_another_module(tmp_path):
+    # flake8's worker processes each build the index lazily for the file's project root.
+    import subprocess
+    import sys
+
+    root = _copy(FIXTURES / "TL403" / "project" / "relative_and_base", tmp_path)
+    command = [sys.executable, "-m", "flake8", "--isolated", "--select", "TL403", "--format=%(path)s:%(row)d:%(code)s", "."]
+    completed = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 1, completed.stderr
+    assert completed.stdout.split() == ["./proj/train.py:8:TL403"]

@@ -10,20 +10,21 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from torchlint import config, engine, registry  # noqa: E402
+from runtime_support import SNIPPET_PATH, execute, settings_for  # noqa: E402
+from torchlint import config, engine  # noqa: E402
 
 
 def fixed(source: str, *codes: str, unsafe: bool = True) -> str:
-    settings = config.Settings(enabled=registry.expand_selectors(codes))
-    result = engine.fix_text(source, "snippet.py", settings, unsafe=unsafe)
+    """The codemod's own output for ``source`` with ``codes`` selected (never typed by hand)."""
+    result = engine.fix_text(source, SNIPPET_PATH, settings_for(codes), unsafe=unsafe)
+    assert not result.result.diagnostics, result.result.diagnostics
     assert result.applied > 0, "the codemod changed nothing"
     assert not [f for f in result.result.findings if f.code in codes], "findings remain after the fix"
     return result.text
 
 
-def run(source: str, **namespace):
-    exec(compile(source, "snippet.py", "exec"), namespace)
-    return namespace
+def run(source: str):
+    return execute(source, "snippet")
 
 
 # -- TL405 unknown-torch-keyword --------------------------------------------------------

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import contextvars
+import functools
 import os
 import re
 import threading
@@ -64,13 +65,17 @@ class DatasetClass:
 # -- module names ------------------------------------------------------------------
 
 
-def module_name(path: str) -> str:
+def _has_init(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "__init__.py"))
+
+
+def module_name(path: str, is_package_dir: Callable[[str], bool] = _has_init) -> str:
     """``pkg.data.text`` for ``.../pkg/data/text.py`` (climbing while ``__init__.py`` says it is a package)."""
     path = os.path.abspath(path)
     directory, filename = os.path.split(path)
     stem = filename.rsplit(".", 1)[0]
     parts = [] if stem == "__init__" else [stem]
-    while os.path.isfile(os.path.join(directory, "__init__.py")):
+    while is_package_dir(directory):
         directory, package = os.path.split(directory)
         parts.append(package)
         if not package:
@@ -504,9 +509,11 @@ class ProjectIndex:
                 if self._modules is None:
                     files = self._files_source() if callable(self._files_source) else self._files_source
                     modules: Dict[str, str] = {}
+                    # One __init__.py check per directory, however many files it holds.
+                    is_package_dir = functools.lru_cache(maxsize=None)(_has_init)
                     for path in files:
                         if path.endswith(".py"):
-                            modules.setdefault(module_name(path), path)
+                            modules.setdefault(module_name(path, is_package_dir), path)
                     self._modules = modules
         return self._modules
 
