@@ -264,8 +264,15 @@ def classify_divisor(
     node = _strip_parens(divisor)
     if isinstance(node, cst.Name) and site is not None:
         reaching = bindings(site, node.value)
-        if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
-            found = classify_divisor(context, reaching[0].value, None, reaching[0].site)
+        # The value comes from one assignment, perhaps repaired afterwards (``n[n == 0] = 1``, an
+        # ``if`` that adds eps): the guard analysis judges the repairs.
+        if (
+            reaching
+            and reaching[-1].kind == "assign"
+            and reaching[-1].value is not None
+            and all(b.kind in ("masked", "conditional") for b in reaching[:-1])
+        ):
+            found = classify_divisor(context, reaching[-1].value, None, reaching[-1].site)
             if found is not None and found.kind in ("count", "magnitude", "product"):
                 return Divisor(found.kind, found.reduction, through_name=True)
         return None

@@ -47,15 +47,16 @@ def eps_text(context: "FileContext") -> str:
 
 
 def float_literal(value: float) -> str:
-    """``1e-6`` for 1e-06, ``0.001`` for 1e-3: the shortest exact rendering, without a padded exponent."""
-    text = repr(float(value))
-    if "e" in text:
-        mantissa, exponent = text.split("e")
-        if mantissa.endswith(".0"):
-            mantissa = mantissa[:-2]
-        sign = "-" if exponent.startswith("-") else ""
-        return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
-    return text
+    """``1e-6`` for 1e-06, ``1e-4`` for 0.0001, ``0.01`` for 1e-2: the shortest exact rendering."""
+    value = float(value)
+    if value != 0 and abs(value) < 1e-3:
+        for digits in range(16):
+            text = f"{value:.{digits}e}"
+            if float(text) == value:
+                mantissa, exponent = text.split("e")
+                sign = "-" if exponent.startswith("-") else ""
+                return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
+    return repr(value)
 
 
 def clamped(operand: cst.BaseExpression, minimum: Union[str, cst.BaseExpression]) -> cst.Call:

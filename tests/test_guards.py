@@ -1,0 +1,371 @@
+"""Unit tests of the guard analysis (analysis/domain, analysis/guards, analysis/dataflow, analysis/fixes).
+
+Each snippet line that holds a domain-edge op ends with ``# unguarded`` or
+``# guarded``; the test walks the tree the way the engine does (keeping the
+ancestor chain) and asks ``needs_guard`` about every op found.
+"""
+from __future__ import annotations
+
+import textwrap
+from typing import Dict, List, Tuple
+
+import libcst as cst
+import pytest
+
+from torchlint import config
+from torchlint.analysis import guards
+from torchlint.analysis.dataflow import bindings, site_of
+from torchlint.analysis.domain import DIV, LOG, POW, RSQRT, SQRT, match_domain_op
+from torchlint.analysis.fixes import clamped, float_literal
+from torchlint.context import FileContext
+
+
+class _Walker(cst.CSTVisitor):
+    def __init__(self, context: FileContext) -> None:
+        super().__init__()
+        self.context = context
+        self.ops: List[Tuple[cst.CSTNode, object, bool, list]] = []
+
+    def on_visit(self, node: cst.CSTNode) -> bool:
+        if isinstance(node, (cst.Import, cst.ImportFrom)):
+            self.context.imports.add(node)
+        op = match_domain_op(self.context, node, site_of(self.context.ancestors))
+        if op is not None:
+            verdict = guards.needs_guard(self.context, op)
+            self.ops.append((node, op, verdict, list(self.context.ancestors)))
+        self.context.ancestors.append(node)
+        return True
+
+    def on_leave(self, original_node: cst.CSTNode) -> None:
+        self.context.ancestors.pop()
+
+
+def analyse(source: str):
+    source = textwrap.dedent(source).lstrip("\n")
+    module = cst.parse_module(source)
+    context = FileContext("snippet.py", source, module, config.Settings(enabled=frozenset()))
+    walker = _Walker(context)
+    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
+    positions = wrapper.resolve(cst.metadata.PositionProvider)
+    module.visit(walker)
+    verdicts: Dict[int, List[bool]] = {}
+    kinds: Dict[int, List[str]] = {}
+    for node, op, verdict, _ in walker.ops:
+        line = positions[node].start.line
+        verdicts.setdefault(line, []).append(verdict)
+        kinds.setdefault(line, []).append(op.kind)
+    return source, verdicts, kinds, context, walker
+
+
+def check(source: str) -> None:
+    text, verdicts, _, _, _ = analyse(source)
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.rstrip().endswith("# unguarded"):
+            assert verdicts.get(number) and all(verdicts[number]), f"line {number} should need a guard: {line}"
+        elif line.rstrip().endswith("# guarded"):
+            assert number in verdicts, f"line {number} holds no domain-edge op: {line}"
+            assert not any(verdicts[number]), f"line {number} is guarded: {line}"
+
+
+def test_every_form_is_recognised():
+    _, _, kinds, _, _ = analyse(
+        """
+        import torch
+        from torch import rsqrt
+        def f(x: torch.Tensor, p, mask):
+            a = torch.sqrt(x)
+            b = x.sqrt()
+            c = x ** 0.5
+            d = torch.pow(x, 0.5)
+            e = x.pow(.5)
+            g = rsqrt(x)
+            h = torch.log2(x) + x.log10() + x.log()
+            i = x ** (1 / p)
+            j = torch.pow(x, 0.25)
+            k = x / mask.sum()
+            l = x / x.norm(dim=1, keepdim=True)
+            n = torch.div(x, x.std())
+            x /= torch.count_nonzero(mask)
+        """
+    )
+    assert kinds[4] == [SQRT] and kinds[5] == [SQRT] and kinds[6] == [SQRT]
+    assert kinds[7] == [SQRT] and kinds[8] == [SQRT] and kinds[9] == [RSQRT]
+    assert kinds[10] == [LOG, LOG, LOG]
+    assert kinds[11] == [POW] and kinds[12] == [POW]
+    assert kinds[13] == [DIV] and kinds[14] == [DIV] and kinds[15] == [DIV] and kinds[16] == [DIV]
+
+
+def test_not_domain_ops():
+    _, _, kinds, _, _ = analyse(
+        """
+        import math
+        import numpy as np
+        import torch
+        def f(x: torch.Tensor, w):
+            a = x ** 2
+            b = x ** 1.5
+            c = x ** -0.5
+            d = math.sqrt(3) + np.log(x) + math.log(2)
+            e = x / w.sum()
+            f = x / x.max()
+            g = x / 3
+        """
+    )
+    assert kinds == {}
+
+
+def test_divisor_kinds_and_fix_shapes():
+    _, _, _, context, walker = analyse(
+        """
+        import torch
+        def f(x, a, b, labels, mask):
+            n = (labels != -100).sum()
+            p = x.sum() / n
+            q = x / x.norm(dim=-1, keepdim=True)
+            r = (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
+            s = x / x.std()
+            t = x / (x ** 2).sum()
+            u = x / mask.float().sum(1)
+        """
+    )
+    divisors = [op.divisor for _, op, _, _ in walker.ops]
+    assert [d.kind for d in divisors] == ["count", "normalize", "cosine", "magnitude", "magnitude", "count"]
+    assert divisors[0].through_name
+
+
+def test_positive_forms_are_guards():
+    check(
+        """
+        import torch
+        import torch.nn.functional as F
+        EPS = 1e-6
+        TINY = 1e-12
+        def f(x: torch.Tensor, eps=1e-8, tau=0.07):
+            a = torch.sqrt(x + eps)  # guarded
+            b = torch.sqrt(x + 1e-6)  # guarded
+            c = torch.log(1 + x)  # guarded
+            d = torch.log(x.clamp(min=EPS))  # guarded
+            e = torch.log(x.clamp_min(1e-6))  # guarded
+            g = torch.log(torch.clamp(x, TINY, 1.0))  # guarded
+            h = torch.log(x.clip(min=eps))  # guarded
+            i = torch.sqrt(torch.maximum(x, torch.tensor(1e-6)))  # guarded
+            j = torch.log(torch.exp(x))  # guarded
+            k = torch.log(F.softplus(x) + eps)  # guarded
+            l = torch.sqrt(x.abs() + eps)  # guarded
+            m = torch.sqrt(x ** 2 + eps)  # guarded
+            o = torch.log(tau)  # guarded
+            q = torch.log(F.relu(x) + EPS)  # guarded
+        """
+    )
+
+
+def test_non_guards():
+    check(
+        """
+        import torch
+        import torch.nn.functional as F
+        EPS = 1e-6
+        def f(x: torch.Tensor, p: torch.Tensor, mask):
+            a = torch.sqrt(x) + EPS  # unguarded
+            b = torch.clamp_min(torch.log(p), -100)  # unguarded
+            c = torch.sqrt(x.clamp(min=0))  # unguarded
+            d = torch.sqrt(F.relu(x))  # unguarded
+            e = torch.log(F.softplus(x))  # unguarded
+            g = torch.sqrt(x.abs())  # unguarded
+            h = torch.log(x - 1e-6)  # unguarded
+            i = x / mask.sum()  # unguarded
+            j = torch.log(p * x)  # unguarded
+        """
+    )
+
+
+def test_names_bound_earlier():
+    check(
+        """
+        import torch
+        def f(x: torch.Tensor, mask, eps=1e-6):
+            v = x.var(0)
+            a = v.sqrt()  # unguarded
+            v = v + eps
+            b = v.sqrt()  # guarded
+            s = x.square().sum()
+            s += eps
+            c = torch.log(s)  # guarded
+            d = x.norm(dim=-1)
+            d = d + mask * 1e-16
+            e = torch.log(d)  # guarded
+            n = x.square().sum()
+            n.clamp_(min=1e-6)
+            g = torch.sqrt(n)  # guarded
+            m = x.norm()
+            m[m == 0] = 1.0
+            h = x / m  # guarded
+            w = x.abs()
+            with torch.no_grad():
+                w = w + eps
+            i = torch.log(w)  # guarded
+        """
+    )
+
+
+def test_conditions_and_asserts():
+    check(
+        """
+        import torch
+        def f(x: torch.Tensor, mask, d: torch.Tensor):
+            if (x > 0).all():
+                a = torch.sqrt(x)  # guarded
+            if d != 0:
+                b = x / d.norm()  # unguarded
+            if x.min() > 0:
+                c = x.log()  # guarded
+            if mask.any():
+                e = x.sum() / mask.sum()  # guarded
+            n = mask.sum()
+            g = x.sum() / n if n > 0 else x.sum()  # guarded
+            if n == 0:
+                return None
+            h = x.sum() / n  # guarded
+            assert (d > 0).all()
+            i = torch.log(d)  # guarded
+            ok = x > 0
+            if ok.all():
+                j = torch.log(x)  # guarded
+            k = torch.log(x)  # unguarded
+        """
+    )
+
+
+def test_not_tensors_are_never_flagged():
+    check(
+        """
+        import math
+        import torch
+        def f(x: torch.Tensor, dim: int, hidden_size):
+            a = dim ** 0.5  # guarded
+            b = x.size(-1) ** 0.5  # guarded
+            c = x.shape[1] ** 0.5  # guarded
+            d = x.numel() ** 0.5  # guarded
+            e = torch.sqrt(torch.tensor(dim))  # guarded
+            B, N, C = x.shape
+            g = N ** 0.5  # guarded
+            h = len(x) ** (1 / 3)  # guarded
+        """
+    )
+
+
+def test_user_defined_log_is_not_torch():
+    check(
+        """
+        import torch
+        class Group:
+            def log(self):
+                return self
+            def inverse(self, other):
+                return other.log()  # guarded
+        def g(x: torch.Tensor):
+            return x.log()  # unguarded
+        """
+    )
+
+
+def test_ownership_where_filter_and_fused():
+    check(
+        """
+        import torch
+        import torch.nn.functional as F
+        def f(x: torch.Tensor, p: torch.Tensor, logits, w):
+            a = torch.where(x > 0, torch.sqrt(x), 0)  # guarded
+            b = torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))  # guarded
+            c = torch.nan_to_num(torch.log(p))  # guarded
+            y = x / x.norm()  # guarded
+            y[torch.isnan(y)] = 0
+            d = torch.log(F.softmax(logits, -1))  # guarded
+            e = torch.log(torch.sigmoid(logits))  # guarded
+            g = torch.log(torch.exp(logits).sum(-1))  # guarded
+            h = p * torch.log(p)  # guarded
+            i = torch.where(w > 0, torch.log(p), 0)  # unguarded
+        """
+    )
+    _, _, _, context, walker = analyse(
+        """
+        import torch
+        def f(x: torch.Tensor, p):
+            a = torch.where(x > 0, torch.sqrt(x), 0)
+            b = torch.nan_to_num(torch.log(p))
+            c = torch.log(torch.softmax(p, -1))
+        """
+    )
+    (_, sqrt_op, _, sqrt_anc), (_, log_op, _, log_anc), (_, fused_op, _, fused_anc) = walker.ops
+    context.ancestors[:] = sqrt_anc
+    assert guards.where_owner(context, sqrt_op) is not None
+    context.ancestors[:] = log_anc
+    assert guards.filter_owner(context, log_op) is not None
+    context.ancestors[:] = fused_anc
+    assert guards.fused_log_owner(context, fused_op) == "TL201"
+    context.ancestors[:] = []
+
+
+def test_gradient_free_code():
+    check(
+        """
+        import torch
+        from torch.optim import Optimizer
+        @torch.no_grad()
+        def update(x: torch.Tensor):
+            return x.sqrt()  # guarded
+        def g(x: torch.Tensor):
+            with torch.no_grad():
+                a = x.abs().sqrt()  # guarded
+            b = x.abs().sqrt().detach()  # guarded
+            r = torch.rand(3)
+            c = r.sqrt()  # guarded
+            d = torch.sqrt(x.var() - x.mean())  # unguarded
+            e = x.abs().sqrt()  # unguarded
+            f = torch.log(x.detach())  # unguarded
+        """
+    )
+
+
+def test_sigmoid_and_softmax_are_positive_only_as_divisors():
+    _, _, _, context, _ = analyse("import torch\n")
+    node = cst.parse_expression("torch.sigmoid(x).sum()")
+    assert guards.sign_of(context, node, None, division=True) is guards.Sign.POSITIVE
+    assert guards.sign_of(context, node, None) is guards.Sign.NONNEGATIVE
+
+
+def test_dataflow_bindings():
+    source = textwrap.dedent(
+        """
+        def f(d, eps=1e-6):
+            d = d.norm()
+            if d is None:
+                d = eps
+            d += eps
+            return d
+        """
+    ).lstrip()
+    module = cst.parse_module(source)
+    function = module.body[0]
+    ret = function.body.body[-1]
+    site = site_of([module, function, function.body, ret])
+    found = bindings(site, "d")
+    assert [b.kind for b in found] == ["update"]
+    before_update = bindings(found[0].site, "d")
+    assert [b.kind for b in before_update] == ["conditional", "assign"]
+    assert [b.kind for b in bindings(site, "eps")] == ["param"]
+
+
+def test_fix_builders():
+    assert float_literal(1e-6) == "1e-6" and float_literal(1e-4) == "1e-4" and float_literal(0.5) == "0.5"
+    module = cst.Module(body=[])
+    assert module.code_for_node(clamped(cst.parse_expression("a - b"), "1e-6")) == "(a - b).clamp_min(1e-6)"
+    assert module.code_for_node(clamped(cst.parse_expression("x.var(0)"), "1")) == "x.var(0).clamp_min(1)"
+    assert module.code_for_node(clamped(cst.parse_expression("(a + b)"), "1")) == "(a + b).clamp_min(1)"
+
+
+@pytest.mark.parametrize("value", [1e-6, 2e-5, 1e-4])
+def test_default_eps_survives_float16(value):
+    torch = pytest.importorskip("torch")
+    assert torch.tensor(value, dtype=torch.float16).item() > 0
+    assert torch.tensor(1e-8, dtype=torch.float16).item() == 0.0
