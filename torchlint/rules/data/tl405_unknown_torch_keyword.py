@@ -66,6 +66,12 @@ class UnknownTorchKeyword(Rule):
     Calls with `**kwargs` are reported without a fix (the corrected name may
     be among them).
 
+    With a `target-torch-version` older than the table's torch, only
+    keywords with a close accepted name are reported: a keyword that the
+    older torch took and the newer one dropped (`ReduceLROnPlateau(...,
+    verbose=True)`, gone in recent releases) is not a mistake for that
+    target.
+
     Not seen: APIs outside the table (its list is in the JSON file), method
     calls on tensors (`x.to(devic=...)`), torch APIs reached through a name
     rebound by assignment, keywords that an older torch accepted and the
@@ -87,6 +93,11 @@ class UnknownTorchKeyword(Rule):
         misspelt = misspelt_keywords(qualified, node)
         if not misspelt:
             return
+        if self._targets_older_torch():
+            # An older torch may have had a keyword the table's torch dropped: report only misspellings.
+            misspelt = {written: fix for written, fix in misspelt.items() if fix is not None}
+            if not misspelt:
+                return
         given = {arg.keyword.value for arg in node.args if arg.keyword is not None}
         api = public_name(qualified)
         for arg in node.args:
@@ -105,6 +116,13 @@ class UnknownTorchKeyword(Rule):
                         (Replacement(arg.keyword, cst.Name(correction)),),
                     )
             self.report(arg, message, fix)
+
+    def _targets_older_torch(self) -> bool:
+        target = self.context.settings.target_torch_version
+        if target is None:
+            return False
+        table = tuple(int(part) for part in table_torch_version().split(".")[:2])
+        return tuple(target) < table
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
