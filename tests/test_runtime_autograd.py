@@ -205,6 +205,7 @@ class Regressor(nn.Module):
 
 def test_tl302_rewrapped_loss_trains_nothing_until_the_fix():
     pair = fix_and_exec(REWRAP, "TL302", unsafe=True, applicability="unsafe")
+    assert "requires_grad=True" not in pair.fixed_source, pair.describe()  # the re-wrapping line is gone
     bad_step, good_step = pair.functions("train_step")
     torch.manual_seed(0)
     x, y = torch.randn(16, 4), torch.randn(16, 1)

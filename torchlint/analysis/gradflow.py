@@ -24,8 +24,10 @@ A ``FunctionFlow`` answers:
   gradient would otherwise reach ``expr``.
 - ``backward_calls``: ``t.backward()`` / ``torch.autograd.backward(t)`` with
   their order, enclosing loops and branches, and whether they free the graph;
-  ``lone_statements`` tells which calls are a whole statement line (and in
-  which block), for fixes that delete or merge lines.
+  ``lone_statements`` tells which calls (and one-line assignment values) are
+  a whole statement line, and in which block, and ``removable_lines`` which
+  of those lines can go without emptying their block, for fixes that delete
+  or merge lines.
 - ``graph_roots(expr)``: the module calls (forward passes) a value was
   computed from, for "two losses share one forward pass"; ``flows_into(sink)``:
   every expression whose value reaches ``sink``.
@@ -341,6 +343,7 @@ class FunctionFlow:
         self.step_sites: List[Site] = []  # optimizer.step() and friends
         # id(call) -> (its statement line, id of the block) for calls that are a whole line
         self.lone_statements: Dict[int, Tuple[cst.SimpleStatementLine, int]] = {}
+        self.removable_lines: Set[int] = set()  # lines whose block keeps other statements
         self.break_sites: List[Site] = []
         self._order = 0
         self._carries: Dict[tuple, Tuple[cst.BaseExpression, bool]] = {}
@@ -358,9 +361,12 @@ class FunctionFlow:
             self._scan_small(body.body, self._site(loops, branches, no_grad))
             return
         for stmt in body.body:
-            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], cst.Expr):
-                # a call that is a whole statement line, and the block that holds the line
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], (cst.Expr, cst.Assign)):
+                # an expression that is a whole statement line (or the value of a one-line
+                # assignment), the line, and the block holding it
                 self.lone_statements[id(stmt.body[0].value)] = (stmt, id(body))
+                if len(body.body) > 1:
+                    self.removable_lines.add(id(stmt))
             self._scan_statement(stmt, loops, branches, no_grad)
 
     def _scan_statement(self, stmt: cst.CSTNode, loops, branches, no_grad) -> None:

@@ -47,7 +47,9 @@ class GraphBreakDetach(Rule):
     Unsafe: removing the step changes what is trained (that is the point),
     and the type of the value (`.item()`, `.tolist()`, `.numpy()` gave Python
     or NumPy values; code around it may rely on that). Chains such as
-    `t.detach().cpu().numpy()` lose one step per pass.
+    `t.detach().cpu().numpy()` lose one step per pass. A line that only
+    re-wraps a name into itself (`loss = torch.tensor(loss.item(),
+    requires_grad=True)`) is deleted.
 
     Stop-gradients that are clearly intended stay silent: a value that still
     has another path to the parameters (`x + (q - x).detach()`, a detached
@@ -112,6 +114,16 @@ class GraphBreakDetach(Rule):
         operand = flow.detaching_operand(step)
         if operand is None:
             return None
+        innermost = operand
+        while flow.detaching_operand(innermost) is not None:
+            innermost = flow.detaching_operand(innermost)
+        line = flow.lone_statements.get(id(step))
+        if line is not None and id(line[0]) in flow.removable_lines and isinstance(innermost, cst.Name):
+            assign = line[0].body[0]
+            targets = assign.targets if isinstance(assign, cst.Assign) else ()
+            if len(targets) == 1 and isinstance(targets[0].target, cst.Name) and targets[0].target.value == innermost.value:
+                # ``loss = torch.tensor(loss.item(), requires_grad=True)``: without its steps the line is ``loss = loss``
+                return FixSpec(Applicability.UNSAFE, "Remove the re-wrapping line", (Replacement(line[0], cst.RemoveFromParent()),))
         text = self.context.code(operand).strip()
         whole_value = any(b.value is step for bs in flow.bindings.values() for b in bs) or any(
             value is step for value, _ in flow.returns
