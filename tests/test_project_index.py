@@ -140,6 +140,8 @@ def test_index_follows_reexports_and_bases_and_parses_only_what_it_needs(tmp_pat
         ("return [self.vocab[w] for w in self.texts[i].split()]", True),
         ("return self.images[i], self.labels[i]", False),
         ("return torch.zeros(3, 224, 224)", False),
+        ("return self.tokenizer_fn(self.texts[i])", False),
+        ("return self.source_tokenizer(self.texts[i])", True),
         ("x = self.texts[i].split()\n        return torch.tensor([self.vocab[w] for w in x]), self.labels[i]", True),
     ],
 )

@@ -2,6 +2,7 @@
 and the codemod's own output (engine.fix_text at test time) does not."""
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import textwrap
@@ -399,3 +400,47 @@ def test_tl403_tuple_items_with_data_dependent_slices():
     assert torch.equal(signals[0], torch.tensor([1.0, 2.0, 0.0, 0.0, 0.0]))
     assert torch.equal(signals[1], samples[2:7])
     assert torch.equal(indices, torch.tensor([0, 1, 2]))
+
+
+TOKENIZED_ITEMS = textwrap.dedent(
+    """
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class QuestionDataset(Dataset):
+        def __init__(self, questions, tokenizer):
+            self.questions = questions
+            self.tokenizer = tokenizer
+
+        def __len__(self):
+            return len(self.questions)
+
+        def __getitem__(self, idx):
+            return self.tokenizer(self.questions[idx], truncation=True)
+
+
+    def batches(questions, encode):
+        return list(DataLoader(QuestionDataset(questions, encode), batch_size=2))
+    """
+)
+
+
+class _StandInEncoding(collections.UserDict):
+    """A tokenizer's output is a mapping but not a dict (transformers' BatchEncoding is a UserDict)."""
+
+
+def _stand_in_tokenizer(text, truncation=False):
+    ids = [len(word) for word in text.split()]
+    return _StandInEncoding(input_ids=ids, attention_mask=[1] * len(ids))
+
+
+def test_tl403_tokenizer_outputs_of_different_lengths_and_the_padding_collate():
+    questions = ["how are you", "why", "what is this thing", "ok"]
+    with pytest.raises(RuntimeError, match="should be of equal size"):
+        run(TOKENIZED_ITEMS)["batches"](questions, _stand_in_tokenizer)
+    after = fixed(TOKENIZED_ITEMS, "TL403")
+    assert "collate_fn=pad_collate" in after  # no tokenizer variable in the loader's scope
+    first, second = run(after)["batches"](questions, _stand_in_tokenizer)
+    assert torch.equal(first["input_ids"], torch.tensor([[3, 3, 3], [3, 0, 0]]))
+    assert torch.equal(first["attention_mask"], torch.tensor([[1, 1, 1], [1, 0, 0]]))
+    assert second["input_ids"].shape == (2, 4)

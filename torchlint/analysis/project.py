@@ -26,10 +26,11 @@ import contextlib
 import contextvars
 import functools
 import os
-import re
 import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+
+from torchlint.analysis.tokenizers import is_tokenizer_name
 
 # How many import / inheritance hops a lookup follows.
 MAX_HOPS = 8
@@ -181,7 +182,6 @@ def _dotted(node: ast.expr) -> Optional[str]:
     return None
 
 
-_TOKENIZER = re.compile(r"tokeni[sz]er", re.IGNORECASE)
 _ENCODE_METHODS = frozenset({"encode", "encode_plus", "__call__"})
 _TENSOR_FROM_LIST = frozenset(
     {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor", "torch.FloatTensor", "torch.IntTensor"}
@@ -373,7 +373,7 @@ class _GetItemReader:
         if isinstance(func, ast.Attribute) and func.attr in _ENCODE_METHODS:
             receiver = func.value
         name = _dotted(receiver)
-        if name is None or not _TOKENIZER.search(name.rsplit(".", 1)[-1]):
+        if name is None or not is_tokenizer_name(name):
             return None
         return node
 

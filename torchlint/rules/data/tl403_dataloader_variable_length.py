@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import re
 from typing import Optional, Tuple
 
 import libcst as cst
@@ -9,6 +8,7 @@ from torchlint.analysis.calls import add_keyword, argument, has_star_args, keywo
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.ops import number_value
 from torchlint.analysis.project import DatasetClass, ItemShape, dataset_item, facts_of_source
+from torchlint.analysis.tokenizers import is_tokenizer_name
 from torchlint.analysis.scope import assignments
 from torchlint.rule import Applicability, FixSpec, ImportRequirement, Replacement, Rule
 
@@ -20,12 +20,11 @@ BATCH_SIZE_POSITION, BATCH_SAMPLER_POSITION, COLLATE_POSITION = 1, 4, 6
 COLLATE_NAME = "pad_collate"
 # Marks the collate function the fix writes, so that later fixes reuse it.
 COLLATE_MARK = "(torchlint TL403)"
-_TOKENIZER = re.compile(r"tokeni[sz]er", re.IGNORECASE)
 
 COLLATE_TEMPLATE = '''def {name}(batch, padding_value=0):
 {i}"""Batch items of different lengths: pad every tensor to the longest in the batch {mark}."""
 {i}first = batch[0]
-{i}if isinstance(first, dict):
+{i}if hasattr(first, "keys"):  # dicts and tokenizer outputs
 {i}{i}return {{key: {name}([item[key] for item in batch], padding_value) for key in first}}
 {i}if isinstance(first, tuple):
 {i}{i}return tuple({name}(list(field), padding_value) for field in zip(*batch))
@@ -255,7 +254,7 @@ class DataLoaderVariableLength(Rule):
             names += [t.value for t, _ in assignments(function.body.body) if isinstance(t, cst.Name)]
         names += [t.value for t, _ in assignments(self.context.module.body) if isinstance(t, cst.Name)]
         for name in names:
-            if _TOKENIZER.search(name):
+            if is_tokenizer_name(name):
                 return name
         return None
 

@@ -7,12 +7,12 @@ from typing import List, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.tokenizers import is_tokenizer_name
 from torchlint.analysis.scope import self_attributes, statements
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 GROWING_METHODS = frozenset({"add_tokens", "add_special_tokens"})
 RESIZE_METHOD = "resize_token_embeddings"
-_TOKENIZER_NAME = re.compile(r"tokeni[sz]er", re.IGNORECASE)
 _MODEL_NAME = re.compile(r"(^|_)model$", re.IGNORECASE)
 _NOT_A_MODEL = re.compile(r"tokeni[sz]er|config|processor|extractor", re.IGNORECASE)
 
@@ -126,7 +126,7 @@ class VocabGrownWithoutResize(Rule):
         return None
 
     def _is_tokenizer(self, receiver: str, ordered: Sequence[cst.CSTNode]) -> bool:
-        if _TOKENIZER_NAME.search(receiver.rsplit(".", 1)[-1]):
+        if is_tokenizer_name(receiver):
             return True
         for target, value in _bindings(ordered):
             if target == receiver and isinstance(value, cst.Call):

@@ -7,6 +7,8 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis.calls import has_star_args
+from torchlint.analysis.names import ImportTable, dotted_name
+from torchlint.analysis.scope import statements
 from torchlint.analysis.signatures import misspelt_keywords, public_name, table_torch_version
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
@@ -88,8 +90,12 @@ class UnknownTorchKeyword(Rule):
     fix_applicability = Applicability.UNSAFE
     triggers = ("torch", "_grad")
 
+    def __init__(self, context) -> None:
+        super().__init__(context)
+        self._top_level: Optional[ImportTable] = None
+
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self.context.qualified_name(node.func)
+        qualified = self._qualified(node.func)
         misspelt = misspelt_keywords(qualified, node)
         if not misspelt:
             return
@@ -116,6 +122,29 @@ class UnknownTorchKeyword(Rule):
                         (Replacement(arg.keyword, cst.Name(correction)),),
                     )
             self.report(arg, message, fix)
+
+    def _qualified(self, func: cst.BaseExpression) -> Optional[str]:
+        """The callee's qualified name, with a function's own imports scoped to that function.
+
+        The shared import table lets an import inside one function rebind a
+        name for the rest of the file (``from torch.nn import Linear`` in a
+        helper would turn a module-level ``Linear`` of another library into
+        torch's); a wrong keyword table means a false report, so here the
+        module-level binding wins outside the importing function.
+        """
+        qualified = self.context.qualified_name(func)
+        if qualified is None:
+            return None
+        if self._top_level is None:
+            self._top_level = ImportTable.from_module(self.context.module)
+        top = self._top_level.qualified_name(func)
+        if top == qualified:
+            return qualified
+        head = (dotted_name(func) or "").split(".", 1)[0]
+        for ancestor in self.context.ancestors:
+            if isinstance(ancestor, cst.FunctionDef) and _imports(ancestor, head):
+                return qualified
+        return top
 
     def _targets_older_torch(self) -> bool:
         target = self.context.settings.target_torch_version
@@ -149,6 +178,19 @@ class UnknownTorchKeyword(Rule):
             (Replacement(attribute.attr, cst.Name(REQUIRES_GRAD)),),
         )
         self.report(attribute, message, fix)
+
+
+def _imports(function: cst.FunctionDef, name: str) -> bool:
+    """Whether an import statement in ``function``'s own body binds ``name``."""
+    for stmt in statements(function.body.body):
+        if isinstance(stmt, cst.SimpleStatementLine):
+            for small in stmt.body:
+                if isinstance(small, (cst.Import, cst.ImportFrom)) and not isinstance(small.names, cst.ImportStar):
+                    for alias in small.names:
+                        bound = alias.evaluated_alias or alias.evaluated_name
+                        if bound.split(".", 1)[0] == name:
+                            return True
+    return False
 
 
 def _looks_like_requires_grad(name: str) -> bool:
