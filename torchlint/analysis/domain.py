@@ -70,8 +70,8 @@ SUM_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sum"})
 COUNT_FUNCTIONS: FrozenSet[str] = frozenset({"torch.count_nonzero"})
 # Casts that keep a mask a mask.
 CAST_METHODS: FrozenSet[str] = frozenset({"float", "double", "half", "bfloat16", "long", "int", "to", "type", "type_as", "bool"})
-MASK_WORDS = ("mask", "valid", "keep", "visible", "selected")
-MASK_PREFIXES = ("is_", "has_")
+# Names of 0/1 tensors: ``attention_mask``, ``loss_mask``, ``valid``, ``is_pad`` (``g_masks`` of Gaussians is not one).
+MASK_PREFIXES = ("mask", "valid", "keep", "visible", "selected", "is_", "has_")
 
 
 @dataclass(frozen=True)
@@ -376,8 +376,8 @@ def is_mask_like(context: "FileContext", node: cst.BaseExpression, site: Optiona
     elif isinstance(node, cst.Attribute):
         word = node.attr.value
     if word is not None:
-        lowered = word.lower()
-        return any(part in lowered for part in MASK_WORDS) or lowered.startswith(MASK_PREFIXES)
+        lowered = word.lower().lstrip("_")
+        return lowered.endswith("mask") or lowered.startswith(MASK_PREFIXES)
     return False
 
 

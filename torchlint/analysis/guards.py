@@ -178,9 +178,16 @@ def gradient_cannot_flow(
     return _without_gradient(context, op.operand, site or site_of(list(ancestors)), 0)
 
 
+_INITIALISATION = re.compile(r"(^|_)(init|initialize|initialise|reset_parameters)(_|$)|^__init__$", re.IGNORECASE)
+
+
 def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """``no_grad``/``inference_mode``, optimizer files, and initialisation code (``__init__``,
+    ``reset_parameters``, ``*_init``): what they compute becomes a leaf, never differentiated through."""
     for node in ancestors:
         if isinstance(node, cst.FunctionDef) and any(_is_no_grad(context, d.decorator) for d in node.decorators):
+            return True
+        if isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value):
             return True
         if isinstance(node, cst.With) and any(_is_no_grad(context, item.item) for item in node.items):
             return True
@@ -535,19 +542,12 @@ def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
         if binding.kind in ("assign", "update", "inplace", "module"):
             unconditional = sign
         elif binding.kind == "masked":
-            # d[d == 0] = 1: replaces the zeros (or some of them) by a positive value.
-            if sign is Sign.POSITIVE and _mentions(binding.node, node.value):
+            # d[d == 0] = 1 / counts[0] = 1: the author patches the zeros with a positive value.
+            if sign is Sign.POSITIVE:
                 best = max(best, Sign.POSITIVE)
         else:
             best = max(best, sign) if sign is Sign.POSITIVE else best
     return max(best, unconditional)
-
-
-def _mentions(statement: cst.CSTNode, name: str) -> bool:
-    target = statement.targets[0].target if isinstance(statement, cst.Assign) else None
-    if not isinstance(target, cst.Subscript):
-        return False
-    return name in _names(target.slice[0]) if target.slice else False
 
 
 def _attribute_sign(context, node: cst.Attribute, site, division, depth) -> Sign:
@@ -1009,7 +1009,11 @@ def where_owner(
         if child is not args[1] and child is not args[2]:
             continue
         condition = args[0].value
-        if any(_contains(condition, part) for part in (op.operand,)) or operand_names & _names(condition):
+        tested = _names(condition)
+        named = _named_test(condition, site_of(path[: position + 1]))
+        if named is not None:  # ok = d > eps; torch.where(ok, x / d, 0)
+            tested |= _names(named[0])
+        if _contains(condition, op.operand) or operand_names & tested:
             return node
     return None
 
