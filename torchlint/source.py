@@ -40,8 +40,14 @@ def decode(data: bytes) -> SourceText:
         raise SourceError("source contains a NUL byte", line=line)
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError as exc:  # unknown codec in a coding cookie, or a BOM/cookie conflict
-        raise SourceError(f"cannot determine encoding: {exc}", line=getattr(exc, "lineno", None) or 1) from None
+    except SyntaxError as exc:
+        if "encoding problem" in str(exc):
+            raise SourceError("the file starts with a UTF-8 byte order mark but declares another encoding") from None
+        if "invalid or missing encoding declaration" not in str(exc):
+            # an unknown codec in a coding cookie
+            raise SourceError(f"cannot determine encoding: {exc}", line=getattr(exc, "lineno", None) or 1) from None
+        # The first lines are not UTF-8 and declare nothing (a binary file, say): point at the byte.
+        encoding = "utf-8"
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
