@@ -18,6 +18,7 @@ from torchlint import __version__, config, engine, registry, source
 from torchlint.analysis import project
 from torchlint.docs import fix_summary, page
 from torchlint.files import discover
+from torchlint.noqa import is_skipped_file
 from torchlint.report import RunSummary, formatters
 from torchlint.rule import Diagnostic, Finding
 
@@ -165,7 +166,27 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _process(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> Optional[str]:
-    """Lint (and fix) one decoded text; returns the fixed text when it changed."""
+    """Lint (and fix) one decoded text; returns the fixed text when it changed.
+
+    Whatever goes wrong inside the engine on this file is reported as an
+    internal error for this file, and the run goes on with the next one.
+    """
+    if not is_skipped_file(text):
+        deep = source.too_deeply_nested(text)
+        if deep is not None:
+            # Checked before LibCST sees the text: its parser would crash the process.
+            run.diagnostics.append(Diagnostic(path, "syntax error: too many nested parentheses", deep[0], deep[1], "parse"))
+            return None
+    try:
+        return _process_parsed(text, path, args, settings, run)
+    except Exception as exc:  # e.g. a RecursionError outside the rules: one file must not stop the run
+        run.diagnostics.append(
+            Diagnostic(path, f"internal error: {type(exc).__name__}: {exc}; please report it", kind="internal")
+        )
+        return None
+
+
+def _process_parsed(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> Optional[str]:
     if not (args.fix or args.diff):
         result = engine.lint_text(text, path, settings)
         run.findings.extend(result.findings)

@@ -12,6 +12,8 @@ import re
 import tempfile
 import tokenize
 from dataclasses import dataclass
+from itertools import accumulate
+from typing import Optional, Tuple
 
 
 class SourceError(Exception):
@@ -104,3 +106,35 @@ _NEWLINE = re.compile(r"\r\n|\r|\n")
 def line_starts(text: str) -> list:
     """Offsets at which each line begins, splitting on \\n, \\r\\n and \\r as Python's tokenizer does."""
     return [0] + [m.end() for m in _NEWLINE.finditer(text)]
+
+
+# CPython's tokenizer refuses more than 200 open brackets ("too many nested
+# parentheses"); LibCST's native parser has no such limit and overflows the C
+# stack (a segfault that kills the whole run) a few thousand levels deep.
+MAX_BRACKET_DEPTH = 200
+_NOT_BRACKET = re.compile(r"[^()\[\]{}]+")
+_DEPTH_STEP = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
+
+
+def too_deeply_nested(text: str) -> Optional[Tuple[int, int]]:
+    """The (line, column) where brackets open deeper than Python allows, or None.
+
+    A cheap count over every bracket character comes first; only when it
+    exceeds the limit (brackets inside strings and comments count there) are
+    the tokens looked at, so ordinary files pay a regex and a sum.
+    """
+    brackets = _NOT_BRACKET.sub("", text)
+    if not brackets or max(accumulate(map(_DEPTH_STEP.__getitem__, brackets))) <= MAX_BRACKET_DEPTH:
+        return None
+    depth = 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(text).readline):
+            if token.type == tokenize.OP and token.string in _DEPTH_STEP:
+                depth += _DEPTH_STEP[token.string]
+                if depth > MAX_BRACKET_DEPTH:
+                    return token.start[0], token.start[1] + 1
+    except (tokenize.TokenError, SyntaxError):
+        # The tokens stop making sense before the brackets got that deep; the
+        # parser will report the real error.
+        return None
+    return None
