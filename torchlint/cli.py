@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import os
+import signal
 import sys
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
@@ -79,10 +80,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _show_rule(args.rule)
     if args.command == "rules":
         return _list_rules()
+    previous = _terminate_like_interrupt()
     try:
         return _check(args)
     except KeyboardInterrupt:
         return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminate_like_interrupt():
+    """SIGTERM (CI timeouts, pre-commit, editors) unwinds like Ctrl-C, so a write in progress removes its temporary file.
+
+    Returns the handler it replaced (None when it could not install one).
+    """
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals to the host
+        return None
 
 
 def _show_rule(key: str) -> int:
