@@ -219,6 +219,9 @@ NOQA_CASES = [
     ("# noqa: tl201", {"TL201", "TL401"}),  # flake8 compares codes case-sensitively
     ("# type: ignore  # noqa: TL201", {"TL401"}),
     ("# not a noqa comment", {"TL201", "TL401"}),
+    ("# noqa: TL201x", {"TL401"}),  # flake8 reads the code TL201 and stops at the x
+    ("# noqa:,,", set()),  # no codes after the colon: a blanket noqa, as in flake8
+    ("# noqa: \u00e9\u00e9", set()),
 ]
 
 
