@@ -63,7 +63,8 @@ class VocabGrownWithoutResize(Rule):
     not a statement of its own.
 
     Not reported: when a function or method of the same file that calls
-    `resize_token_embeddings` is called after the change (a helper does it), when `len(tokenizer)` is used after the
+    `resize_token_embeddings` is called after the change (a helper does it),
+    or calls the function that makes the change (the caller does it), when `len(tokenizer)` is used after the
     change (a model built from the grown vocabulary), when no model is in
     the same function or module (the tokenizer may be handed on). Not seen:
     tokenizers and models created by factories or passed through
@@ -102,6 +103,8 @@ class VocabGrownWithoutResize(Rule):
         helpers = _resizing_helpers(self.context.module)
         if helpers and any(_calls_one_of(stmt, helpers) for stmt in after):
             return  # a helper of this file does the resize
+        if function is not None and _resized_by_a_caller(self.context.module, function.name.value):
+            return  # the caller resizes after calling this function
         models = _models_in_scope(function, ordered)
         class_def = self.context.enclosing(cst.ClassDef)
         if function is not None and class_def is not None and not models:
@@ -222,7 +225,20 @@ def _resizing_helpers(module: cst.Module) -> frozenset:
     return frozenset(names)
 
 
-def _calls_one_of(node: cst.CSTNode, names: frozenset) -> bool:
+def _resized_by_a_caller(module: cst.Module, name: str) -> bool:
+    """Whether a function or method of the file both calls ``name`` and resizes the embeddings."""
+    for stmt in module.body:
+        members = [stmt]
+        if isinstance(stmt, cst.ClassDef):
+            members = [m for m in stmt.body.body if isinstance(m, cst.FunctionDef)]
+        for member in members:
+            if isinstance(member, cst.FunctionDef) and member.name.value != name and _calls_anywhere(member):
+                if _calls_one_of(member, frozenset({name}), whole=True):
+                    return True
+    return False
+
+
+def _calls_one_of(node: cst.CSTNode, names: frozenset, whole: bool = False) -> bool:
     found = []
 
     class _Search(cst.CSTVisitor):
@@ -233,7 +249,10 @@ def _calls_one_of(node: cst.CSTNode, names: frozenset) -> bool:
                 found.append(call)
             return not found
 
-    _visit_header_or_line(node, _Search())
+    if whole:
+        node.visit(_Search())
+    else:
+        _visit_header_or_line(node, _Search())
     return bool(found)
 
 
