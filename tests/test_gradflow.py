@@ -303,3 +303,22 @@ def test_test_paths(path, is_test):
 )
 def test_callee_names_that_say_model(name, model):
     assert gradflow.looks_like_model(name) is model
+
+
+def test_top_level_script_is_one_more_function():
+    source = """
+    import torch
+
+    out = model(x)
+    loss = out.mean()
+    loss.backward()
+
+    class Config:
+        steps = torch.zeros(1)
+    """
+    context = _context_at(source, "loss.backward")
+    flow = gradflow.current_flow(context)
+    assert flow is not None and flow.name == "" and flow.function is context.module
+    (call,) = flow.backward_calls
+    assert flow.carries_grad(call.tensor, at=call.site)
+    assert gradflow.current_flow(_context_at(source, "torch.zeros")) is None  # class bodies are not scripts

@@ -46,8 +46,8 @@ carries nothing; a helper's return value carries only if its name says loss);
 containers other than lists held in plain names (``self.preds.append``,
 dicts); aliasing (``a = b`` then ``a.append``); modules stored in containers
 other than ``self.x[i]``; callees whose names say neither model nor loss
-(``self.backbone_fn(x)``); code at module level (only function bodies are
-analysed).
+(``self.backbone_fn(x)``). Top-level code of a script is analysed as one
+more function (``current_flow`` outside any def).
 
 Why not ``analysis.bindings``: that module answers "which assignment reaches
 this use" for the node being visited, from the ancestor chain; the questions
@@ -59,7 +59,7 @@ from __future__ import annotations
 import re
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
@@ -330,11 +330,17 @@ class BackwardCall:
 
 
 class FunctionFlow:
-    def __init__(self, context: "FileContext", function: cst.FunctionDef, class_def: Optional[cst.ClassDef]) -> None:
+    """The flow of one function body, or of the module's top-level statements (a script)."""
+
+    def __init__(
+        self, context: "FileContext", function: Union[cst.FunctionDef, cst.Module], class_def: Optional[cst.ClassDef]
+    ) -> None:
         self.context = context
         self.function = function
+        # "" for a module: scripts run their training loops at the top level too
+        self.name = function.name.value if isinstance(function, cst.FunctionDef) else ""
         self.class_attributes = _class_attributes_for(context, class_def)
-        self.no_grad_function = function_is_no_grad(context, function)
+        self.no_grad_function = isinstance(function, cst.FunctionDef) and function_is_no_grad(context, function)
         self.bindings: Dict[str, List[Binding]] = {}
         self.list_feeds: Dict[str, List[ListFeed]] = {}
         self.backward_calls: List[BackwardCall] = []
@@ -348,7 +354,7 @@ class FunctionFlow:
         self._order = 0
         self._carries: Dict[tuple, Tuple[cst.BaseExpression, bool]] = {}
         self._names: Dict[tuple, bool] = {}
-        self._scan_block(function.body, (), (), self.no_grad_function)
+        self._scan_block(function.body if isinstance(function, cst.FunctionDef) else function, (), (), self.no_grad_function)
 
     # -- the walk ------------------------------------------------------------------
 
@@ -988,7 +994,9 @@ def enclosing_function(context: "FileContext") -> Tuple[Optional[cst.FunctionDef
     return None, None
 
 
-def flow_for(context: "FileContext", function: cst.FunctionDef, class_def: Optional[cst.ClassDef]) -> FunctionFlow:
+def flow_for(
+    context: "FileContext", function: Union[cst.FunctionDef, cst.Module], class_def: Optional[cst.ClassDef]
+) -> FunctionFlow:
     """The (cached, per file) flow of ``function``."""
     table = _flow_cache.setdefault(context, {})
     key = id(function)
@@ -999,7 +1007,10 @@ def flow_for(context: "FileContext", function: cst.FunctionDef, class_def: Optio
 
 
 def current_flow(context: "FileContext") -> Optional[FunctionFlow]:
+    """The flow of the function around the visited node, or of the module for top-level code."""
     function, class_def = enclosing_function(context)
     if function is None:
-        return None
+        if any(isinstance(node, cst.ClassDef) for node in context.ancestors):
+            return None  # class bodies hold definitions, not training code
+        return flow_for(context, context.module, None)
     return flow_for(context, function, class_def)

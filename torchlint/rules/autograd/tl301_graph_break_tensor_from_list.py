@@ -76,8 +76,7 @@ class GraphBreakTensorFromList(Rule):
 
     Not seen: lists filled in another function or kept on `self`, elements
     from callees whose names say neither model nor loss, a result returned
-    to a caller that back-propagates it from a function not named as above,
-    code at module level.
+    to a caller that back-propagates it from a function not named as above.
     """
 
     code = "TL301"
@@ -119,7 +118,7 @@ class GraphBreakTensorFromList(Rule):
         gathered for metrics or logging is not trained through, and keeping its graph would
         only hold memory."""
         sinks = [(c.tensor, c.site) for c in flow.backward_calls]
-        if _TRAINED_RETURN.search(flow.function.name.value):
+        if _TRAINED_RETURN.search(flow.name):
             sinks.extend(flow.returns)
         return any(id(call) in flow.flows_into(sink, site) for sink, site in sinks)
 

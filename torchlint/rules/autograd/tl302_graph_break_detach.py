@@ -89,7 +89,7 @@ class GraphBreakDetach(Rule):
         if node.value is None:
             return
         flow = current_flow(self.context)
-        if flow is None or flow.function.name.value != "forward" or not flow.class_attributes.modules:
+        if flow is None or flow.name != "forward" or not flow.class_attributes.modules:
             return
         for value, site in flow.returns:
             if value is node.value:
