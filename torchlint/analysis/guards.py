@@ -127,6 +127,8 @@ def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequen
         return False
     if guarded_by_condition(context, operand, ancestors, division=division, node=op.node):
         return False
+    if _factors_guarded(context, operand, ancestors, site, division, op.node):
+        return False
     if where_owner(context, op, ancestors) is not None or filter_owner(context, op, ancestors) is not None:
         return False
     if op.kind == LOG and fused_log_owner(context, op, ancestors) is not None:
@@ -266,8 +268,13 @@ def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Op
             return True
         if name in ("detach",):
             return True
-        if name in _PRESERVING_CALLS and is_method and source is not None:
-            return _without_gradient(context, source, site, depth + 1)
+        if name is None or has_star_args(node):
+            return False
+        # A torch function or tensor method of gradient-free values is gradient-free.
+        inputs = ([source] if is_method and source is not None else []) + [arg.value for arg in node.args]
+        return bool(inputs) and all(_without_gradient(context, value, site, depth + 1) for value in inputs)
+    if isinstance(node, cst.Subscript):
+        return _without_gradient(context, node.value, site, depth + 1)
     return False
 
 
@@ -499,7 +506,7 @@ def is_guard_constant(node: cst.BaseExpression) -> bool:
     return bool(name and _EXTRA_GUARD_WORDS.match(name))
 
 
-_SAFE_WORDS = re.compile(r"^_*safe|_safe|nonzero|non_zero", re.IGNORECASE)
+_SAFE_WORDS = re.compile(r"^_*safe|_safe|nonzero|non_zero|nozero|no_zero", re.IGNORECASE)
 
 
 def _says_safe(node: cst.BaseExpression) -> bool:
@@ -906,6 +913,17 @@ def _flip(operator):
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
 
 
+def _factors_guarded(context, operand, ancestors, site, division, node) -> bool:
+    """``preds / targets`` after ``if (preds <= 0).any() or (targets <= 0).any(): raise``: each factor is guarded."""
+    if not (isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, (cst.Multiply, cst.Divide))):
+        return False
+    return all(
+        sign_of(context, factor, site, division=division) is Sign.POSITIVE
+        or guarded_by_condition(context, factor, ancestors, division=division, node=node)
+        for factor in (operand.left, operand.right)
+    )
+
+
 def guarded_by_condition(
     context: "FileContext",
     operand: cst.BaseExpression,
@@ -964,6 +982,8 @@ def _ends_in_exit(block: cst.BaseSuite) -> bool:
 WHERE_FUNCTIONS: FrozenSet[str] = frozenset({"torch.where"})
 NAN_FILTER_FUNCTIONS: FrozenSet[str] = frozenset({"torch.nan_to_num", "torch.nan_to_num_"})
 NAN_TESTS: FrozenSet[str] = frozenset({"isnan", "isinf", "isfinite", "isneginf", "isposinf"})
+# Reductions that drop NaN terms: ``torch.nansum(p * torch.log(p / q))`` filters after the fact too.
+NAN_SKIPPING_REDUCTIONS: FrozenSet[str] = frozenset({"torch.nansum", "torch.nanmean"})
 
 
 def _names(node: cst.CSTNode) -> Set[str]:
@@ -1043,12 +1063,12 @@ def is_nan_filter(context: "FileContext", node: cst.CSTNode) -> Optional[cst.Bas
     if not isinstance(node, cst.Call) or has_star_args(node):
         return None
     qualified = context.qualified_name(node.func)
-    if qualified in NAN_FILTER_FUNCTIONS:
+    if qualified in NAN_FILTER_FUNCTIONS or qualified in NAN_SKIPPING_REDUCTIONS:
         first = argument(node, 0, "input")
         return first.value if first is not None else None
     if qualified is None and isinstance(node.func, cst.Attribute) and is_value_receiver(context, node.func.value):
         method = node.func.attr.value
-        if method in ("nan_to_num", "nan_to_num_"):
+        if method in ("nan_to_num", "nan_to_num_", "nansum", "nanmean"):
             return node.func.value
         if method in ("masked_fill", "masked_fill_"):
             mask = argument(node, 0, "mask")

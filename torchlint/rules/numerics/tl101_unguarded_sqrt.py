@@ -58,6 +58,15 @@ class UnguardedSqrt(Rule):
     instead of `inf`/NaN. A clamp is used rather than `+ eps` so that ordinary
     values are bit-for-bit unchanged.
 
+    Not reported where only the gradient is at stake and autograd never
+    differentiates (a root of 0 is a fine value): under `torch.no_grad()` /
+    `inference_mode`, in initialisation code (`__init__`, `reset_parameters`,
+    `*_init`), in files that define an optimizer (their states are running
+    means of squares plus eps), on constants and random draws, and on results
+    that only feed `detach()`, `round()`, `long()` or a comparison; an operand
+    written as a difference (`E[x^2] - E[x]^2`, which rounding can make
+    negative) is reported there too.
+
     Not detected: roots of values stored in containers or attributes and
     computed elsewhere, operators on values whose tensor-ness cannot be seen
     (`x ** 0.5` where `x` is an unannotated argument outside `forward`), and

@@ -54,6 +54,9 @@ class UnguardedFractionalPow(Rule):
     overflows for very small roots (`p <= 0.2` with eps = 1e-6); raise eps
     for such code.
 
+    Like TL101, not reported in code autograd never differentiates
+    (`no_grad`, initialisation, optimizer files, constants, random draws).
+
     Not detected: exponents held in variables other than `1 / p` (the linter
     cannot see that `x ** p` has `p < 1`), and integer or negative exponents,
     which have no infinite derivative at 0 of this kind.
