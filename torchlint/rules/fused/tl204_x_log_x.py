@@ -14,6 +14,8 @@ from torchlint.analysis.fused import (
     positional,
     torch_function,
 )
+from torchlint.analysis.dataflow import site_of
+from torchlint.analysis.guards import Sign, guarded_by_condition, sign_of
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 
@@ -55,7 +57,10 @@ class XLogXProduct(Rule):
     where `p` underflowed, and a finite gradient everywhere.
 
     A guarded log such as `p * torch.log(p + eps)` or
-    `p * torch.log(p.clamp_min(eps))` is not flagged, and neither is
+    `p * torch.log(p.clamp_min(eps))` is not flagged, nor is an `x` that the
+    guard analysis (shared with TL102) proves positive, such as
+    `p = p.clamp(eps)` a few lines earlier, or an enclosing `if (p > 0).all():`;
+    neither is
     `torch.xlogy` or `torch.special.entr`. Operands are compared as written
     (spaces ignored): `p * torch.log(q)` with `q = p` is not seen.
     """
@@ -68,9 +73,16 @@ class XLogXProduct(Rule):
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         found = match_x_log_x(self.context, node)
-        if found is None:
+        if found is None or self._guarded(found):
             return
         self.report(node, fix=None if found.log.extra_args else self._fix(found))
+
+    def _guarded(self, found: XLogX) -> bool:
+        """x kept off 0 by its author: ``p = p.clamp(eps)`` earlier, ``if (p > 0).all():`` around (the guard analysis)."""
+        ancestors = self.context.ancestors
+        if sign_of(self.context, found.x, site_of(ancestors)) is Sign.POSITIVE:
+            return True
+        return guarded_by_condition(self.context, found.x, ancestors, node=found.log.call)
 
     def _fix(self, found: XLogX) -> FixSpec:
         from_softmax = self._log_softmax_fix(found)
