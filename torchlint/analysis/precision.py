@@ -50,40 +50,78 @@ _PREFILTER = ("float16", "half", "autocast", "GradScaler", "fp16", "precision", 
 
 
 class _Float16Finder(cst.CSTVisitor):
-    def __init__(self, context: "FileContext") -> None:
+    """Records the float16 markers of a subtree: ``strong`` ones set up a float16 run (GradScaler, CUDA
+    autocast, fp16 flags), ``local`` ones make values float16 (a float16 dtype passed or bound, ``.half()``)."""
+
+    def __init__(self, context: "FileContext", stop: Optional[cst.CSTNode] = None, skip: Optional[cst.CSTNode] = None) -> None:
         super().__init__()
         self.context = context
-        self.found = False
+        self.strong = False
+        self.local = False
+        self._rounding_only: set = set()
+        # Markers after ``stop`` (in source order) and inside ``skip`` are not recorded.
+        self._stop = stop
+        self._skip = skip
+        self._stopped = False
 
     def on_visit(self, node: cst.CSTNode) -> bool:
-        return not self.found and super().on_visit(node)
+        if node is self._stop:
+            self._stopped = True
+        if self._stopped or node is self._skip or self.strong:
+            return False
+        return super().on_visit(node)
 
-    def visit_Attribute(self, node: cst.Attribute) -> None:
-        if self.context.qualified_name(node) in _FLOAT16_DTYPES:
-            self.found = True
+    def _is_float16(self, node: Optional[cst.BaseExpression]) -> bool:
+        return node is not None and self.context.qualified_name(node) in _FLOAT16_DTYPES
 
-    def visit_Name(self, node: cst.Name) -> None:
-        if self.context.qualified_name(node) in _FLOAT16_DTYPES:
-            self.found = True
+    # A float16 dtype counts where it makes something float16: passed to a call (``.to(torch.half)``,
+    # ``dtype=torch.float16``) or bound to a name. Compared against (``x.dtype == torch.float16``,
+    # ``x.dtype in (torch.float16, torch.bfloat16)``), it is code that handles half precision, usually
+    # by computing in float32: not a marker.
+    def visit_Assign(self, node: cst.Assign) -> None:
+        if self._is_float16(node.value):
+            self.local = True
+
+    def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+        if self._is_float16(node.value):
+            self.local = True
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         qualified = self.context.qualified_name(func)
-        if qualified in _GRAD_SCALERS or qualified in _CUDA_AUTOCAST:
-            self.found = True
+        if qualified in _GRAD_SCALERS:
+            self.strong = True
+        elif qualified in _CUDA_AUTOCAST:
+            self.strong = not _turned_off(argument(node, 0, "enabled"))
         elif qualified in _AUTOCAST:
-            self.found = _autocast_is_float16(node)
+            self.strong = _autocast_is_float16(node)
+        elif qualified in _FLOAT16_DTYPES or any(self._is_float16(arg.value) for arg in node.args):
+            if not self._float32_round_trip(node):
+                self.local = True
         elif qualified is None and isinstance(func, cst.Attribute) and func.attr.value == "half" and not node.args:
-            self.found = is_value_receiver(self.context, func.value)
-        if self.found or has_star_args(node):
+            if id(node) not in self._rounding_only and is_value_receiver(self.context, func.value):
+                self.local = True
+        self._float32_round_trip(node)
+        if self.strong or has_star_args(node):
             return
         for arg in node.args:
             if arg.keyword is None:
                 continue
             wanted = _FLOAT16_KEYWORD_VALUES.get(arg.keyword.value)
             if wanted and _literal(arg.value) in wanted:
-                self.found = True
+                self.strong = True
                 return
+
+    def _float32_round_trip(self, node: cst.Call) -> bool:
+        """``x.half().float()`` / ``x.to(torch.float16).float()`` round to float16's grid and compute in float32:
+        remember the inner conversion (visited after this call) as no marker."""
+        func = node.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("float", "double", "to")):
+            return id(node) in self._rounding_only
+        receiver = func.value
+        if isinstance(receiver, cst.Call) and isinstance(receiver.func, cst.Attribute) and receiver.func.attr.value in ("half", "to"):
+            self._rounding_only.add(id(receiver))
+        return id(node) in self._rounding_only
 
 
 def _literal(node: cst.BaseExpression):
@@ -94,29 +132,61 @@ def _literal(node: cst.BaseExpression):
     return None
 
 
+def _turned_off(arg: Optional[cst.Arg]) -> bool:
+    return arg is not None and isinstance(arg.value, cst.Name) and arg.value.value == "False"
+
+
 def _autocast_is_float16(call: cst.Call) -> bool:
-    """``torch.autocast(device_type, dtype=None)``: float16 by default on CUDA, bfloat16 on CPU."""
+    """``torch.autocast(device_type, dtype=None, enabled=True)``: float16 by default on CUDA, bfloat16 on CPU."""
     if has_star_args(call) or argument(call, 1, "dtype") is not None:
-        return False  # an explicit float16 dtype is itself a marker; bfloat16 is not
+        return False
+    if _turned_off(argument(call, 2, "enabled")):
+        return False  # a region that turns autocast off computes in float32  # an explicit float16 dtype is itself a marker; bfloat16 is not
     device = argument(call, 0, "device_type")
     return device is None or _literal(device.value) not in ("cpu", "mps", "xpu", "hpu")
 
 
-def uses_float16(context: "FileContext") -> bool:
-    """Whether the file computes in float16: a float16 dtype, ``.half()``, CUDA autocast, GradScaler, fp16 flags.
+def uses_float16(
+    context: "FileContext",
+    scope: Optional[cst.CSTNode] = None,
+    before: Optional[cst.CSTNode] = None,
+    skip: Optional[cst.CSTNode] = None,
+) -> bool:
+    """Whether code in ``scope`` (a class or function; default the module) computes in float16.
 
-    Computed once per file. bfloat16-only files (``torch.autocast("cpu")``,
-    ``dtype=torch.bfloat16``) do not count: see the module docstring.
+    True when the file sets up a float16 run anywhere (GradScaler, CUDA
+    autocast that is not turned off, ``mixed_precision="fp16"`` /
+    ``precision=16`` / ``torch_dtype="float16"`` flags), or when ``scope``
+    itself makes values float16 (a float16 dtype passed to a call or bound to
+    a name, ``.half()``; not ``x.half().float()``, which only rounds).
+    bfloat16-only code (``torch.autocast("cpu")``, ``dtype=torch.bfloat16``)
+    does not count: see the module docstring.  ``before``: only markers that
+    come before this node in ``scope`` count (a value converted after the
+    guard is not what the guard sees); ``skip``: a subtree whose markers do
+    not count.  Cached per file and scope.
     """
-    cached = getattr(context, "_torchlint_uses_float16", None)
-    if cached is None:
-        cached = False
-        if any(marker in context.source for marker in _PREFILTER):
-            finder = _Float16Finder(context)
-            context.module.visit(finder)
-            cached = finder.found
-        context._torchlint_uses_float16 = cached
-    return cached
+    cache = getattr(context, "_torchlint_float16", None)
+    if cache is None:
+        cache = context._torchlint_float16 = {}
+    if not any(marker in context.source for marker in _PREFILTER):
+        return False
+    if "file" not in cache:
+        finder = _Float16Finder(context)
+        context.module.visit(finder)
+        cache["file"] = finder.strong
+        cache[id(context.module)] = finder.strong or finder.local
+    if cache["file"]:
+        return True
+    scope = scope if scope is not None else context.module
+    if before is not None or skip is not None:
+        finder = _Float16Finder(context, before, skip)
+        scope.visit(finder)
+        return finder.strong or finder.local
+    if id(scope) not in cache:
+        finder = _Float16Finder(context)
+        scope.visit(finder)
+        cache[id(scope)] = finder.strong or finder.local
+    return cache[id(scope)]
 
 
 def clamp_lower_bound(context: "FileContext", call: cst.Call) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:

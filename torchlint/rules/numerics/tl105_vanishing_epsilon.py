@@ -4,6 +4,7 @@ from typing import Dict, Optional, Set
 
 import libcst as cst
 
+from torchlint.analysis.dataflow import bindings, site_of
 from torchlint.analysis.scope import assignments
 from torchlint.analysis.ops import is_eps_like, is_value_receiver, match_unary, number_value
 from torchlint.analysis.precision import (
@@ -30,15 +31,19 @@ class VanishingEpsilon(Rule):
     Flags an epsilon literal used as a guard that is too small to guard
     anything in the precision the code runs in:
 
-    - in a file that computes in float16 (a `torch.float16` / `torch.half`
-      dtype, `.half()`, CUDA `autocast` without a bfloat16 dtype, `torch.cuda.amp.autocast`,
-      `GradScaler`, or `mixed_precision="fp16"` / `precision=16` / `torch_dtype="float16"`
-      keywords), a literal <= 2**-25 (2.98e-8) used as `x + 1e-10`, `1e-10 + x`,
+    - in code that computes in float16, a literal <= 2**-25 (2.98e-8) used as `x + 1e-10`, `1e-10 + x`,
       `x.add(1e-10)`, `x += 1e-10`, `clamp(min=1e-12)`, `clamp_min(1e-9)`, `clip(min=...)`;
       also such a literal given as the default of an eps-like parameter
       (`def f(x, eps=1e-9)`), assigned to `self.eps` or to a module constant `EPS`,
       when that name is used as a guard (`+ eps`, `clamp_min(self.eps)`) in the same
       function, class or module;
+      Float16 code: a file that sets up a float16 run (`GradScaler`, CUDA
+      `autocast` without a bfloat16 dtype and not turned off,
+      `torch.cuda.amp.autocast`, `mixed_precision="fp16"` / `precision=16` /
+      `torch_dtype="float16"` keywords), or a class (else function) that
+      makes values float16 (a `torch.float16` / `torch.half` dtype passed to
+      a call or assigned to a name, `.half()`; not `x.half().float()`,
+      which only rounds);
     - in any file, a guard literal that float32 itself rounds to 0 (<= 2**-150, e.g.
       `1e-50`), a guard of `log` below 1/FLT_MAX (2.94e-39), or a guard of a divisor
       below FLT_MAX**-0.5 (5.42e-20).
@@ -56,6 +61,9 @@ class VanishingEpsilon(Rule):
 
     bfloat16 has float32's exponent range, so a tiny eps survives there
     (1e-10, 1e-20, 1e-38 are representable); bfloat16-only code is not flagged.
+    Nor is a file that only compares dtypes (`x.dtype in (torch.float16,
+    torch.bfloat16)`): such code handles half precision, usually by
+    computing in float32.
 
     ## Example
     ```python
@@ -85,9 +93,14 @@ class VanishingEpsilon(Rule):
     `eps` to 1e-3 or larger, or compute them in float32.
 
     Not seen: eps values passed to torch's own layers and functions
-    (`nn.LayerNorm(d, eps=1e-12)`: their kernels add eps in float32), literals
-    bound to names that are not eps-like, guards whose precision is set in
-    another file (a model `.half()`-ed by a training script elsewhere).
+    (`nn.LayerNorm(d, eps=1e-12)`: their kernels add eps in float32), an eps
+    passed as a keyword argument to your own function (`loss(x, eps=1e-10)`:
+    the default is checked, the call is not), literals bound to names that are
+    not eps-like, guards whose precision is set in another file (a model
+    `.half()`-ed by a training script elsewhere), and which tensors of a
+    float16 file are float16: an operand cast in the same expression
+    (`x.float() + 1e-10`, `x.to(torch.float32).clamp_min(1e-12)`) is left
+    alone, one computed in float32 on an earlier line is still reported.
     """
 
     code = "TL105"
@@ -135,7 +148,7 @@ class VanishingEpsilon(Rule):
                 class_guards = self._guards_in(class_def)
                 used = any(f"self.{attr}" in class_guards for attr in _self_attributes_bound_to(node, name))
             if used:
-                self._check(param.default, None)
+                self._check(param.default, None, named=True)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         if len(node.targets) != 1 or number_value(node.value) is None:
@@ -149,14 +162,14 @@ class VanishingEpsilon(Rule):
         ):
             class_def = self.context.enclosing(cst.ClassDef)
             if class_def is not None and f"self.{target.attr.value}" in self._guards_in(class_def):
-                self._check(node.value, None)
+                self._check(node.value, None, named=True)
         elif isinstance(target, cst.Name) and is_eps_like(target) and self.context.enclosing(cst.FunctionDef, cst.ClassDef) is None:
             if target.value in self._guards_in(self.context.module):
-                self._check(node.value, None)
+                self._check(node.value, None, named=True)
 
     # -- deciding ----------------------------------------------------------------
 
-    def _check(self, literal: cst.BaseExpression, consumer: Optional[str]) -> None:
+    def _check(self, literal: cst.BaseExpression, consumer: Optional[str], named: bool = False) -> None:
         value = number_value(literal)
         if value is None or value <= 0:
             return
@@ -169,7 +182,7 @@ class VanishingEpsilon(Rule):
         elif consumer == "divisor" and value < FLOAT32_DIVISOR_GUARD_LIMIT:
             message = "this epsilon is below 5.4e-20: the gradient of a division at 0, -a/eps**2, overflows to inf in float32"
             limit = FLOAT32_DIVISOR_GUARD_LIMIT
-        elif value <= FLOAT16_ZERO_LIMIT and uses_float16(self.context):
+        elif value <= FLOAT16_ZERO_LIMIT and self._in_float16_code(literal, named):
             message = self.message
             limit = FLOAT16_ZERO_LIMIT
         else:
@@ -183,6 +196,21 @@ class VanishingEpsilon(Rule):
                 (Replacement(literal, format_float(eps)),),
             )
         self.report(literal, message, fix)
+
+    def _in_float16_code(self, literal: cst.BaseExpression, named: bool) -> bool:
+        """A float16 run set up in the file, or float16 values made where this guard can see them.
+
+        A name bound to the literal (a default, ``self.eps``, ``EPS``) may be used anywhere in its class
+        (else function, else module); a literal guard sees conversions earlier in its own function and
+        anywhere in the other methods of its class.
+        """
+        function = self.context.enclosing(cst.FunctionDef)
+        class_def = self.context.enclosing(cst.ClassDef)
+        if named or function is None:
+            return uses_float16(self.context, class_def or function)
+        if uses_float16(self.context, function, before=literal):
+            return True
+        return class_def is not None and uses_float16(self.context, class_def, skip=function)
 
     def _consumer(self, guard: cst.CSTNode) -> Optional[str]:
         """What the guarded value feeds directly: "log", "divisor" or None (ancestors exclude ``guard``)."""
@@ -207,8 +235,10 @@ class VanishingEpsilon(Rule):
                     return "divisor"
         return None
 
-    def _is_python_number(self, node: cst.BaseExpression) -> bool:
-        """Operands that are plain Python or NumPy numbers (float64): nothing there is float16."""
+    def _is_python_number(self, node: cst.BaseExpression, _depth: int = 0) -> bool:
+        """Operands that are plain Python or NumPy numbers (float64), or cast to float32/64 right there."""
+        if _casts_to_full_precision(self.context, node):
+            return True
         if number_value(node) is not None:
             return True
         if isinstance(node, cst.Call):
@@ -221,8 +251,12 @@ class VanishingEpsilon(Rule):
                 return is_value_receiver(self.context, node.func.value)
         if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
             return True
+        if isinstance(node, cst.Name) and _depth < 3:
+            reaching = bindings(site_of(list(self.context.ancestors)), node.value)
+            values = [b.value for b in reaching if b.kind in ("assign", "module") and b.value is not None]
+            return bool(values) and len(values) == len(reaching) and all(self._is_python_number(v, _depth + 1) for v in values)
         if isinstance(node, cst.BinaryOperation):
-            return self._is_python_number(node.left) and self._is_python_number(node.right)
+            return self._is_python_number(node.left, _depth) and self._is_python_number(node.right, _depth)
         return False
 
     def _guards_in(self, scope: cst.CSTNode) -> Set[str]:
@@ -232,6 +266,25 @@ class VanishingEpsilon(Rule):
             scope.visit(collector)
             self._guard_names[key] = collector.names
         return self._guard_names[key]
+
+
+_FULL_PRECISION = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})
+
+
+def _casts_to_full_precision(context, node: cst.BaseExpression) -> bool:
+    """``x.float()``, ``x.double()``, ``x.to(torch.float32)``, ``x.type(torch.float64)``, also further down a
+    chain of methods (``x.float().var(-1)``): a float32 tensor's methods return float32."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        method = node.func.attr.value
+        if method in ("float", "double") and not node.args:
+            return is_value_receiver(context, node.func.value)
+        if method in ("to", "type") and node.args:
+            dtype = [a for a in node.args if a.keyword is None or a.keyword.value == "dtype"]
+            return bool(dtype) and context.qualified_name(dtype[-1].value) in _FULL_PRECISION
+        if method in ("half", "bfloat16") or not is_value_receiver(context, node.func.value):
+            return False
+        node = node.func.value
+    return False
 
 
 def _name_key(node: cst.BaseExpression) -> Optional[str]:
