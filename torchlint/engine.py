@@ -186,6 +186,7 @@ def _materialize(pending: List[PendingReport], context: FileContext, diagnostics
     findings = []
     seen = set()
     broken: Set[str] = set()
+    import_uses = _first_import_uses(pending, positions, starts)
     for report in pending:
         if report.rule.code in broken:
             continue
@@ -205,7 +206,7 @@ def _materialize(pending: List[PendingReport], context: FileContext, diagnostics
         edit_locations: Tuple[Tuple[int, int, int, int], ...] = ()
         if report.fix is not None:
             try:
-                fix = _build_fix(report.fix, report.indents, context, positions, starts)
+                fix = _build_fix(report.fix, report.indents, context, positions, starts, import_uses)
             except Exception as exc:
                 diagnostics.append(
                     Diagnostic(
@@ -255,7 +256,28 @@ def _minimal_edit(start: int, old: str, new: str) -> Edit:
     return Edit(start + prefix, start + len(old) - suffix, new[prefix : len(new) - suffix])
 
 
-def _build_fix(spec: FixSpec, indents: Tuple[str, ...], context: FileContext, positions, starts: List[int]) -> Fix:
+def _first_import_uses(pending: List[PendingReport], positions, starts: List[int]) -> Dict[ImportRequirement, int]:
+    """Per import that fixes need, the earliest offset any fix of the file replaces.
+
+    Every fix then inserts that import at the same place, so fixes applied together add it once.
+    """
+    uses: Dict[ImportRequirement, int] = {}
+    for report in pending:
+        if report.fix is None or not report.fix.imports:
+            continue
+        for replacement in report.fix.replacements:
+            rng = positions.get(replacement.old)
+            if rng is None:
+                continue
+            offset = _offset(starts, rng.start.line, rng.start.column)
+            for requirement in report.fix.imports:
+                uses[requirement] = min(uses.get(requirement, offset), offset)
+    return uses
+
+
+def _build_fix(
+    spec: FixSpec, indents: Tuple[str, ...], context: FileContext, positions, starts: List[int], import_uses: Dict[ImportRequirement, int]
+) -> Fix:
     edits = []
     for replacement in spec.replacements:
         old = replacement.old
@@ -274,8 +296,10 @@ def _build_fix(spec: FixSpec, indents: Tuple[str, ...], context: FileContext, po
         new = replacement.new
         new_text = new if isinstance(new, str) else context.code(new, indents)
         edits.append(_minimal_edit(start, old_text, new_text))
+    own_first_use = min((edit.start for edit in edits), default=len(context.source))
     for requirement in dict.fromkeys(spec.imports):
-        edits.append(_import_edit(requirement, context, positions, starts))
+        first_use = min(import_uses.get(requirement, own_first_use), own_first_use)
+        edits.append(_import_edit(requirement, context, positions, starts, first_use))
     return Fix(spec.applicability, spec.message, tuple(sorted(edits, key=lambda e: (e.start, e.end))))
 
 
@@ -291,19 +315,28 @@ def _line_removal(old: cst.CSTNode, context: FileContext, positions, starts: Lis
     return Edit(line_start, end, "")
 
 
-def _import_edit(requirement: ImportRequirement, context: FileContext, positions, starts: List[int]) -> Edit:
-    """Insert the import after the file's last top-level import (or its docstring / __future__ line)."""
+def _import_edit(requirement: ImportRequirement, context: FileContext, positions, starts: List[int], first_use: int) -> Edit:
+    """Insert the import after the last top-level import that ends before its first use (an offset).
+
+    Failing that, after the docstring; failing that, after the comments that open the file
+    (a shebang and a coding declaration must stay on lines 1-2). An import placed after a
+    module-level use would fail at import time.
+    """
     module = context.module
     newline = module.default_newline
     anchor = None
     for index, stmt in enumerate(module.body):
+        if _offset(starts, positions[stmt].end.line, positions[stmt].end.column) > first_use:
+            break
         if isinstance(stmt, cst.SimpleStatementLine):
             if any(isinstance(small, (cst.Import, cst.ImportFrom)) for small in stmt.body):
                 anchor = stmt
             elif index == 0 and isinstance(stmt.body[0], cst.Expr) and isinstance(stmt.body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
                 anchor = anchor or stmt
     if anchor is None:
-        return Edit(0, 0, requirement.statement() + newline)
+        # Module.header holds the blank and comment lines above the first statement, one per line.
+        after_header = starts[min(len(module.header), len(starts) - 1)]
+        return Edit(after_header, after_header, requirement.statement() + newline)
     end = _offset(starts, positions[anchor].end.line, positions[anchor].end.column)
     source = context.source
     line_index = bisect.bisect_right(starts, end)
