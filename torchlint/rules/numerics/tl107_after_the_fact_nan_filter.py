@@ -87,7 +87,9 @@ class AfterTheFactNanFilter(Rule):
     Reported without a fix (rewrite it by hand) when the filter covers more
     than the op (`torch.nan_to_num(torch.log(a) - b)`: other NaN sources may
     be what it is for), when the filtered name was assigned something other
-    than the op alone, or when the filter sits inside a compound statement.
+    than the op alone, when the filtering statement does more than filter
+    (`scale[scale.isinf() | (scale > 1000)] = 1` also caps large values), or
+    when the filter sits inside a compound statement.
     Not reported where no backward pass is expected: under `torch.no_grad()`,
     in `Dataset` / `__getitem__` code, `Metric` classes and `metrics/` files
     (see `analysis/grad_need.py`); and not when the input is already guarded.
@@ -249,14 +251,40 @@ def _is_pure_filter(context, small: cst.BaseSmallStatement, name: str) -> bool:
     """``y[isnan(y)] = v``, ``y = nan_to_num(y)``, ``y.nan_to_num_()``: a statement that does nothing else."""
     if isinstance(small, cst.Assign) and len(small.targets) == 1:
         target = small.targets[0].target
-        if isinstance(target, cst.Subscript) and _is_name(target.value, name):
-            return True  # filter_owner matched it as a NaN/Inf-test subscript of ``name``
+        if isinstance(target, cst.Subscript) and _is_name(target.value, name) and len(target.slice) == 1:
+            index = target.slice[0].slice
+            return isinstance(index, cst.Index) and _only_nan_tests(context, index.value, name)
         if _is_name(target, name):
             return _is_name(is_nan_filter(context, small.value), name)
         return False
     if isinstance(small, cst.Expr):
         return _is_name(is_nan_filter(context, small.value), name)
     return False
+
+
+_NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isneginf", "isposinf"})
+
+
+def _only_nan_tests(context, test: cst.BaseExpression, name: str) -> bool:
+    """``isnan(y)``, ``y.isinf()``, ``~torch.isfinite(y)``, ``isnan(y) | isinf(y)``: nothing but NaN/Inf tests of ``name``.
+
+    ``scale[scale.isinf() | (scale > 1000)] = 1`` also clamps large values: deleting it would change them.
+    """
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.BitInvert):
+        return _only_nan_tests(context, test.expression, name)
+    if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.BitOr):
+        return _only_nan_tests(context, test.left, name) and _only_nan_tests(context, test.right, name)
+    if not isinstance(test, cst.Call) or len(test.args) > 1:
+        return False
+    qualified = context.qualified_name(test.func)
+    if qualified is not None:
+        return qualified.rsplit(".", 1)[-1] in _NAN_TESTS and qualified.startswith("torch.") and len(test.args) == 1 and _is_name(test.args[0].value, name)
+    return (
+        isinstance(test.func, cst.Attribute)
+        and test.func.attr.value in _NAN_TESTS
+        and not test.args
+        and _is_name(test.func.value, name)
+    )
 
 
 def _filter_calls_of(context, small: cst.CSTNode, name: str) -> List[cst.Call]:
