@@ -165,7 +165,7 @@ def test_non_guards():
         import torch
         import torch.nn.functional as F
         EPS = 1e-6
-        def f(x: torch.Tensor, p: torch.Tensor, mask):
+        def loss(x: torch.Tensor, p: torch.Tensor, mask):
             a = torch.sqrt(x) + EPS  # unguarded
             b = torch.clamp_min(torch.log(p), -100)  # unguarded
             c = torch.sqrt(x.clamp(min=0))  # unguarded
@@ -183,7 +183,7 @@ def test_names_bound_earlier():
     check(
         """
         import torch
-        def f(x: torch.Tensor, mask, eps=1e-6):
+        def forward(x: torch.Tensor, mask, eps=1e-6):
             v = x.var(0)
             a = v.sqrt()  # unguarded
             v = v + eps
@@ -314,7 +314,7 @@ def test_gradient_free_code():
         @torch.no_grad()
         def update(x: torch.Tensor):
             return x.sqrt()  # guarded
-        def g(x: torch.Tensor):
+        def training_loss(x: torch.Tensor):
             with torch.no_grad():
                 a = x.abs().sqrt()  # guarded
             b = x.abs().sqrt().detach()  # guarded
@@ -332,6 +332,23 @@ def test_sigmoid_and_softmax_are_positive_only_as_divisors():
     node = cst.parse_expression("torch.sigmoid(x).sum()")
     assert guards.sign_of(context, node, None, division=True) is guards.Sign.POSITIVE
     assert guards.sign_of(context, node, None) is guards.Sign.NONNEGATIVE
+
+
+def test_gradient_only_hazards_need_differentiated_code():
+    check(
+        """
+        import torch
+        def statistics(x: torch.Tensor):
+            a = x.abs().sqrt()  # guarded
+            b = torch.sqrt(x.var() - x.mean())  # unguarded
+            c = torch.rsqrt(x.abs())  # unguarded
+        def forward(x: torch.Tensor):
+            return x.abs().sqrt()  # unguarded
+        class FocalLoss:
+            def compute(self, x: torch.Tensor):
+                return x.abs().sqrt()  # unguarded
+        """
+    )
 
 
 def test_dataflow_bindings():

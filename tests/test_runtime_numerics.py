@@ -40,19 +40,19 @@ def same_forward(bad, good, *inputs, rtol=1e-6):
 SQRT = """
 import torch
 
-def root(x):
+def root_loss(x):
     return torch.sqrt(x)
 
-def method_root(x):
+def method_root_loss(x):
     return x.sqrt()
 
-def power_root(x: torch.Tensor):
+def power_root_loss(x: torch.Tensor):
     return x ** 0.5
 
-def distance(a, b):
+def distance_loss(a, b):
     return torch.sqrt(((a - b) ** 2).sum(-1))
 
-def feature_std(x):
+def feature_std_loss(x):
     return x.var(0).sqrt()
 
 def inverse_root(x):
@@ -66,7 +66,7 @@ def sqrt_pair():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("name", ["root", "method_root", "power_root"])
+@pytest.mark.parametrize("name", ["root_loss", "method_root_loss", "power_root_loss"])
 def test_sqrt_gradient_at_zero_and_negatives(sqrt_pair, dtype, name):
     bad, good = sqrt_pair.functions(name)
     boundary = torch.tensor([0.0, -1.0, 4.0], dtype=dtype)
@@ -82,7 +82,7 @@ def test_sqrt_gradient_at_zero_and_negatives(sqrt_pair, dtype, name):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_distance_between_identical_points(sqrt_pair, dtype):
-    bad, good = sqrt_pair.functions("distance")
+    bad, good = sqrt_pair.functions("distance_loss")
     a = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=dtype)
     _, grads = forward_backward(bad, a, a.clone())
     assert torch.isnan(grads[0].float()).all(), "d sqrt(sum((a-b)^2)) at a == b is 0 * inf = NaN"
@@ -93,7 +93,7 @@ def test_distance_between_identical_points(sqrt_pair, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_std_of_a_constant_feature(sqrt_pair, dtype):
-    bad, good = sqrt_pair.functions("feature_std")
+    bad, good = sqrt_pair.functions("feature_std_loss")
     x = torch.tensor([[1.0, 5.0], [1.0, 7.0], [1.0, 9.0]], dtype=dtype)  # column 0 is constant
     _, (grad,) = forward_backward(bad, x)
     assert not finite(grad)
@@ -174,10 +174,10 @@ POW = """
 import torch
 import torch.nn.functional as F
 
-def cube_root(x):
+def cube_root_loss(x):
     return torch.pow(x, 1 / 3)
 
-def gem(x, p):
+def forward(x, p):
     pooled = F.avg_pool2d(x.pow(p), (x.size(-2), x.size(-1)))
     return pooled.pow(1.0 / p)
 """
@@ -190,7 +190,7 @@ def pow_pair():
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_cube_root_at_zero_and_negatives(pow_pair, dtype):
-    bad, good = pow_pair.functions("cube_root")
+    bad, good = pow_pair.functions("cube_root_loss")
     boundary = torch.tensor([0.0, -8.0, 8.0], dtype=dtype)
     value, (grad,) = forward_backward(bad, boundary)
     assert torch.isnan(value[1].float()) and not finite(grad)
@@ -201,7 +201,7 @@ def test_cube_root_at_zero_and_negatives(pow_pair, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_gem_pooling_of_a_dead_feature_map(pow_pair, dtype):
-    bad, good = pow_pair.functions("gem")
+    bad, good = pow_pair.functions("forward")
     features = torch.rand(2, 3, 4, 4, generator=torch.Generator().manual_seed(0)).to(dtype) + 0.1
     features[0, 1] = 0.0  # a channel that ReLU switched off everywhere
     _, (grad,) = forward_backward(bad, features, 3.0)

@@ -118,7 +118,11 @@ def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequen
     if op.form == "method" and op.name in user_defined_functions(context) and kind != "tensor":
         return False  # ``self.so3.log()``: the file defines its own ``log``
     division = op.kind == DIV
-    if op.kind in GRADIENT_ONLY_KINDS and not _may_be_negative(operand) and gradient_cannot_flow(context, op, ancestors, site):
+    if op.kind in GRADIENT_ONLY_KINDS and not _may_be_negative(operand):
+        # sqrt(0) and 0 ** (1/3) are fine values: report only where a gradient is taken.
+        if gradient_cannot_flow(context, op, ancestors, site) or not in_differentiated_code(context, ancestors):
+            return False
+    if op.kind == LOG and not in_differentiated_code(context, ancestors) and _without_gradient(context, operand, site, 0):
         return False
     if op.kind in (SQRT, RSQRT, POW) and defines_optimizer(context):
         # Optimizer states are running means of squares plus eps, built across calls.
@@ -181,6 +185,23 @@ def gradient_cannot_flow(
 
 
 _INITIALISATION = re.compile(r"(^|_)(init|initialize|initialise|reset_parameters)(_|$)|^__init__$", re.IGNORECASE)
+
+
+_DIFFERENTIATED_FUNCTION = re.compile(r"^(forward|__call__|training_step|compute_loss)$|loss", re.IGNORECASE)
+
+
+def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Code whose result autograd differentiates: a ``forward``/``__call__``/``training_step``,
+    a function or class named for a loss, or a file under a ``loss``/``losses`` module.
+
+    Helpers, metrics, statistics and solvers outside these are not assumed to be
+    differentiated: gradient-only hazards (a root of 0) are not reported there.
+    """
+    for node in ancestors:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value):
+            return True
+    path = context.path.replace("\\", "/").lower()
+    return "loss" in path.rsplit("/", 2)[-1] or "/loss" in path
 
 
 def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:

@@ -58,8 +58,12 @@ class UnguardedSqrt(Rule):
     instead of `inf`/NaN. A clamp is used rather than `+ eps` so that ordinary
     values are bit-for-bit unchanged.
 
-    Not reported where only the gradient is at stake and autograd never
-    differentiates (a root of 0 is a fine value): under `torch.no_grad()` /
+    A root of 0 is a fine value: only its gradient is infinite. So a root
+    whose operand cannot be negative is reported only in code that is
+    differentiated: a `forward`, `__call__` or `training_step`, a function or
+    class named for a loss, a file in a `loss`/`losses` module (helpers,
+    metrics and solvers elsewhere are not assumed to be); and never where
+    autograd cannot differentiate: under `torch.no_grad()` /
     `inference_mode`, in initialisation code (`__init__`, `reset_parameters`,
     `*_init`), in files that define an optimizer (their states are running
     means of squares plus eps), on constants and random draws, and on results

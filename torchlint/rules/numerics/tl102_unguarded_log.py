@@ -58,6 +58,10 @@ class UnguardedLog(Rule):
     above eps are computed exactly as before; below it the result is
     `log(eps)` instead of `-inf`/NaN and the gradient is 0.
 
+    Outside differentiated code (a `forward`, a loss, a `losses` module) a
+    log of a value built only from constants and random draws is not
+    reported.
+
     Not detected: logs of values computed in another function or stored in
     attributes, and logs whose operand is guarded in another function.
     """

@@ -54,8 +54,10 @@ class UnguardedFractionalPow(Rule):
     overflows for very small roots (`p <= 0.2` with eps = 1e-6); raise eps
     for such code.
 
-    Like TL101, not reported in code autograd never differentiates
-    (`no_grad`, initialisation, optimizer files, constants, random draws).
+    Like TL101, reported only in differentiated code (a `forward`, a loss
+    function or class, a `losses` module) and not in code autograd never
+    differentiates (`no_grad`, initialisation, optimizer files, constants,
+    random draws), unless the base is written as a difference.
 
     Not detected: exponents held in variables other than `1 / p` (the linter
     cannot see that `x ** p` has `p < 1`), and integer or negative exponents,
