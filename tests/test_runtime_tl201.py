@@ -154,3 +154,30 @@ def test_upcast_form_keeps_its_dtype(pair, dtype):
     assert torch.isfinite(out).all() and torch.isfinite(grad).all()
     ordinary = torch.randn(16, 10, generator=torch.Generator().manual_seed(4)).to(dtype)
     torch.testing.assert_close(good(ordinary), bad(ordinary), rtol=0, atol=1e-6)
+
+
+EPS_SNIPPET = '''
+import torch
+import torch.nn.functional as F
+
+
+def with_eps(logits):
+    return torch.log(F.softmax(logits, dim=-1) + 1e-8)
+'''
+
+
+def test_eps_form_clips_the_loss_and_the_fix_does_not():
+    # The eps hides the -inf, so the gradient is finite, but it caps -log p at -log(1e-8) = 18.4:
+    # the model gets no signal to fix a prediction that is wrong by more than that.
+    bad, good = fix_and_exec(EPS_SNIPPET, "TL201", applicability="safe").functions("with_eps")
+    logits = torch.tensor([CONFIDENT])
+    bad_out, (bad_grad,) = forward_backward(bad, logits)
+    assert torch.isfinite(bad_grad).all()
+    assert abs(bad_out[0, 2].item() - torch.log(torch.tensor(1e-8)).item()) < 1e-3
+    good_out, (good_grad,) = forward_backward(good, logits)
+    assert good_out[0, 2].item() == -200.0 and torch.isfinite(good_grad).all()
+    # On ordinary logits the two differ by about eps / p.
+    ordinary = torch.randn(16, 10, generator=torch.Generator().manual_seed(5))
+    probabilities = F.softmax(ordinary, dim=-1)
+    difference = (bad(ordinary) - good(ordinary)).abs()
+    assert (difference <= 1.5e-8 / probabilities + 1e-6).all()
