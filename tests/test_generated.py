@@ -268,25 +268,38 @@ def _extra_statements(t: str) -> List[List[str]]:
     ]
 
 
+OPENINGS = [
+    '"""A generated module."""',
+    "from __future__ import annotations",
+    "",
+    "#!/usr/bin/env python\n# -*- coding: utf-8 -*-",
+    "# Copyright notice\n# spanning two lines\n",
+]
+
+
 @st.composite
 def torch_modules(draw) -> str:
     torch_import, torch_name = draw(st.sampled_from(TORCH_IMPORTS))
     functional_import, functional = draw(st.sampled_from(FUNCTIONAL_IMPORTS))
     expression = _expressions(torch_name, functional)
-    header = [draw(st.sampled_from(['"""A generated module."""', "from __future__ import annotations", ""])), torch_import, functional_import]
+    opening = draw(st.sampled_from(OPENINGS))
+    imports = [torch_import, functional_import]
     if functional.startswith("nn.") and torch_import != "import torch":
-        header.append("import torch")  # nn.Module below needs no torch, but keep `torch` for a `torch.load` fix
+        imports.append("import torch")  # nn.Module below needs no torch, but keep `torch` for a `torch.load` fix
+    container = draw(st.sampled_from(["module", "function", "method", "nested"]))
+    # Imports only inside the function: a fix's new import then has no import to follow.
+    local_imports = container == "function" and draw(st.booleans())
+    header = [opening] + ([] if local_imports else imports)
     body: List[str] = ["", "", "eps = 1e-6", "dim = -1"]
     groups = [[f"out_{i} = {e}"] for i, e in enumerate(draw(st.lists(expression, min_size=1, max_size=4)))]
     for extra in draw(st.lists(st.sampled_from(_extra_statements(torch_name)), max_size=2)):
         groups.insert(draw(st.integers(0, len(groups))), extra)
     statements = [line for group in groups for line in group]
-    container = draw(st.sampled_from(["module", "function", "method", "nested"]))
     if container == "module":
         body += statements
     elif container == "function":
         body.append("def compute(x, y, logits, probs, target, path, f, device, p, model, items):")
-        body += ["    " + line for line in statements]
+        body += ["    " + line for line in (imports if local_imports else []) + statements]
         body.append("    return out_0")
     elif container == "method":
         body.append("class Head(nn.Module):" if "nn" in functional else "class Head:")
@@ -300,6 +313,8 @@ def torch_modules(draw) -> str:
         body.append("            if batch is not None:")
         body += ["                " + line for line in statements]
         body.append("    return batch")
+    if draw(st.booleans()):
+        body.append("import os  # a late import: a fix's import must still come before the first use")
     text = "\n".join(header + body) + "\n"
     if draw(st.booleans()):
         text = text.rstrip("\n")
