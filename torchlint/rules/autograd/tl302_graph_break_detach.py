@@ -7,6 +7,8 @@ import libcst as cst
 from torchlint.analysis.gradflow import STOP_GRADIENT_NAME, FunctionFlow, Site, current_flow
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
+# Names of the detaching steps (methods, ``.data``, ``float``, re-wrapping calls): the cheap prefilter.
+_STEP_WORDS = frozenset({"detach", "item", "tolist", "numpy", "data", "float", "tensor", "Tensor", "FloatTensor", "Variable"})
 # Operands that need parentheses when they replace a call or attribute access.
 _LOOSE = (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Lambda)
 
@@ -71,12 +73,31 @@ class GraphBreakDetach(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self._reported: Set[int] = set()
+        # Scopes (functions, or None for the module) in which a detaching step has been seen so
+        # far: a sink is analysed only there, since a step further down cannot reach it.
+        self._scopes_with_steps: Set[Optional[int]] = set()
+
+    def _scope(self) -> Optional[int]:
+        function = self.context.enclosing(cst.FunctionDef)
+        return id(function) if function is not None else None
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        if node.attr.value in _STEP_WORDS:
+            self._scopes_with_steps.add(self._scope())
 
     def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if isinstance(func, cst.Name) and func.value in _STEP_WORDS:
+            self._scopes_with_steps.add(self._scope())
+
+    # Sinks are checked on leaving, once the steps inside them have been seen.
+    def leave_Call(self, node: cst.Call) -> None:
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "backward") and self.context.qualified_name(
             func
         ) != "torch.autograd.backward":
+            return
+        if self._scope() not in self._scopes_with_steps:
             return
         flow = current_flow(self.context)
         if flow is None:
@@ -85,11 +106,14 @@ class GraphBreakDetach(Rule):
             if call.call is node:
                 self._check_sink(flow, call.tensor, call.site)
 
-    def visit_Return(self, node: cst.Return) -> None:
-        if node.value is None:
+    def leave_Return(self, node: cst.Return) -> None:
+        if node.value is None or self._scope() not in self._scopes_with_steps:
+            return
+        function = self.context.enclosing(cst.FunctionDef)
+        if function is None or function.name.value != "forward":
             return
         flow = current_flow(self.context)
-        if flow is None or flow.name != "forward" or not flow.class_attributes.modules:
+        if flow is None or not flow.class_attributes.modules:
             return
         for value, site in flow.returns:
             if value is node.value:
