@@ -198,3 +198,49 @@ def test_configured_eps_is_used_and_a_vanishing_one_is_never_written():
     tiny = config.Settings(enabled=frozenset({"TL105"}), eps=1e-8)
     result = engine.lint_text(HALF_SOURCE, "snippet.py", tiny)
     assert len(result.findings) == 5 and all(f.fix is None for f in result.findings)
+
+
+# The seed's bug: eps = 1e-10 under float16 autocast, and a zero embedding makes sim 0/0.
+SIMILARITY_SOURCE = '''\
+import torch
+import torch.nn as nn
+
+
+class Similarity(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.eps = 1e-10
+
+    def forward(self, a, b):
+        with torch.autocast("cuda", dtype=torch.float16):
+            norms = a.norm(dim=-1, keepdim=True) * b.norm(dim=-1).unsqueeze(0)
+            return a @ b.T / (norms + self.eps)
+'''
+
+
+def _similarity_run(source):
+    module = load(source)["Similarity"]()
+    # On CPU the CUDA autocast region is inactive: feed float16 tensors, as autocast would produce.
+    a = torch.randn(4, 8, generator=torch.Generator().manual_seed(6)).half()
+    b = torch.randn(3, 8, generator=torch.Generator().manual_seed(7)).half()
+    a[0] = 0  # an all-zero embedding (a padded row)
+    leaf = a.requires_grad_(True)
+    out = module(leaf, b)
+    out.sum().backward()
+    return out.detach(), leaf.grad
+
+
+def test_seed_similarity_in_float16():
+    result = fixed(SIMILARITY_SOURCE)
+    assert result.applied == 1 and "self.eps = 1e-6" in result.text
+    out_bad, grad_bad = _similarity_run(SIMILARITY_SOURCE)
+    out_good, grad_good = _similarity_run(result.text)
+    assert torch.isnan(out_bad[0]).all() and torch.isnan(grad_bad[0]).all()
+    assert torch.isfinite(out_good).all()
+    assert torch.equal(out_good[1:], out_bad[1:])
+    # The documented limit of eps = 1e-6 in float16: d(a @ b.T / 1e-6)/da = b / 1e-6 overflows 65504.
+    assert not torch.isfinite(grad_good[0]).all()
+    # With [tool.torchlint] eps = 1e-3 the gradient is finite too.
+    larger = engine.fix_text(SIMILARITY_SOURCE, "snippet.py", config.Settings(enabled=frozenset({"TL105"}), eps=1e-3))
+    out_large, grad_large = _similarity_run(larger.text)
+    assert torch.isfinite(out_large).all() and torch.isfinite(grad_large).all()

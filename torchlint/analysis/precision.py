@@ -94,7 +94,11 @@ class _Float16Finder(cst.CSTVisitor):
         elif qualified in _CUDA_AUTOCAST:
             self.strong = not _turned_off(argument(node, 0, "enabled"))
         elif qualified in _AUTOCAST:
-            self.strong = _autocast_is_float16(node)
+            dtype = argument(node, 1, "dtype")
+            if dtype is not None and not _turned_off(argument(node, 2, "enabled")):
+                self.strong = self._is_float16(dtype.value)
+            else:
+                self.strong = _autocast_is_float16(node)
         elif qualified in _FLOAT16_DTYPES or any(self._is_float16(arg.value) for arg in node.args):
             if not self._float32_round_trip(node):
                 self.local = True
