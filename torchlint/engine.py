@@ -73,15 +73,25 @@ class _Traversal(cst.CSTVisitor):
         self.diagnostics = diagnostics
         self.crashed: Set[str] = set()
         self._visit: Dict[str, List[Tuple[Optional[Rule], Callable]]] = {}
-        self._leave: Dict[str, List[Tuple[Rule, Callable]]] = {}
-        # Imports inside functions join the import table as the walk reaches them.
+        self._leave: Dict[str, List[Tuple[Optional[Rule], Callable]]] = {}
+        # Imports inside a function join the import table as the walk reaches them and
+        # leave it with the function, after the rules' own leave handlers have run.
         for node_type in ("Import", "ImportFrom"):
             self._visit[node_type] = [(None, context.imports.add)]
+        self._outer_bindings: List[Dict[str, str]] = []
+        self._visit["FunctionDef"] = [(None, self._enter_function)]
         for rule in rules:
             for name in handler_names(type(rule)):
                 kind, _, node_type = name.partition("_")
                 table = self._visit if kind == "visit" else self._leave
                 table.setdefault(node_type, []).append((rule, getattr(rule, name)))
+        self._leave.setdefault("FunctionDef", []).append((None, self._leave_function))
+
+    def _enter_function(self, node: cst.FunctionDef) -> None:
+        self._outer_bindings.append(dict(self.context.imports.bindings))
+
+    def _leave_function(self, node: cst.FunctionDef) -> None:
+        self.context.imports.bindings = self._outer_bindings.pop()
 
     def _call(self, rule: Optional[Rule], method: Callable, node: cst.CSTNode) -> None:
         if rule is None:

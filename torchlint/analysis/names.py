@@ -10,7 +10,8 @@ Resolved:
     import torch.nn.functional as F / from torch.nn import functional as F
     from torch import log as L / from torch.nn.functional import softmax
     attribute chains on any of these (``T.nn.functional.softmax``)
-    imports inside functions (recorded when the traversal reaches them)
+    imports inside functions (recorded when the traversal reaches them and
+    forgotten when it leaves the function)
 
 Not resolved (documented in the README):
     star imports (``from torch import *``), relative imports, names rebound
