@@ -31,7 +31,7 @@ from torchlint.rule import (
     Rule,
     handler_names,
 )
-from torchlint.source import line_starts
+from torchlint.source import line_starts, python_syntax_error
 
 # Fixes are applied in passes until nothing changes; nested fixes need one pass per level.
 MAX_FIX_PASSES = 10
@@ -142,7 +142,11 @@ def parse(source: str, path: str) -> Tuple[Optional[cst.Module], Optional[Diagno
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as exc:
         message = str(exc.message if hasattr(exc, "message") else exc).strip().splitlines()[0]
-        return None, Diagnostic(path, f"syntax error: {message}", exc.raw_line, exc.raw_column + 1, "parse")
+        line, column = exc.raw_line, exc.raw_column + 1
+        python = python_syntax_error(source)
+        if python is not None and python[0] <= line:  # not a later line: then it is the same mistake, better placed
+            line, column, message = python
+        return None, Diagnostic(path, f"syntax error: {message}", line, column, "parse")
     except RecursionError:
         return None, Diagnostic(path, "syntax error: expression nested too deeply to parse", 1, 1, "parse")
 

@@ -6,6 +6,7 @@ and BOM, through a temporary file and an atomic rename.
 """
 from __future__ import annotations
 
+import ast
 import io
 import os
 import re
@@ -136,5 +137,22 @@ def too_deeply_nested(text: str) -> Optional[Tuple[int, int]]:
     except (tokenize.TokenError, SyntaxError):
         # The tokens stop making sense before the brackets got that deep; the
         # parser will report the real error.
+        return None
+    return None
+
+
+def python_syntax_error(text: str) -> Optional[Tuple[int, int, str]]:
+    """CPython's own account of the first syntax error: (line, column, message), or None.
+
+    LibCST points at the token after the mistake (often the next line) and
+    lists the tokens it expected; CPython names the mistake where it is
+    ("'(' was never closed", "expected ':'"). Only called once LibCST has
+    failed, so it costs nothing on files that parse.
+    """
+    try:
+        compile(text, "<source>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except SyntaxError as exc:
+        return exc.lineno or 1, exc.offset or 1, exc.msg
+    except (RecursionError, MemoryError, ValueError):
         return None
     return None
