@@ -1,8 +1,12 @@
 """Never crash, never corrupt: run torchlint over real PyTorch libraries and check every byte it writes.
 
     python bench/reliability.py [--corpus DIR] [--packages timm,kornia,torchmetrics | all]
-                                [--no-variants] [--scratch DIR] [--keep] [--label TEXT]
-                                [--results FILE]
+                                [--jobs N] [--full-second-run] [--no-variants]
+                                [--scratch DIR] [--keep] [--label TEXT] [--results FILE]
+
+The default packages hold about 365,000 lines.  The script makes three full
+lint passes (check and --diff side by side, then --fix), each minutes of CPU
+with all rules; --jobs N splits every pass over N processes.
 
 The corpus is the one `bench/corpus.py` assembles from the package registry
 (default: $TORCHLINT_CORPUS, else ~/.cache/torchlint-corpus); packages that
