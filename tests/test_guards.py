@@ -212,7 +212,7 @@ def test_conditions_and_asserts():
     check(
         """
         import torch
-        def f(x: torch.Tensor, mask, d: torch.Tensor):
+        def forward(x: torch.Tensor, mask, d: torch.Tensor):
             if (x > 0).all():
                 a = torch.sqrt(x)  # guarded
             if d != 0:
@@ -263,7 +263,7 @@ def test_user_defined_log_is_not_torch():
                 return self
             def inverse(self, other):
                 return other.log()  # guarded
-        def g(x: torch.Tensor):
+        def loss(x: torch.Tensor):
             return x.log()  # unguarded
         """
     )
@@ -274,7 +274,7 @@ def test_ownership_where_filter_and_fused():
         """
         import torch
         import torch.nn.functional as F
-        def f(x: torch.Tensor, p: torch.Tensor, logits, w):
+        def forward(x: torch.Tensor, p: torch.Tensor, logits, w):
             a = torch.where(x > 0, torch.sqrt(x), 0)  # guarded
             b = torch.where(p > 0, p * torch.log(p), torch.zeros_like(p))  # guarded
             c = torch.nan_to_num(torch.log(p))  # guarded
@@ -341,7 +341,9 @@ def test_gradient_only_hazards_need_differentiated_code():
         def statistics(x: torch.Tensor):
             a = x.abs().sqrt()  # guarded
             b = torch.sqrt(x.var() - x.mean())  # unguarded
-            c = torch.rsqrt(x.abs())  # unguarded
+            c = torch.rsqrt(x.abs())  # guarded
+            d = torch.log(x)  # guarded
+            e = x / x.norm()  # guarded
         def forward(x: torch.Tensor):
             return x.abs().sqrt()  # unguarded
         class FocalLoss:

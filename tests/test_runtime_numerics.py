@@ -55,7 +55,7 @@ def distance_loss(a, b):
 def feature_std_loss(x):
     return x.var(0).sqrt()
 
-def inverse_root(x):
+def inverse_root_loss(x):
     return torch.rsqrt(x)
 """
 
@@ -104,7 +104,7 @@ def test_std_of_a_constant_feature(sqrt_pair, dtype):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_rsqrt_at_zero(sqrt_pair, dtype):
-    bad, good = sqrt_pair.functions("inverse_root")
+    bad, good = sqrt_pair.functions("inverse_root_loss")
     boundary = torch.tensor([0.0, -1.0, 4.0], dtype=dtype)
     value, _ = forward_backward(bad, boundary)
     assert not finite(value), "rsqrt(0) = inf in the forward pass"
@@ -127,13 +127,13 @@ def test_sqrt_fix_uses_configured_eps():
 LOG = """
 import torch
 
-def log(x):
+def log_loss(x):
     return torch.log(x)
 
-def log_base2(x):
+def log_base2_loss(x):
     return x.log2()
 
-def nll(probs, target):
+def nll_loss(probs, target):
     return -torch.log(probs.gather(1, target[:, None])).mean()
 """
 
@@ -144,7 +144,7 @@ def log_pair():
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-@pytest.mark.parametrize("name", ["log", "log_base2"])
+@pytest.mark.parametrize("name", ["log_loss", "log_base2_loss"])
 def test_log_at_zero_and_negatives(log_pair, dtype, name):
     bad, good = log_pair.functions(name)
     boundary = torch.tensor([0.0, -1.0, 2.0], dtype=dtype)
@@ -158,7 +158,7 @@ def test_log_at_zero_and_negatives(log_pair, dtype, name):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_nll_of_a_zero_probability(log_pair, dtype):
-    bad, good = log_pair.functions("nll")
+    bad, good = log_pair.functions("nll_loss")
     probs = torch.tensor([[1.0, 0.0], [0.25, 0.75]], dtype=dtype)
     target = torch.tensor([1, 0])
     value, (grad,) = forward_backward(bad, probs, target)
@@ -217,16 +217,16 @@ def test_gem_pooling_of_a_dead_feature_map(pow_pair, dtype):
 DIVISION = """
 import torch
 
-def masked_mean(loss, mask):
+def masked_mean_loss(loss, mask):
     return (loss * mask).sum() / mask.sum()
 
-def unit(x):
+def unit_loss(x):
     return x / x.norm(dim=-1, keepdim=True)
 
-def cosine(a, b):
+def cosine_loss(a, b):
     return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
 
-def standardise(x):
+def standardise_loss(x):
     return (x - x.mean(0)) / x.std(0)
 """
 
@@ -261,7 +261,7 @@ def test_division_fixes_are_the_library_idioms(div_pair):
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_mean_over_an_empty_mask(div_pair, dtype):
-    bad, good = div_pair.functions("masked_mean")
+    bad, good = div_pair.functions("masked_mean_loss")
     loss = torch.tensor([1.0, 2.0, 3.0], dtype=dtype)
     empty = torch.zeros(3, dtype=dtype)
     value, (grad_loss, _) = forward_backward(bad, loss, empty)
@@ -278,7 +278,7 @@ def _norm_pair(request, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_normalising_a_zero_vector(request, dtype):
     pair = _norm_pair(request, dtype)
-    bad, good = pair.functions("unit")
+    bad, good = pair.functions("unit_loss")
     x = torch.tensor([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], dtype=dtype)
     value, (grad,) = forward_backward(bad, x)
     assert torch.isnan(value[0].float()).all() and torch.isnan(grad.float()).any()
@@ -289,7 +289,7 @@ def test_normalising_a_zero_vector(request, dtype):
 
 def test_float16_norm_gradient_needs_a_larger_eps(div_pair):
     """The documented limit: with the default eps the float16 forward is finite, the gradient 1/eps is not."""
-    _, good = div_pair.functions("unit")
+    _, good = div_pair.functions("unit_loss")
     x = torch.zeros(1, 3, dtype=torch.float16)
     value, (grad,) = forward_backward(good, x)
     assert finite(value)
@@ -299,7 +299,7 @@ def test_float16_norm_gradient_needs_a_larger_eps(div_pair):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_cosine_with_a_zero_vector(request, dtype):
     pair = _norm_pair(request, dtype)
-    bad, good = pair.functions("cosine")
+    bad, good = pair.functions("cosine_loss")
     a = torch.tensor([[0.0, 0.0], [1.0, 2.0]], dtype=dtype)
     b = torch.tensor([[1.0, 1.0], [2.0, 1.0]], dtype=dtype)
     value, grads = forward_backward(bad, a, b)
@@ -322,7 +322,7 @@ def test_cosine_with_a_zero_vector(request, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_standardising_a_constant_feature(request, dtype):
     pair = _norm_pair(request, dtype)
-    bad, good = pair.functions("standardise")
+    bad, good = pair.functions("standardise_loss")
     x = torch.tensor([[1.0, 5.0], [1.0, 7.0], [1.0, 9.0]], dtype=dtype)
     value, (grad,) = forward_backward(bad, x)
     assert not finite(value) and not finite(grad)

@@ -16,6 +16,15 @@ API
     default the engine's ``context.ancestors`` (right for a rule visiting
     ``op.node`` itself).
 
+``in_differentiated_code(context, ancestors)`` / ``gradient_cannot_flow(context, op, ancestors)``
+    Where TL101-TL104 look: a ``forward``/``__call__``/``training_step``, a
+    function or class named for a loss, a ``loss``/``losses`` module (outside
+    it only a root of a difference, which rounding makes negative, is
+    reported). Gradient-only hazards (a root of 0) are skipped under
+    ``no_grad``/``inference_mode``, in initialisation code, in optimizer files,
+    on constants/random draws and on results that only feed ``detach``,
+    ``round``, ``long`` or a comparison.
+
 ``sign_of(context, expr, site, division=False) -> Sign``
     POSITIVE (provably > 0, bounded away from 0 by the author), NONNEGATIVE
     (>= 0 but may be 0: abs, squares, relu, norms, ``clamp(min=0)``) or
@@ -120,9 +129,12 @@ def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequen
     division = op.kind == DIV
     if op.kind in GRADIENT_ONLY_KINDS and not _may_be_negative(operand):
         # sqrt(0) and 0 ** (1/3) are fine values: report only where a gradient is taken.
-        if gradient_cannot_flow(context, op, ancestors, site) or not in_differentiated_code(context, ancestors):
+        if gradient_cannot_flow(context, op, ancestors, site):
             return False
-    if op.kind == LOG and not in_differentiated_code(context, ancestors) and _without_gradient(context, operand, site, 0):
+    if not in_differentiated_code(context, ancestors) and not (op.kind in GRADIENT_ONLY_KINDS and _may_be_negative(operand)):
+        # Outside training code (metrics of counts, geometric solvers normalising null vectors,
+        # statistics, initialisation) the operands are positive by constructions the linter
+        # cannot see far more often than not (measured: bench/results/precision_tl1.md).
         return False
     if op.kind in (SQRT, RSQRT, POW) and defines_optimizer(context):
         # Optimizer states are running means of squares plus eps, built across calls.

@@ -58,12 +58,15 @@ class UnguardedSqrt(Rule):
     instead of `inf`/NaN. A clamp is used rather than `+ eps` so that ordinary
     values are bit-for-bit unchanged.
 
-    A root of 0 is a fine value: only its gradient is infinite. So a root
-    whose operand cannot be negative is reported only in code that is
-    differentiated: a `forward`, `__call__` or `training_step`, a function or
-    class named for a loss, a file in a `loss`/`losses` module (helpers,
-    metrics and solvers elsewhere are not assumed to be); and never where
-    autograd cannot differentiate: under `torch.no_grad()` /
+    Where it looks: code that is differentiated, a `forward`, `__call__` or
+    `training_step`, a function or class named for a loss, a file in a
+    `loss`/`losses` module. Elsewhere (metrics, statistics, geometric solvers,
+    helpers) operands are positive by constructions the linter cannot see far
+    more often than not (measured in `bench/results/precision_tl1.md`); there
+    only an operand written as a difference (`E[x^2] - E[x]^2`, which rounding
+    makes negative) is reported. A root of 0 is a fine value, only its
+    gradient is infinite, so nothing is reported where autograd cannot
+    differentiate: under `torch.no_grad()` /
     `inference_mode`, in initialisation code (`__init__`, `reset_parameters`,
     `*_init`), in files that define an optimizer (their states are running
     means of squares plus eps), on constants and random draws, and on results

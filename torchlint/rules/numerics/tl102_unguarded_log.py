@@ -58,9 +58,12 @@ class UnguardedLog(Rule):
     above eps are computed exactly as before; below it the result is
     `log(eps)` instead of `-inf`/NaN and the gradient is 0.
 
-    Outside differentiated code (a `forward`, a loss, a `losses` module) a
-    log of a value built only from constants and random draws is not
-    reported.
+    Where it looks: code that is differentiated, a `forward`, `__call__` or
+    `training_step`, a function or class named for a loss, a file in a
+    `loss`/`losses` module. Metric and statistics code (logs of counts,
+    cluster sizes, nonzero-filtered entries) is positive by constructions the
+    linter cannot see far more often than not (measured in
+    `bench/results/precision_tl1.md`) and is not reported.
 
     Not detected: logs of values computed in another function or stored in
     attributes, and logs whose operand is guarded in another function.

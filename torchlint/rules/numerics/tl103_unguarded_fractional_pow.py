@@ -55,9 +55,9 @@ class UnguardedFractionalPow(Rule):
     for such code.
 
     Like TL101, reported only in differentiated code (a `forward`, a loss
-    function or class, a `losses` module) and not in code autograd never
-    differentiates (`no_grad`, initialisation, optimizer files, constants,
-    random draws), unless the base is written as a difference.
+    function or class, a `losses` module), never in code autograd cannot
+    differentiate (`no_grad`, initialisation, optimizer files, constants,
+    random draws); a base written as a difference is reported everywhere.
 
     Not detected: exponents held in variables other than `1 / p` (the linter
     cannot see that `x ** p` has `p < 1`), and integer or negative exponents,

@@ -79,6 +79,13 @@ class UnguardedDivision(Rule):
     float16 (rather than under autocast, which computes norms in float32)
     should set `eps = 1e-4`.
 
+    Where it looks: code that is differentiated, a `forward`, `__call__` or
+    `training_step`, a function or class named for a loss, a file in a
+    `loss`/`losses` module. Geometric solvers normalising null vectors and
+    eigenvectors, and metric code, divide by norms that are nonzero by
+    construction far more often than not (measured in
+    `bench/results/precision_tl1.md`) and are not reported.
+
     Not detected: divisors computed in another function or stored in
     attributes, and sums whose non-negativity the linter cannot see.
     """
