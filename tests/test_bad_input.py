@@ -138,6 +138,27 @@ def test_deeply_nested_parentheses(project):
     assert "too many nested parentheses" in line
 
 
+@pytest.mark.parametrize(
+    "expression",
+    ["-" * 50000 + "x", "not " * 50000 + "x", "lambda: " * 5000 + "x", "**".join(["x"] * 50000)],
+    ids=["unary-minus", "not", "lambda", "power"],
+)
+def test_long_operator_chains(project, expression):
+    # No brackets, yet as deep: LibCST's parser overflows the C stack on these.
+    (project / "chain.py").write_text(HEADER + "z = " + expression + TRIGGERS, encoding="utf-8")
+    proc, _ = run_with_good(project, "chain.py")
+    assert proc.returncode == 2
+    (line,) = error_lines(proc, "chain.py")
+    assert re.search(r"chain\.py:3:[56]: syntax error: expression nested too deeply", line), line
+
+
+def test_operator_lookalikes_in_comments_are_fine(project):
+    (project / "dashes.py").write_text(HEADER + "# " + "-" * 3000 + "\n" + 'RULE = "' + "~" * 3000 + '"' + TRIGGERS, encoding="utf-8")
+    proc, items = run_with_good(project, "dashes.py")
+    assert proc.returncode == 1, proc.stderr
+    assert [(i["line"], i["code"]) for i in items if i["path"] == "dashes.py"] == [(5, "TL201")]
+
+
 def test_brackets_inside_strings_do_not_count(project):
     (project / "strings.py").write_text(HEADER + 'PATTERN = "' + "(" * 500 + '"\n' + "# " + "[" * 500 + "\n" + TL201_LINE + "\n", encoding="utf-8")
     proc, items = run_with_good(project, "strings.py")

@@ -195,7 +195,7 @@ def _process(text: str, path: str, args: argparse.Namespace, settings: config.Se
         deep = source.too_deeply_nested(text)
         if deep is not None:
             # Checked before LibCST sees the text: its parser would crash the process.
-            run.diagnostics.append(Diagnostic(path, "syntax error: too many nested parentheses", deep[0], deep[1], "parse"))
+            run.diagnostics.append(Diagnostic(path, f"syntax error: {deep[2]}", deep[0], deep[1], "parse"))
             return None
     try:
         return _process_parsed(text, path, args, settings, run)

@@ -117,13 +117,27 @@ _NOT_BRACKET = re.compile(r"[^()\[\]{}]+")
 _DEPTH_STEP = {"(": 1, "[": 1, "{": 1, ")": -1, "]": -1, "}": -1}
 
 
-def too_deeply_nested(text: str) -> Optional[Tuple[int, int]]:
-    """The (line, column) where brackets open deeper than Python allows, or None.
+# Long runs of prefix operators (``- - - x``, ``not not x``, ``lambda: lambda: x``, ``a ** a ** a``)
+# nest without brackets; LibCST's parser overflows on tens of thousands of them.
+_PREFIX_RUN = re.compile(r"(?:(?:[-+~]|\bnot\b|\bawait\b|\blambda\b[^:\n]*:|\*\*\s*[\w.]+)[ \t]*){1000,}")
+
+
+def too_deeply_nested(text: str) -> Optional[Tuple[int, int, str]]:
+    """(line, column, reason) where the code nests deeper than Python allows, or None.
 
     A cheap count over every bracket character comes first; only when it
     exceeds the limit (brackets inside strings and comments count there) are
-    the tokens looked at, so ordinary files pay a regex and a sum.
+    the tokens looked at, so ordinary files pay a regex and a sum.  A run of
+    a thousand prefix operators is reported when CPython cannot compile it
+    either (so a long line of dashes in a comment is not).
     """
+    run = _PREFIX_RUN.search(text)
+    if run is not None:
+        try:
+            compile(text, "<source>", "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+        except (SyntaxError, RecursionError, MemoryError):
+            line = text.count("\n", 0, run.start()) + 1
+            return line, run.start() - (text.rfind("\n", 0, run.start()) + 1) + 1, "expression nested too deeply"
     brackets = _NOT_BRACKET.sub("", text)
     if not brackets or max(accumulate(map(_DEPTH_STEP.__getitem__, brackets))) <= MAX_BRACKET_DEPTH:
         return None
@@ -133,7 +147,7 @@ def too_deeply_nested(text: str) -> Optional[Tuple[int, int]]:
             if token.type == tokenize.OP and token.string in _DEPTH_STEP:
                 depth += _DEPTH_STEP[token.string]
                 if depth > MAX_BRACKET_DEPTH:
-                    return token.start[0], token.start[1] + 1
+                    return token.start[0], token.start[1] + 1, "too many nested parentheses"
     except (tokenize.TokenError, SyntaxError):
         # The tokens stop making sense before the brackets got that deep; the
         # parser will report the real error.
