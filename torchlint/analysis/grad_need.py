@@ -50,3 +50,49 @@ def gradient_unlikely(context: "FileContext") -> bool:
                 if name is not None and _NO_GRAD_BASES.search(name):
                     return True
     return False
+
+
+_INTEGER_CASTS = frozenset({"long", "int", "bool", "short", "byte"})
+_COUNTING = frozenset({"count_nonzero", "any", "all", "argmax", "argmin"})
+_KEEPING = frozenset({"sum", "float", "double", "half", "to", "type_as", "squeeze", "unsqueeze", "view", "reshape", "flatten"})
+
+
+def carries_no_gradient(context: "FileContext", node: cst.BaseExpression, ancestors=None, _depth: int = 0) -> bool:
+    """Values autograd never differentiates: comparisons, integer/bool casts, counts of them
+    (``torch.sum(logits > t).float()``, ``(m > 0).sum()``, ``count_nonzero``), names bound only to such values."""
+    from torchlint.analysis.dataflow import bindings, site_of
+
+    if _depth > 4:
+        return False
+    again = _depth + 1
+    if isinstance(node, cst.Comparison):
+        return True
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.BitInvert, cst.Not)):
+        return True
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.BitAnd, cst.BitOr, cst.BitXor)):
+        return True
+    if isinstance(node, cst.Call) and node.args is not None:
+        qualified = context.qualified_name(node.func)
+        if qualified is not None:
+            name = qualified.rsplit(".", 1)[-1]
+            if not qualified.startswith("torch."):
+                return False
+            if name in _COUNTING:
+                return True
+            if name in _KEEPING and node.args:
+                return carries_no_gradient(context, node.args[0].value, ancestors, again)
+            return False
+        if isinstance(node.func, cst.Attribute):
+            method = node.func.attr.value
+            if method in _INTEGER_CASTS or method in _COUNTING:
+                return True
+            if method in _KEEPING:
+                return carries_no_gradient(context, node.func.value, ancestors, again)
+        return False
+    if isinstance(node, cst.Name) and ancestors is not None:
+        reaching = bindings(site_of(list(ancestors)), node.value)
+        values = [b.value for b in reaching if b.kind == "assign" and b.value is not None]
+        return bool(values) and len(values) == len(reaching) and all(
+            carries_no_gradient(context, value, ancestors, again) for value in values
+        )
+    return False

@@ -9,8 +9,7 @@ from torchlint.analysis.scope import assignments
 from torchlint.analysis.ops import is_eps_like, is_value_receiver, match_unary, number_value
 from torchlint.analysis.precision import (
     FLOAT16_ZERO_LIMIT,
-    FLOAT32_DIVISOR_GUARD_LIMIT,
-    FLOAT32_LOG_GUARD_LIMIT,
+    FLOAT32_RECIPROCAL_LIMIT,
     FLOAT32_ZERO_LIMIT,
     added_constant,
     clamp_lower_bound,
@@ -45,8 +44,7 @@ class VanishingEpsilon(Rule):
       a call or assigned to a name, `.half()`; not `x.half().float()`,
       which only rounds);
     - in any file, a guard literal that float32 itself rounds to 0 (<= 2**-150, e.g.
-      `1e-50`), a guard of `log` below 1/FLT_MAX (2.94e-39), or a guard of a divisor
-      below FLT_MAX**-0.5 (5.42e-20).
+      `1e-50`), or a guard of `log` or of a divisor below 1/FLT_MAX (2.94e-39).
 
     ## Why is this bad?
     float16 rounds every value <= 2.98e-8 to exactly 0 (measured:
@@ -57,7 +55,9 @@ class VanishingEpsilon(Rule):
     autocast the addition runs in the operand's float16 even when the op itself
     is promoted to float32, so the eps is lost before the op sees it.
     In float32, `log(x + 1e-45)` is finite but its gradient `1/1.4e-45`
-    overflows to `inf`, and `a / (d + 1e-20)` has the gradient `-a/1e-40 = -inf`.
+    overflows to `inf`, and so does the gradient `1/1e-40` of `a / (d + 1e-40)`.
+    (`1e-20` in a divisor is not flagged: its gradient `1e20` is finite, and
+    `-a/1e-40` overflows only where `a` is not 0 while `d` is.)
 
     bfloat16 has float32's exponent range, so a tiny eps survives there
     (1e-10, 1e-20, 1e-38 are representable); bfloat16-only code is not flagged.
@@ -176,12 +176,12 @@ class VanishingEpsilon(Rule):
         if value <= FLOAT32_ZERO_LIMIT:
             message = "this epsilon rounds to 0 even in float32 (<= 7e-46): the guard does nothing and the op gives Inf/NaN at 0"
             limit = FLOAT32_ZERO_LIMIT
-        elif consumer == "log" and value < FLOAT32_LOG_GUARD_LIMIT:
+        elif consumer == "log" and value < FLOAT32_RECIPROCAL_LIMIT:
             message = "this epsilon is below 1/FLT_MAX (2.9e-39): the gradient of log at 0, 1/eps, overflows to inf in float32"
-            limit = FLOAT32_LOG_GUARD_LIMIT
-        elif consumer == "divisor" and value < FLOAT32_DIVISOR_GUARD_LIMIT:
-            message = "this epsilon is below 5.4e-20: the gradient of a division at 0, -a/eps**2, overflows to inf in float32"
-            limit = FLOAT32_DIVISOR_GUARD_LIMIT
+            limit = FLOAT32_RECIPROCAL_LIMIT
+        elif consumer == "divisor" and value < FLOAT32_RECIPROCAL_LIMIT:
+            message = "this epsilon is below 1/FLT_MAX (2.9e-39): dividing by it at 0, the gradient 1/eps overflows to inf in float32"
+            limit = FLOAT32_RECIPROCAL_LIMIT
         elif value <= FLOAT16_ZERO_LIMIT and self._in_float16_code(literal, named):
             message = self.message
             limit = FLOAT16_ZERO_LIMIT

@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.analysis.dataflow import bindings, later_statements, site_of
 from torchlint.analysis.domain import DIV, DomainOp, match_domain_op, structurally_equal
 from torchlint.analysis.fixes import clamped, eps_text
-from torchlint.analysis.grad_need import gradient_unlikely
+from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
 from torchlint.analysis.guards import filter_owner, is_guard_constant, is_nan_filter
 from torchlint.analysis.ops import is_value_receiver
 from torchlint.analysis.owned_ops import reaches_edge
@@ -92,7 +92,8 @@ class AfterTheFactNanFilter(Rule):
     when the filter sits inside a compound statement.
     Not reported where no backward pass is expected: under `torch.no_grad()`,
     in `Dataset` / `__getitem__` code, `Metric` classes and `metrics/` files
-    (see `analysis/grad_need.py`); and not when the input is already guarded.
+    (see `analysis/grad_need.py`), on values autograd never differentiates
+    (counts of comparisons); and not when the input is already guarded.
     Masked clamps of values from other ops (a sum, `abs`, `pow`, a matmul) are
     not reported: their backward does not read the clamped tensor.
     """
@@ -116,6 +117,8 @@ class AfterTheFactNanFilter(Rule):
             return
         owner = filter_owner(self.context, op, ancestors)
         if owner is None or not reaches_edge(self.context, op, ancestors) or gradient_unlikely(self.context):
+            return
+        if _without_gradient(self.context, op, ancestors):
             return
         self.report(owner, fix=self._fix(op, owner, ancestors))
 
@@ -234,6 +237,12 @@ def _lower_bound_test(test: cst.BaseExpression, name: str) -> Optional[cst.BaseE
     if _is_name(right, name) and isinstance(operator, (cst.GreaterThan, cst.GreaterThanEqual)):
         return test.left
     return None
+
+
+def _without_gradient(context, op: DomainOp, ancestors) -> bool:
+    """Ratios of counts of comparisons and the like: nothing there is differentiated."""
+    parts = [op.operand] + ([op.numerator] if op.numerator is not None else [])
+    return all(carries_no_gradient(context, part, ancestors) for part in parts)
 
 
 def _index_of(sequence: Sequence[cst.CSTNode], node: cst.CSTNode) -> Optional[int]:
