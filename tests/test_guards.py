@@ -340,13 +340,15 @@ def test_gradient_only_hazards_need_differentiated_code():
         import torch
         def statistics(x: torch.Tensor):
             a = x.abs().sqrt()  # guarded
-            b = torch.sqrt(x.var() - x.mean())  # unguarded
+            b = torch.sqrt(x.var() - x.mean())  # guarded
             c = torch.rsqrt(x.abs())  # guarded
             d = torch.log(x)  # guarded
             e = x / x.norm()  # guarded
         def forward(x: torch.Tensor):
             return x.abs().sqrt()  # unguarded
         class FocalLoss:
+            def __init__(self, counts: torch.Tensor):
+                self.prior = torch.log(counts)  # guarded
             def compute(self, x: torch.Tensor):
                 return x.abs().sqrt()  # unguarded
         """

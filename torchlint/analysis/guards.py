@@ -18,9 +18,8 @@ API
 
 ``in_differentiated_code(context, ancestors)`` / ``gradient_cannot_flow(context, op, ancestors)``
     Where TL101-TL104 look: a ``forward``/``__call__``/``training_step``, a
-    function or class named for a loss, a ``loss``/``losses`` module (outside
-    it only a root of a difference, which rounding makes negative, is
-    reported). Gradient-only hazards (a root of 0) are skipped under
+    function or class named for a loss, a ``loss``/``losses`` module, but not
+    their initialisation code (``__init__``, ``reset_parameters``, ``*_init``). Gradient-only hazards (a root of 0) are skipped under
     ``no_grad``/``inference_mode``, in initialisation code, in optimizer files,
     on constants/random draws and on results that only feed ``detach``,
     ``round``, ``long`` or a comparison.
@@ -131,7 +130,7 @@ def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequen
         # sqrt(0) and 0 ** (1/3) are fine values: report only where a gradient is taken.
         if gradient_cannot_flow(context, op, ancestors, site):
             return False
-    if not in_differentiated_code(context, ancestors) and not (op.kind in GRADIENT_ONLY_KINDS and _may_be_negative(operand)):
+    if not in_differentiated_code(context, ancestors):
         # Outside training code (metrics of counts, geometric solvers normalising null vectors,
         # statistics, initialisation) the operands are positive by constructions the linter
         # cannot see far more often than not (measured: bench/results/precision_tl1.md).
@@ -209,6 +208,8 @@ def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNo
     Helpers, metrics, statistics and solvers outside these are not assumed to be
     differentiated: gradient-only hazards (a root of 0) are not reported there.
     """
+    if any(isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value) for node in ancestors):
+        return False  # __init__ of a loss: buffers and constants, never differentiated
     for node in ancestors:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value):
             return True

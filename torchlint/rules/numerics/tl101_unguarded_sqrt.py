@@ -62,17 +62,17 @@ class UnguardedSqrt(Rule):
     `training_step`, a function or class named for a loss, a file in a
     `loss`/`losses` module. Elsewhere (metrics, statistics, geometric solvers,
     helpers) operands are positive by constructions the linter cannot see far
-    more often than not (measured in `bench/results/precision_tl1.md`); there
-    only an operand written as a difference (`E[x^2] - E[x]^2`, which rounding
-    makes negative) is reported. A root of 0 is a fine value, only its
-    gradient is infinite, so nothing is reported where autograd cannot
-    differentiate: under `torch.no_grad()` /
+    more often than not (measured in `bench/results/precision_tl1.md`), and
+    initialisation code (`__init__`, `reset_parameters`, `*_init`) is never
+    differentiated. A root of 0 is a fine value, only its gradient is
+    infinite, so nothing is reported where autograd cannot differentiate:
+    under `torch.no_grad()` /
     `inference_mode`, in initialisation code (`__init__`, `reset_parameters`,
     `*_init`), in files that define an optimizer (their states are running
     means of squares plus eps), on constants and random draws, and on results
-    that only feed `detach()`, `round()`, `long()` or a comparison; an operand
-    written as a difference (`E[x^2] - E[x]^2`, which rounding can make
-    negative) is reported there too.
+    that only feed `detach()`, `round()`, `long()` or a comparison, unless the
+    operand is written as a difference (`E[x^2] - E[x]^2`, which rounding can
+    make negative: NaN already in the forward pass).
 
     Not detected: roots of values stored in containers or attributes and
     computed elsewhere, operators on values whose tensor-ness cannot be seen

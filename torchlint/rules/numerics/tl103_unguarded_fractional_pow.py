@@ -57,7 +57,7 @@ class UnguardedFractionalPow(Rule):
     Like TL101, reported only in differentiated code (a `forward`, a loss
     function or class, a `losses` module), never in code autograd cannot
     differentiate (`no_grad`, initialisation, optimizer files, constants,
-    random draws); a base written as a difference is reported everywhere.
+    random draws) unless the base is written as a difference.
 
     Not detected: exponents held in variables other than `1 / p` (the linter
     cannot see that `x ** p` has `p < 1`), and integer or negative exponents,
