@@ -1,10 +1,10 @@
 from __future__ import annotations
 
-from typing import List, Optional
+from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.calls import argument, positional_args
+from torchlint.analysis.fused import log_softmax_call
 from torchlint.analysis.ops import SoftmaxCall, match_softmax, match_unary, strip_clamp_min, strip_eps
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
@@ -71,7 +71,7 @@ class LogOfSoftmax(Rule):
         self.report(node, fix=fix)
 
     def _fix(self, log_call: cst.Call, softmax: SoftmaxCall) -> Optional[FixSpec]:
-        replacement = self._log_softmax_call(softmax)
+        replacement = log_softmax_call(self.context, softmax)
         if replacement is None:
             return None
         call, imports = replacement
@@ -82,47 +82,3 @@ class LogOfSoftmax(Rule):
             (Replacement(log_call, call),),
             imports,
         )
-
-    def _log_softmax_call(self, softmax: SoftmaxCall):
-        node = softmax.node
-        if softmax.form == "method":
-            func = node.func.with_changes(attr=cst.Name("log_softmax"))
-            return cst.Call(func=func, args=node.args), ()
-        if softmax.form == "function" and softmax.qualified in ("torch.nn.functional.softmax", "torch.special.softmax"):
-            # Same signature as the log_softmax beside it: keep every argument as written.
-            if isinstance(node.func, cst.Attribute):
-                return node.with_changes(func=node.func.with_changes(attr=cst.Name("log_softmax"))), ()
-            module = softmax.qualified.rsplit(".", 1)[0]
-            reference, requirement = self.context.reference(module, "F")
-            func = cst.parse_expression(f"{reference}.log_softmax")
-            return node.with_changes(func=func), tuple(r for r in (requirement,) if r)
-        reference, requirement = self.context.reference("torch.nn.functional", "F")
-        func = cst.parse_expression(f"{reference}.log_softmax")
-        imports = tuple(r for r in (requirement,) if r)
-        if softmax.form == "function":  # torch.softmax(input, dim, dtype=None): dtype may be positional
-            args: List[cst.Arg] = list(node.args)
-            positional = positional_args(node)
-            if len(positional) >= 3:
-                dtype = positional[2]
-                index = args.index(dtype)
-                args[index] = dtype.with_changes(
-                    keyword=cst.Name("dtype"),
-                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-                )
-                if len(positional) > 3:
-                    return None
-            return cst.Call(func=func, args=args), imports
-        # Module form: nn.Softmax(dim)(x) -> F.log_softmax(x, dim=dim)
-        args = [cst.Arg(softmax.input)]
-        dim = argument(softmax.constructor, 0, "dim")
-        if dim is not None:
-            args = [
-                cst.Arg(softmax.input, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
-                cst.Arg(
-                    dim.value,
-                    keyword=cst.Name("dim"),
-                    equal=cst.AssignEqual(cst.SimpleWhitespace(""), cst.SimpleWhitespace("")),
-                ),
-            ]
-        return cst.Call(func=func, args=args), imports
-
