@@ -8,7 +8,8 @@ A ``FunctionFlow`` answers:
   (``self.fc(x)`` where ``__init__`` set ``self.fc = nn.Linear(...)``,
   ``nn.Linear(3, 1)(x)``, a callee named like a model: ``model(x)``,
   ``self.encoder(x)``, ``netG(z)``), an ``nn.Parameter`` attribute, or
-  arithmetic, indexing, attribute access (``out.logits``), a tensor method or
+  arithmetic, indexing, a field whose name says tensor (``out.logits``,
+  ``out.last_hidden_state``; not ``results[0].speed``), a tensor method or
   a ``torch.*`` / ``F.*`` function applied to such a value, or a loss
   (``criterion(out, y)``, a callee whose name says loss) of one?  Names are
   followed through their assignments in the function (tuple unpacking,
@@ -114,6 +115,12 @@ _MODEL_NAME = re.compile(
 _LOSS_NAME = re.compile(r"(?:^|_)(?:loss|losses|criterion|criterions|loss_fn|loss_func|objective)(?:$|_)|^criterion|loss$", re.I)
 # Values named this way are meant to stop gradients (teacher outputs, EMA, targets).
 STOP_GRADIENT_NAME = re.compile(r"target|teacher|ema|momentum|(?:^|_)sg(?:$|_)|frozen|stop_grad", re.I)
+# Attributes of a model output that hold tensors (ModelOutput fields, tensor views).
+_TENSOR_FIELD = re.compile(
+    r"logit|hidden|embed|loss|out|feat|score|pred|prob|state|sample|attn|attention|encoding|latent|"
+    r"pool|mean|var|^T$|^mT$|^H$|^real$|^imag$|^weight$|^bias$",
+    re.I,
+)
 _DEBUG_WORD = re.compile(r"debug|anomal|detect|check|verbose|verify|trace|nan", re.I)
 _TEST_PATH = re.compile(r"(?:^|[\\/])(?:tests?|testing)[\\/]|(?:^|[\\/])(?:test_[^\\/]*|[^\\/]*_test|conftest)\.py$")
 
@@ -575,7 +582,8 @@ class FunctionFlow:
                 return False
             if isinstance(expr.value, cst.Name) and expr.value.value == "self":
                 return expr.attr.value in self.class_attributes.parameters
-            return self._carries_expr(expr.value, through, at, visiting)
+            # Only fields that name tensors (``out.logits``); ``results[0].speed`` is a dict of timings.
+            return bool(_TENSOR_FIELD.search(expr.attr.value)) and self._carries_expr(expr.value, through, at, visiting)
         if isinstance(expr, cst.Subscript):
             return self._carries_expr(expr.value, through, at, visiting)
         if isinstance(expr, cst.BinaryOperation):
