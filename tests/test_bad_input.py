@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -286,3 +288,19 @@ def test_a_large_generated_file(project):
     assert proc.returncode == 1, proc.stderr
     lines = (HEADER + body).count("\n") + 1
     assert [(i["line"], i["code"]) for i in items if i["path"] == "big.py"] == [(lines, "TL201")]
+
+
+def test_engine_entry_points_refuse_code_nested_deeper_than_python_allows():
+    # The flake8 plugin and library callers reach engine.lint_text/fix_text without the CLI;
+    # LibCST's native parser would crash the process, so the check runs in a child process.
+    script = (
+        "from torchlint import config, engine, registry\n"
+        "settings = config.Settings(enabled=frozenset(registry.all_rules()))\n"
+        "text = 'import torch\\nx = ' + '(' * 5000 + 'torch.log(y)' + ')' * 5000 + '\\n'\n"
+        "for result in (engine.lint_text(text, 'deep.py', settings), engine.fix_text(text, 'deep.py', settings).result):\n"
+        "    [d] = result.diagnostics\n"
+        "    print(d.kind, d.line, d.message)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["parse 2 syntax error: too many nested parentheses"] * 2

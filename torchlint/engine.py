@@ -31,7 +31,7 @@ from torchlint.rule import (
     Rule,
     handler_names,
 )
-from torchlint.source import line_starts, python_syntax_error
+from torchlint.source import line_starts, python_syntax_error, too_deeply_nested
 
 # Fixes are applied in passes until nothing changes; nested fixes need one pass per level.
 MAX_FIX_PASSES = 10
@@ -138,6 +138,10 @@ def select_rules(source: str, codes: Iterable[str]) -> List[Type[Rule]]:
 
 
 def parse(source: str, path: str) -> Tuple[Optional[cst.Module], Optional[Diagnostic]]:
+    deep = too_deeply_nested(source)
+    if deep is not None:
+        # Checked before LibCST sees the text: its native parser would crash the process.
+        return None, Diagnostic(path, f"syntax error: {deep[2]}", deep[0], deep[1], "parse")
     try:
         return cst.parse_module(source), None
     except cst.ParserSyntaxError as exc:
