@@ -469,7 +469,9 @@ def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: O
 # -- signs ----------------------------------------------------------------------------
 
 
-_EXTRA_GUARD_WORDS = re.compile(r"^_*(smooth|smoothing|tiny|TINY|SMOOTH)$")
+# Smoothing terms (``smooth``, ``self.smooth_dr``, ``SMOOTH_NR``) and ``tiny``: positive constants by convention.
+_EXTRA_GUARD_WORDS = re.compile(r"^_*(smooth(ing)?(_[a-z0-9]+)?|tiny|TINY|SMOOTH(_[A-Z0-9]+)?)$")
+_EPS_KEY = re.compile(r"^['\"](eps|EPS|epsilon|smooth[a-z_]*)['\"]$")
 _POSITIVE_CALLS = frozenset({"exp", "exp2", "cosh", "ones", "ones_like", "new_ones"})
 _DIVISION_POSITIVE_CALLS = frozenset({"sigmoid", "expit", "softmax", "Sigmoid", "Softmax"})
 _NONNEGATIVE_CALLS = frozenset({
@@ -536,6 +538,10 @@ def is_guard_constant(node: cst.BaseExpression) -> bool:
     value = constant_value(node)
     if value is not None:
         return value > 0
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:  # coeffs["EPS"]
+        key = node.slice[0].slice
+        if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
+            return bool(_EPS_KEY.match(key.value.value))
     name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
     return bool(name and _EXTRA_GUARD_WORDS.match(name))
 
