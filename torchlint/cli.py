@@ -15,8 +15,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
-from torchlint import __version__, config, engine, registry, source
+from torchlint import __version__, config, engine, registry, runner, source
 from torchlint.analysis import project
+from torchlint.cache import Cache
+from torchlint.cache import default_dir as default_cache_dir
 from torchlint.docs import fix_summary, page
 from torchlint.files import discover
 from torchlint.noqa import is_skipped_file
@@ -28,6 +30,13 @@ EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
 def _selector_list(value: str) -> List[str]:
     return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return number
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -56,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--stdin-filename", metavar="NAME", help="the name of the file read from standard input")
     check.add_argument("--force-exclude", action="store_true", help="apply exclude patterns to files named on the command line too")
     check.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
+    check.add_argument("--cache-dir", metavar="DIR", help="where the cache lives (default: .torchlint_cache next to the config file, else here)")
+    check.add_argument("--jobs", "-j", type=_positive_int, default=None, metavar="N", help="processes to check files with (default: the number of CPUs)")
     check.add_argument("-q", "--quiet", action="store_true", help="print findings only, no summary line")
 
     rule = sub.add_parser("rule", help="show a rule's documentation")
@@ -154,10 +165,17 @@ def _check(args: argparse.Namespace) -> int:
     else:
         files, problems = discover(paths, settings, force_exclude=args.force_exclude)
         run.diagnostics.extend(problems)
-        # One project index for the run (built on the first cross-file question; TL403 asks).
-        with project.activated(project.index_for_run(files, paths, settings)):
-            for path in files:
-                _check_file(path, args, settings, run)
+        # One project index per process (built on the first cross-file question; TL403 asks); check runs use the cache.
+        jobs = args.jobs if args.jobs is not None else runner.default_jobs()
+        cache = None
+        if not (args.no_cache or args.fix or args.diff):
+            cache = Cache(args.cache_dir or default_cache_dir(settings.config_path), settings)
+        for outcome in runner.run_files(files, paths, args, settings, jobs, cache):
+            run.findings.extend(outcome.findings)
+            run.diagnostics.extend(outcome.diagnostics)
+            run.fixed += outcome.fixed
+            run.would_change += outcome.would_change
+            sys.stdout.write(outcome.output)
 
     run.findings.sort(key=lambda f: f.sort_key)
     run.diagnostics.sort(key=lambda d: (d.path, d.line, d.column))

@@ -1,0 +1,192 @@
+"""The run over files: one file's work, the persistent cache in front of it, and a process pool behind it.
+
+Every file is checked by ``check_path`` (read, lint or fix, write back),
+in this process or in a worker; outcomes come back in the order of the file
+list, so the output of N jobs is byte-for-byte the output of one.  The cache
+is consulted here, in the parent, before any worker starts: a warm run over
+an unchanged tree reads and hashes the files and never starts the pool.
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import contextlib
+import hashlib
+import io
+import multiprocessing
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Set, Tuple
+
+from torchlint import config, source
+from torchlint.analysis import project
+from torchlint.cache import Cache, Dependency
+from torchlint.rule import Diagnostic, Finding
+
+# Fewer files than this per job are checked in this process: starting workers would cost more.
+MIN_FILES_PER_JOB = 8
+
+
+@dataclass
+class FileOutcome:
+    findings: List[Finding] = field(default_factory=list)
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+    fixed: int = 0
+    would_change: int = 0
+    output: str = ""  # what the file printed to stdout (--diff)
+    digest: Optional[str] = None  # hash of the bytes that were checked
+    dependencies: Tuple[Dependency, ...] = ()  # project modules a rule looked up (TL403)
+
+
+class RecordingIndex(project.ProjectIndex):
+    """The run's project index, noting which modules each file's rules looked up (for the cache)."""
+
+    def __init__(self, files_source) -> None:
+        super().__init__(files_source)
+        self.looked_up: Optional[Set[str]] = None
+
+    def _module_facts(self, module: str):
+        if self.looked_up is not None:
+            self.looked_up.add(module)
+        return super()._module_facts(module)
+
+    def dependencies(self, modules: Set[str]) -> Tuple[Dependency, ...]:
+        """(module, path, hash of its bytes) of each module, path and hash None when the run has no such module."""
+        paths = self._ensure()
+        return tuple(Dependency(m, paths.get(m), file_digest(paths.get(m))) for m in sorted(modules))
+
+
+def file_digest(path: Optional[str]) -> Optional[str]:
+    if path is None:
+        return None
+    try:
+        with open(path, "rb") as handle:
+            return hashlib.blake2b(handle.read(), digest_size=20).hexdigest()
+    except OSError:
+        return None
+
+
+def build_index(files: Sequence[str], paths: Sequence[str], settings: config.Settings) -> RecordingIndex:
+    # Rebuilt in each worker rather than pickled: it is lazy (a callable and a lock), so building it costs nothing
+    # until a rule asks, and a worker then walks the project once and parses only the modules it is asked about.
+    base = project.index_for_run(files, paths, settings)
+    return RecordingIndex(base._files_source)
+
+
+def check_path(path: str, args: argparse.Namespace, settings: config.Settings, index: Optional[RecordingIndex] = None) -> FileOutcome:
+    """Lint (or fix) one file and write the fix back; never raises for a bad file."""
+    from torchlint import cli  # the per-text work lives with the command line
+
+    run = cli._Run()
+    outcome = FileOutcome()
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as exc:
+        outcome.diagnostics.append(Diagnostic(path, f"cannot read file: {exc.strerror or exc}", kind="io"))
+        return outcome
+    outcome.digest = hashlib.blake2b(data, digest_size=20).hexdigest()
+    try:
+        decoded = source.decode(data)
+    except source.SourceError as exc:
+        outcome.diagnostics.append(Diagnostic(path, exc.message, exc.line, exc.column, exc.kind))
+        return outcome
+    if index is not None:
+        index.looked_up = set()
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            new_text = cli._process(decoded.text, path, args, settings, run)
+        if new_text is not None:
+            try:
+                source.write_atomic(path, decoded.encode(new_text))
+            except (OSError, UnicodeEncodeError) as exc:
+                run.diagnostics.append(Diagnostic(path, f"cannot write fixed file: {exc}", kind="io"))
+        if index is not None and index.looked_up:
+            outcome.dependencies = index.dependencies(index.looked_up)
+    finally:
+        if index is not None:
+            index.looked_up = None
+    outcome.findings, outcome.diagnostics = run.findings, run.diagnostics
+    outcome.fixed, outcome.would_change, outcome.output = run.fixed, run.would_change, printed.getvalue()
+    return outcome
+
+
+# -- the worker side ------------------------------------------------------------------
+
+_WORKER: Dict[str, object] = {}
+
+
+def _start_worker(args: argparse.Namespace, settings: config.Settings, files: Sequence[str], paths: Sequence[str]) -> None:
+    _WORKER["args"], _WORKER["settings"] = args, settings
+    _WORKER["index"] = build_index(files, paths, settings)
+
+
+def _check_in_worker(path: str) -> FileOutcome:
+    index = _WORKER["index"]
+    with project.activated(index):
+        return check_path(path, _WORKER["args"], _WORKER["settings"], index)
+
+
+def _pool_context():
+    # fork starts a worker in milliseconds (the rules are already imported); spawn where fork is unsafe or absent.
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("fork" if sys.platform.startswith("linux") and "fork" in methods else "spawn")
+
+
+def default_jobs() -> int:
+    return os.cpu_count() or 1
+
+
+# -- the run ----------------------------------------------------------------------------
+
+
+def run_files(
+    files: Sequence[str],
+    paths: Sequence[str],
+    args: argparse.Namespace,
+    settings: config.Settings,
+    jobs: int,
+    cache: Optional[Cache] = None,
+) -> List[FileOutcome]:
+    """The outcome of every file, in the order of ``files``."""
+    outcomes: List[Optional[FileOutcome]] = [None] * len(files)
+    index = build_index(files, paths, settings) if cache is not None else None
+    todo: List[int] = []
+    for position, path in enumerate(files):
+        hit = cache.load(path, index) if cache is not None else None
+        if hit is not None:
+            outcomes[position] = FileOutcome(findings=hit[0], diagnostics=hit[1])
+        else:
+            todo.append(position)
+
+    pending = [files[i] for i in todo]
+    if jobs <= 1 or len(pending) < MIN_FILES_PER_JOB * 2:
+        index = index or build_index(files, paths, settings)
+        with project.activated(index):
+            computed = [check_path(path, args, settings, index) for path in pending]
+    else:
+        computed = _in_pool(pending, files, paths, args, settings, jobs)
+
+    for position, outcome in zip(todo, computed):
+        outcomes[position] = outcome
+        if cache is not None and outcome.digest is not None:
+            cache.store(files[position], outcome.digest, outcome.findings, outcome.diagnostics, outcome.dependencies)
+    return outcomes  # type: ignore[return-value]
+
+
+def _in_pool(
+    pending: Sequence[str], files: Sequence[str], paths: Sequence[str], args: argparse.Namespace, settings: config.Settings, jobs: int
+) -> List[FileOutcome]:
+    jobs = min(jobs, max(1, len(pending) // MIN_FILES_PER_JOB))
+    # Chunks amortise the round trip; several per worker keep the load balanced when one file is slow.
+    chunksize = max(1, min(32, len(pending) // (jobs * 8)))
+    with concurrent.futures.ProcessPoolExecutor(
+        max_workers=jobs, mp_context=_pool_context(), initializer=_start_worker, initargs=(args, settings, list(files), list(paths))
+    ) as pool:
+        try:
+            return list(pool.map(_check_in_worker, pending, chunksize=chunksize))
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
