@@ -15,7 +15,8 @@ from torchlint.analysis.fused import (
     torch_function,
 )
 from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.guards import Sign, guarded_by_condition, sign_of
+from torchlint.analysis.domain import match_domain_op
+from torchlint.analysis.guards import Sign, guarded_by_condition, sign_of, where_owner
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 
@@ -78,8 +79,15 @@ class XLogXProduct(Rule):
         self.report(node, fix=None if found.log.extra_args else self._fix(found))
 
     def _guarded(self, found: XLogX) -> bool:
-        """x kept off 0 by its author: ``p = p.clamp(eps)`` earlier, ``if (p > 0).all():`` around (the guard analysis)."""
+        """x kept off 0 by its author: ``p = p.clamp(eps)`` earlier, ``if (p > 0).all():`` around (the guard analysis).
+
+        A product inside a ``torch.where`` branch whose condition tests ``x``
+        is TL106's finding: xlogy would leave that NaN gradient in place.
+        """
         ancestors = self.context.ancestors
+        log_op = match_domain_op(self.context, found.log.call)
+        if log_op is not None and where_owner(self.context, log_op, list(ancestors) + [found.node]) is not None:
+            return True
         if sign_of(self.context, found.x, site_of(ancestors)) is Sign.POSITIVE:
             return True
         return guarded_by_condition(self.context, found.x, ancestors, node=found.log.call)
