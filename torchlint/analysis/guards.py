@@ -210,6 +210,8 @@ def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNo
     """
     if any(isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value) for node in ancestors):
         return False  # __init__ of a loss: buffers and constants, never differentiated
+    if in_no_grad_code(context, ancestors):
+        return False  # a pipeline's @torch.no_grad() __call__
     for node in ancestors:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value):
             return True
