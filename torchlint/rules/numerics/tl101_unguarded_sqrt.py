@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from torchlint.analysis.domain import RSQRT, SQRT, match_domain_op
-from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.guards import needs_guard
-from torchlint.rule import Applicability, Rule
+from torchlint.analysis.domain import RSQRT, SQRT
+from torchlint.rule import Applicability
+from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
 
-class UnguardedSqrt(Rule):
+class UnguardedSqrt(UnguardedOpRule):
     """
     ## What it does
     Flags a square root of a tensor that is not provably positive:
@@ -86,22 +83,4 @@ class UnguardedSqrt(Rule):
     fix_applicability = Applicability.NUMERICS
     triggers = ("sqrt", "** 0.5", "**0.5", "** .5", "**.5", "pow(", "** (0.5)")
 
-    def visit_Call(self, node: cst.Call) -> None:
-        self._check(node)
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        self._check(node)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._check(node)
-
-    def _check(self, node: cst.CSTNode) -> None:
-        op = match_domain_op(self.context, node)
-        if op is None or op.kind not in (SQRT, RSQRT):
-            return
-        if not needs_guard(self.context, op):
-            return
-        fix = None
-        if not isinstance(node, cst.AugAssign):
-            fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the operand to eps")
-        self.report(node, fix=fix)
+    op_kinds = frozenset({SQRT, RSQRT})

@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from torchlint.analysis.domain import POW, match_domain_op
-from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.guards import needs_guard
-from torchlint.rule import Applicability, Rule
+from torchlint.analysis.domain import POW
+from torchlint.rule import Applicability
+from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
 
-class UnguardedFractionalPow(Rule):
+class UnguardedFractionalPow(UnguardedOpRule):
     """
     ## What it does
     Flags a fractional power with an exponent in (0, 1) of a tensor that is
@@ -70,20 +67,5 @@ class UnguardedFractionalPow(Rule):
     fix_applicability = Applicability.NUMERICS
     triggers = ("pow", "**")
 
-    def visit_Call(self, node: cst.Call) -> None:
-        self._check(node)
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        self._check(node)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._check(node)
-
-    def _check(self, node: cst.CSTNode) -> None:
-        op = match_domain_op(self.context, node)
-        if op is None or op.kind != POW or not needs_guard(self.context, op):
-            return
-        fix = None
-        if not isinstance(node, cst.AugAssign):
-            fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the base to eps")
-        self.report(node, fix=fix)
+    op_kinds = frozenset({POW})
+    fix_message = "Clamp the base to eps"

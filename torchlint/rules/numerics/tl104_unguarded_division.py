@@ -4,14 +4,13 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import DIV, DomainOp, constant_value, match_domain_op
-from torchlint.analysis.fixes import clamp_operand_fix, clamped, eps_text, functional_reference
-from torchlint.analysis.guards import needs_guard
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.analysis.domain import DIV, DomainOp, constant_value
+from torchlint.analysis.fixes import clamp_operand_fix, eps_text, functional_reference
+from torchlint.rule import Applicability, FixSpec, Replacement
+from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
 
-class UnguardedDivision(Rule):
+class UnguardedDivision(UnguardedOpRule):
     """
     ## What it does
     Flags a division by a tensor reduction that can be 0: `a / d`, `a /= d`,
@@ -96,22 +95,10 @@ class UnguardedDivision(Rule):
     fix_applicability = Applicability.NUMERICS
     triggers = ("/", "div(", "divide(")
 
-    def visit_Call(self, node: cst.Call) -> None:
-        self._check(node)
+    op_kinds = frozenset({DIV})
+    needs_site = True
 
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        self._check(node)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        self._check(node)
-
-    def _check(self, node: cst.CSTNode) -> None:
-        op = match_domain_op(self.context, node, site_of(self.context.ancestors))
-        if op is None or op.kind != DIV or not needs_guard(self.context, op):
-            return
-        self.report(node, fix=self._fix(op))
-
-    def _fix(self, op: DomainOp) -> Optional[FixSpec]:
+    def fix(self, node: cst.CSTNode, op: DomainOp) -> Optional[FixSpec]:
         divisor = op.divisor
         eps = eps_text(self.context)
         if divisor.kind == "normalize" and isinstance(op.node, cst.BinaryOperation):

@@ -1,0 +1,47 @@
+"""The visitor shared by the rules that report an unguarded domain-edge op (TL101, TL103, TL104)."""
+from __future__ import annotations
+
+from typing import ClassVar, FrozenSet, Optional
+
+import libcst as cst
+
+from torchlint.analysis.dataflow import site_of
+from torchlint.analysis.domain import DomainOp, match_domain_op
+from torchlint.analysis.fixes import clamp_operand_fix, eps_text
+from torchlint.analysis.guards import needs_guard
+from torchlint.rule import FixSpec, Rule
+
+
+class UnguardedOpRule(Rule):
+    """Reports an op of ``op_kinds`` (function, method, operator or augmented form) whose operand needs a guard.
+
+    Subclasses set ``op_kinds`` and may override :meth:`fix`; by default the
+    operand is clamped to eps, except in an augmented assignment, whose
+    target is also its operand.
+    """
+
+    op_kinds: ClassVar[FrozenSet[str]] = frozenset()
+    fix_message: ClassVar[str] = "Clamp the operand to eps"
+    # Divisors are classified by what the enclosing function bound them to: only they need the site.
+    needs_site: ClassVar[bool] = False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        self._check(node)
+
+    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        self._check(node)
+
+    def visit_AugAssign(self, node: cst.AugAssign) -> None:
+        self._check(node)
+
+    def _check(self, node: cst.CSTNode) -> None:
+        site = site_of(self.context.ancestors) if self.needs_site else None
+        op = match_domain_op(self.context, node, site)
+        if op is None or op.kind not in self.op_kinds or not needs_guard(self.context, op):
+            return
+        self.report(node, fix=self.fix(node, op))
+
+    def fix(self, node: cst.CSTNode, op: DomainOp) -> Optional[FixSpec]:
+        if isinstance(node, cst.AugAssign):
+            return None
+        return clamp_operand_fix(self.context, op, eps_text(self.context), self.fix_message)
