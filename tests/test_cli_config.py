@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from cli_support import BAD, HEADER, ONLY, TL201_LINE, TL401_LINE, check_json, codes_by_line, isolate, torchlint
+from cli_support import BAD, HEADER, ONLY, TL201_LINE, check_json, codes_by_line, isolate, torchlint
 
 
 def write(path, text):

@@ -12,11 +12,9 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
-from typing import List, Sequence, Set, Tuple
+from typing import Sequence, Set, Tuple
 
-import pytest
-
-from fixture_support import FIXTURES, checker_files
+from fixture_support import checker_files
 
 FLAKE8_FORMAT = "%(path)s:%(row)d:%(col)d:%(code)s"
 TL201_LINE = "    return torch.log(F.softmax(logits, dim=-1))\n"

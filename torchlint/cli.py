@@ -16,12 +16,10 @@ from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
 from torchlint import __version__, config, engine, registry, runner, source
-from torchlint.analysis import project
 from torchlint.cache import Cache
 from torchlint.cache import default_dir as default_cache_dir
-from torchlint.docs import fix_summary, page
+from torchlint.docs import page
 from torchlint.files import discover
-from torchlint.noqa import is_skipped_file
 from torchlint.report import RunSummary, formatters
 from torchlint.rule import Diagnostic, Finding
 
@@ -209,12 +207,6 @@ def _process(text: str, path: str, args: argparse.Namespace, settings: config.Se
     Whatever goes wrong inside the engine on this file is reported as an
     internal error for this file, and the run goes on with the next one.
     """
-    if not is_skipped_file(text):
-        deep = source.too_deeply_nested(text)
-        if deep is not None:
-            # Checked before LibCST sees the text: its parser would crash the process.
-            run.diagnostics.append(Diagnostic(path, f"syntax error: {deep[2]}", deep[0], deep[1], "parse"))
-            return None
     try:
         return _process_parsed(text, path, args, settings, run)
     except Exception as exc:  # e.g. a RecursionError outside the rules: one file must not stop the run

@@ -12,7 +12,7 @@ from __future__ import annotations
 import enum
 import inspect
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst

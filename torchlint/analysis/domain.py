@@ -38,7 +38,7 @@ sums (weights known to be positive) constantly.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, FrozenSet, Iterator, List, Optional
+from typing import TYPE_CHECKING, FrozenSet, List, Optional
 
 import libcst as cst
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.bindings import Definition, reaching_definition
-from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.calls import argument, has_star_args, positional_args
 from torchlint.analysis.ops import (
     SoftmaxCall,
     UnaryOp,

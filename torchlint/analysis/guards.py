@@ -77,7 +77,7 @@ from __future__ import annotations
 
 import enum
 import re
-from typing import TYPE_CHECKING, FrozenSet, Iterable, Optional, Sequence, Set
+from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
 
 import libcst as cst
 
@@ -92,11 +92,10 @@ from torchlint.analysis.domain import (
     SQRT,
     DomainOp,
     constant_value,
-    is_mask_like,
     structurally_equal,
 )
 from torchlint.analysis.names import dotted_name
-from torchlint.analysis.ops import is_eps_like, is_value_receiver, match_softmax, strip_clamp_min, strip_eps
+from torchlint.analysis.ops import is_eps_like, is_value_receiver, strip_clamp_min, strip_eps
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext

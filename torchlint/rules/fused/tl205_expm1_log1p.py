@@ -12,7 +12,6 @@ from torchlint.analysis.fused import (
     is_one,
     match_exp,
     match_log,
-    negated,
     one_plus,
     positional,
     torch_function,
