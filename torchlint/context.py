@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 import libcst as cst
 from libcst._nodes.internal import CodegenState
@@ -16,6 +16,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchlint.config import Settings
 
 
+T = TypeVar("T")
+
+
 class FileContext:
     def __init__(self, path: str, source: str, module: cst.Module, settings: "Settings") -> None:
         self.path = path
@@ -26,6 +29,7 @@ class FileContext:
         # The nodes enclosing the one being visited, outermost first (maintained by the engine).
         self.ancestors: List[cst.CSTNode] = []
         self._class_attributes: Dict[int, Dict[str, cst.BaseExpression]] = {}
+        self._memo: Dict[Tuple[str, int], object] = {}
         # The run's project index (classes across files), when the CLI or flake8 built one; else None.
         self.project = active_project()
 
@@ -93,6 +97,14 @@ class FileContext:
         if table is None:
             table = self._class_attributes[id(class_def)] = self_attributes(class_def)
         return table.get(attr)
+
+    def memoized(self, kind: str, node: cst.CSTNode, compute: Callable[[cst.CSTNode], T]) -> T:
+        """``compute(node)``, computed once per file: for facts about a whole function or the module
+        that analyses would otherwise recompute at every call site."""
+        key = (kind, id(node))  # nodes live as long as the module this context holds
+        if key not in self._memo:
+            self._memo[key] = compute(node)
+        return self._memo[key]  # type: ignore[return-value]
 
     def binds_name(self, name: str) -> bool:
         """Whether ``name`` is bound in the enclosing function (parameter or assignment) or the module."""

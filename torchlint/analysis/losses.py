@@ -12,7 +12,7 @@ can rewrite either the function or the constructor.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -103,7 +103,7 @@ def _constructor(context: "FileContext", func: cst.BaseExpression):
             value = definition.value
             return (value, "local", func.value) if isinstance(value, cst.Call) else (None, None, None)
         if context.enclosing(cst.FunctionDef) is not None and not _bound_in_function(context, func.value):
-            value = _module_level_value(context.module, func.value)
+            value = _module_level_value(context, func.value)
             if value is not None:
                 return value, "module", func.value
     return None, None, None
@@ -118,15 +118,17 @@ def _bound_in_function(context: "FileContext", name: str) -> bool:
             every.append(star)
     if any(p.name.value == name for p in every):
         return True
-    return any(name in bound_names(stmt) for stmt in function.body.body)
+    return name in context.memoized("names bound in body", function, _names_bound_in_body)
 
 
-def _module_level_value(module: cst.Module, name: str) -> Optional[cst.Call]:
+def _names_bound_in_body(function: cst.FunctionDef) -> FrozenSet[str]:
+    return frozenset(name for stmt in function.body.body for name in bound_names(stmt))
+
+
+def _module_level_value(context: "FileContext", name: str) -> Optional[cst.Call]:
     """The value of the only top-level ``name = Call(...)`` of the module, if there is exactly one binding."""
     found = None
-    for stmt in module.body:
-        if name not in bound_names(stmt):
-            continue
+    for stmt in context.memoized("top-level binders", context.module, _top_level_binders).get(name, ()):
         if found is not None or not isinstance(stmt, cst.SimpleStatementLine):
             return None
         small = stmt.body[0] if len(stmt.body) == 1 else None
@@ -134,6 +136,15 @@ def _module_level_value(module: cst.Module, name: str) -> Optional[cst.Call]:
             return None
         found = small.value
     return found if isinstance(found, cst.Call) else None
+
+
+def _top_level_binders(module: cst.Module) -> Dict[str, Tuple[cst.CSTNode, ...]]:
+    """name -> the top-level statements that bind it, in order."""
+    binders: Dict[str, List[cst.CSTNode]] = {}
+    for stmt in module.body:
+        for name in bound_names(stmt):
+            binders.setdefault(name, []).append(stmt)
+    return {name: tuple(stmts) for name, stmts in binders.items()}
 
 
 def references(scope: cst.CSTNode, name: str) -> int:
