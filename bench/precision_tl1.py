@@ -1,11 +1,13 @@
-"""Precision of TL101-TL104 on real code: list the findings and a deterministic sample to read.
+"""Precision of TL101-TL107 on real code: list the findings and a deterministic sample to read.
 
-    python bench/precision_tl1.py [--corpus DIR] [--packages timm,kornia,...] [--sample 60] [--seed 101]
+    python bench/precision_tl1.py [--corpus DIR] [--packages timm,kornia,...] [--codes TL101,...]
+                                  [--sample 60] [--seed 101]
 
 The corpus is the one ``bench/corpus.py`` assembles (the wheels' Python
 sources of well-known PyTorch libraries, outside the repository; DIR defaults
 to $TORCHLINT_CORPUS or ~/.cache/torchlint-corpus; rebuild it with
-``python bench/corpus.py --set small``).  Every finding of TL101-TL104 is
+``python bench/corpus.py --set small``).  Every finding of ``--codes``
+(default TL101-TL107, the domain-guard family) is
 counted per rule; then ``--sample`` of them are drawn with a fixed seed
 (sorted by path, line, column and code first, so the draw is the same on every
 machine) and printed with five lines of context each, numbered, for a person
@@ -26,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from torchlint import config, engine  # noqa: E402
 
-CODES = ("TL101", "TL102", "TL103", "TL104")
+CODES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107")
 DEFAULT_PACKAGES = (
     "timm", "torchmetrics", "kornia", "peft", "accelerate", "pytorch-lightning", "sentence-transformers", "einops",
 )
@@ -48,11 +50,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=default_corpus())
     parser.add_argument("--packages", default=",".join(DEFAULT_PACKAGES))
+    parser.add_argument("--codes", default=",".join(CODES))
     parser.add_argument("--sample", type=int, default=60)
     parser.add_argument("--seed", type=int, default=101)
     args = parser.parse_args()
 
-    settings = config.Settings(enabled=frozenset(CODES))
+    codes = tuple(code.strip() for code in args.codes.split(",") if code.strip())
+    settings = config.Settings(enabled=frozenset(codes))
     findings = []
     files = lines = 0
     started = time.perf_counter()
@@ -77,7 +81,7 @@ def main() -> int:
 
     counts = Counter(finding.code for finding, _ in findings)
     print(f"# {len(findings)} findings in {files} files, {lines} lines ({elapsed:.0f} s): "
-          + ", ".join(f"{code} {counts[code]}" for code in CODES))
+          + ", ".join(f"{code} {counts[code]}" for code in codes))
     sample = sorted(random.Random(args.seed).sample(range(len(findings)), min(args.sample, len(findings))))
     for number, index in enumerate(sample, start=1):
         finding, source_lines = findings[index]

@@ -390,3 +390,68 @@ def test_default_eps_survives_float16(value):
     torch = pytest.importorskip("torch")
     assert torch.tensor(value, dtype=torch.float16).item() > 0
     assert torch.tensor(1e-8, dtype=torch.float16).item() == 0.0
+
+
+def test_same_file_helpers_that_guard_their_result():
+    check(
+        """
+        import torch
+        def _clamped_power(x):
+            power = x.real ** 2 + x.imag ** 2
+            return torch.clamp(power, min=1e-8)
+        def _raw(x):
+            return x.abs()
+        def _sometimes(x, flag):
+            if flag:
+                return x + 1e-6
+        def _recursive(x, n):
+            if n == 0:
+                return x + 1e-6
+            return _recursive(x, n - 1)
+        def _yields(x):
+            yield x + 1e-6
+        class Loss(torch.nn.Module):
+            def _energy(self, x):
+                if x.dim() > 2:
+                    return x.pow(2).sum(-1) + 1e-5
+                return x.pow(2).sum() + self.eps
+            def _plain(self, x):
+                return x.sum()
+            def forward(self, x):
+                a = torch.log(_clamped_power(x))  # guarded
+                b = torch.log(self._energy(x))  # guarded
+                c = torch.sqrt(torch.sqrt(_clamped_power(x)))  # guarded
+                d = torch.log(_raw(x))  # unguarded
+                e = torch.log(_sometimes(x, True))  # unguarded
+                f = torch.log(self._plain(x))  # unguarded
+                g = torch.log(_recursive(x, 3))  # unguarded
+                h = torch.log(_yields(x))  # unguarded
+                _clamped_power = torch.abs
+                i = torch.log(_clamped_power(x))  # unguarded
+                return a, b, c, d, e, f, g, h, i
+        """
+    )
+
+
+def test_owners_ask_the_same_guard_analysis():
+    # TL106/TL107 ask reaches_edge: the same sign, condition, per-factor and user-defined-log answers as needs_guard.
+    _, _, _, context, walker = analyse(
+        """
+        import torch
+        class Group:
+            def log(self):
+                return self
+        def compose(x: torch.Tensor, p, q, so3):
+            a = torch.where(x > 0, torch.sqrt(x), 0)
+            b = torch.nan_to_num(torch.log(p + 1e-6))
+            c = torch.sqrt(x) if (x > 0).all() else x
+            if (p <= 0).any() or (q <= 0).any():
+                raise ValueError
+            d = torch.nan_to_num(torch.log(p / q))
+            e = torch.nan_to_num(so3.log())
+        """
+    )
+    verdicts = []
+    for _, op, _, ancestors in walker.ops:
+        verdicts.append(guards.reaches_edge(context, op, ancestors))
+    assert verdicts == [True, False, False, False, False]

@@ -16,10 +16,16 @@ API
     default the engine's ``context.ancestors`` (right for a rule visiting
     ``op.node`` itself).
 
+``reaches_edge(context, op, ancestors=None) -> bool``
+    The guard half of :func:`needs_guard` alone (a tensor operand, not
+    provably off the edge, not guarded by a condition): what TL106 and TL107
+    ask about the ops whose finding they own.
+
 ``in_differentiated_code(context, ancestors)`` / ``gradient_cannot_flow(context, op, ancestors)``
     Where TL101-TL104 look: a ``forward``/``__call__``/``training_step``, a
     function or class named for a loss, a ``loss``/``losses`` module, but not
-    their initialisation code (``__init__``, ``reset_parameters``, ``*_init``). Gradient-only hazards (a root of 0) are skipped under
+    their initialisation code (``__init__``, ``reset_parameters``, ``*_init``), nor feature
+    extractors and processors (input preparation). Gradient-only hazards (a root of 0) are skipped under
     ``no_grad``/``inference_mode``, in initialisation code, in optimizer files,
     on constants/random draws and on results that only feed ``detach``,
     ``round``, ``long`` or a comparison.
@@ -31,7 +37,10 @@ API
     positive literal or eps-like name (also ``1 + x``; ``x + mask * 1e-16``),
     ``clamp(min=c)`` / ``clamp_min(c)`` / ``clip(min=c)`` / ``torch.maximum(x, c)``
     / ``masked_fill(x == 0, c)`` with c > 0, ``exp``, ``ones``, sums/means/pools
-    of positives, ``torch.where(d > 0, d, 1)``; with ``division=True`` also
+    of positives, ``torch.where(d > 0, d, 1)``, calls of a helper defined in
+    the same file whose every return is positive (``def stft(...)`` that
+    clamps, ``self._norm(x)`` that adds eps: :mod:`torchlint.analysis.returns`);
+    with ``division=True`` also
     ``sigmoid`` and ``softmax``.  Names are followed to their bindings in the
     same function (:mod:`torchlint.analysis.dataflow`: assignments, ``+= eps``,
     in-place ``clamp_``/``add_``, ``d[d == 0] = 1``); a binding made only on
@@ -94,7 +103,9 @@ from torchlint.analysis.domain import (
     constant_value,
     structurally_equal,
 )
+from torchlint.analysis.grad_need import carries_no_gradient
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.returns import called_function, returned_values
 from torchlint.analysis.ops import is_eps_like, is_value_receiver, strip_clamp_min, strip_eps
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -116,16 +127,10 @@ def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequen
     """Whether ``op`` can reach its domain edge unguarded and no other rule owns it (see module docs)."""
     ancestors = list(context.ancestors if ancestors is None else ancestors)
     site = site_of(ancestors)
-    operand = op.operand
-    kind = value_kind(context, operand, site)
-    if kind in ("number", "array") or is_constant_tensor(context, operand, site):
+    kind = _operand_kind(context, op, site)
+    if kind is None:
         return False
-    if op.is_operator and op.kind != DIV and kind != "tensor":
-        return False
-    if op.form == "method" and op.name in user_defined_functions(context) and kind != "tensor":
-        return False  # ``self.so3.log()``: the file defines its own ``log``
-    division = op.kind == DIV
-    if op.kind in GRADIENT_ONLY_KINDS and not _may_be_negative(operand):
+    if op.kind in GRADIENT_ONLY_KINDS and not _may_be_negative(op.operand):
         # sqrt(0) and 0 ** (1/3) are fine values: report only where a gradient is taken.
         if gradient_cannot_flow(context, op, ancestors, site):
             return False
@@ -137,17 +142,47 @@ def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequen
     if op.kind in (SQRT, RSQRT, POW) and defines_optimizer(context):
         # Optimizer states are running means of squares plus eps, built across calls.
         return False
-    if sign_of(context, operand, site, division=division) is Sign.POSITIVE:
-        return False
-    if guarded_by_condition(context, operand, ancestors, division=division, node=op.node):
-        return False
-    if _factors_guarded(context, operand, ancestors, site, division, op.node):
+    if not _unguarded(context, op, ancestors, site):
         return False
     if where_owner(context, op, ancestors) is not None or filter_owner(context, op, ancestors) is not None:
         return False
     if op.kind == LOG and fused_log_owner(context, op, ancestors) is not None:
         return False
     return True
+
+
+def reaches_edge(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None) -> bool:
+    """Whether ``op``'s operand is a tensor that may reach the edge: :func:`needs_guard` without the
+    where-it-runs and who-owns-it steps.  The owners of an op (TL106 for a ``where`` branch, TL107 for
+    a NaN filter) ask this, so that one op is judged by one guard analysis whichever rule reports it."""
+    ancestors = list(context.ancestors if ancestors is None else ancestors)
+    site = site_of(ancestors)
+    return _operand_kind(context, op, site) is not None and _unguarded(context, op, ancestors, site)
+
+
+def _operand_kind(context: "FileContext", op: DomainOp, site: Site) -> Optional[str]:
+    """The operand's :func:`value_kind`, or None when it is never reported: Python numbers, NumPy
+    values, constant tensors, operators on values not known to be tensors, a file's own ``log``."""
+    operand = op.operand
+    kind = value_kind(context, operand, site)
+    if kind in ("number", "array") or is_constant_tensor(context, operand, site):
+        return None
+    if op.is_operator and op.kind != DIV and kind != "tensor":
+        return None
+    if op.form == "method" and op.name in user_defined_functions(context) and kind != "tensor":
+        return None  # ``self.so3.log()``: the file defines its own ``log``
+    return kind
+
+
+def _unguarded(context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CSTNode], site: Site) -> bool:
+    """Not provably off the edge (:func:`sign_of`), nor kept off it by a condition, nor made of guarded factors."""
+    operand = op.operand
+    division = op.kind == DIV
+    if sign_of(context, operand, site, division=division) is Sign.POSITIVE:
+        return False
+    if guarded_by_condition(context, operand, ancestors, division=division, node=op.node):
+        return False
+    return not _factors_guarded(context, operand, ancestors, site, division, op.node)
 
 
 # -- where gradients flow --------------------------------------------------------------
@@ -176,10 +211,11 @@ def gradient_cannot_flow(
 ) -> bool:
     """Whether autograd can never differentiate ``op``: inside ``no_grad``/``inference_mode``
     (decorator or ``with``), optimizer code (a file defining a ``torch.optim.Optimizer``
-    subclass), a result that only feeds ``detach``/``round``/``long``/comparisons, or an
-    operand made of constants and random draws."""
-    if in_no_grad_code(context, ancestors):
-        return True
+    subclass), the ``forward`` of a ``torch.autograd.Function`` (a hand-written backward),
+    a result that only feeds ``detach``/``round``/``long``/comparisons, or an operand made
+    of constants, random draws and counts of comparisons or boolean masks."""
+    if in_no_grad_code(context, ancestors) or _in_custom_autograd_function(context, ancestors):
+        return True  # the forward of a torch.autograd.Function: its backward is written by hand
     path = list(ancestors) + [op.node]
     for position in range(len(path) - 2, -1, -1):
         node = path[position]
@@ -209,13 +245,56 @@ def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNo
     """
     if any(isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value) for node in ancestors):
         return False  # __init__ of a loss: buffers and constants, never differentiated
+    if _in_preprocessing(context, ancestors):
+        return False  # feature extractors and processors prepare inputs; nothing upstream has a gradient
     if in_no_grad_code(context, ancestors):
         return False  # a pipeline's @torch.no_grad() __call__
     for node in ancestors:
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value):
             return True
-    path = context.path.replace("\\", "/").lower()
+    return _differentiated_path(context.path)
+
+
+def differentiated_regions(scan, regions: FrozenSet[int]) -> FrozenSet[int]:
+    """The ``ast`` pre-pass's counterpart of :func:`in_differentiated_code`: of ``regions`` (of a
+    torchlint.prepass.Scan), those that may hold differentiated code (a necessary condition)."""
+    return scan.differentiated(regions, _DIFFERENTIATED_FUNCTION, _differentiated_path(scan.path))
+
+
+def _differentiated_path(path: str) -> bool:
+    path = path.replace("\\", "/").lower()
     return "loss" in path.rsplit("/", 2)[-1] or "/loss" in path
+
+
+_AUTOGRAD_FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
+# Input preparation, run before the model (transformers-style feature extractors and processors).
+_PREPROCESSING_BASE = re.compile(
+    r"(FeatureExtractor|SequenceFeatureExtractor|ImageProcessor|VideoProcessor|ProcessorMixin|Tokenizer)(Mixin|Base|Fast)?$"
+)
+_PREPROCESSING_FILE = re.compile(r"(^|/)(feature_extraction|image_processing|video_processing|processing|tokenization)_[^/]*\.py$")
+
+
+def _in_custom_autograd_function(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside the ``forward`` of a ``torch.autograd.Function`` subclass (a hand-written backward)."""
+    for position, node in enumerate(ancestors):
+        if isinstance(node, cst.ClassDef) and any(
+            context.qualified_name(base.value) in _AUTOGRAD_FUNCTION_BASES for base in node.bases
+        ):
+            inner = ancestors[position + 1 :]
+            return any(isinstance(n, cst.FunctionDef) and n.name.value == "forward" for n in inner)
+    return False
+
+
+def _in_preprocessing(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    if _PREPROCESSING_FILE.search(context.path.replace("\\", "/")):
+        return True
+    for node in ancestors:
+        if isinstance(node, cst.ClassDef):
+            for base in node.bases:
+                name = dotted_name(base.value) or ""
+                if _PREPROCESSING_BASE.search(name.rsplit(".", 1)[-1]):
+                    return True
+    return False
 
 
 def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -284,12 +363,15 @@ def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Op
         return False
     if constant_value(node) is not None or value_kind(context, node, site) == "number":
         return True
+    if carries_no_gradient(context, node):
+        return True  # comparisons, bool/integer casts and counts of them
     if isinstance(node, cst.Name):
         if site is None:
             return False
         reaching = bindings(site, node.value)
+        # ``mask = zeros_like(x, dtype=bool); mask[idx] = True``: masked writes of constants add no gradient.
         return bool(reaching) and all(
-            b.kind in ("assign", "update", "module", "unpack") and b.value is not None
+            b.kind in ("assign", "update", "module", "unpack", "masked") and b.value is not None
             and _without_gradient(context, b.value, b.site, depth + 1)
             for b in reaching
         )
@@ -471,7 +553,12 @@ def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: O
 
 
 # Smoothing terms (``smooth``, ``self.smooth_dr``, ``SMOOTH_NR``) and ``tiny``: positive constants by convention.
-_EXTRA_GUARD_WORDS = re.compile(r"^_*(smooth(ing)?(_[a-z0-9]+)?|tiny|TINY|SMOOTH(_[A-Z0-9]+)?)$")
+# ``self.minimum_scale`` / ``min_std`` (a floor added to a variance) and ``log_domain_offset`` (an offset
+# added before a log) say the same.
+_EXTRA_GUARD_WORDS = re.compile(
+    r"^_*(smooth(ing)?(_[a-z0-9]+)?|tiny|TINY|SMOOTH(_[A-Z0-9]+)?"
+    r"|(min|minimum)_(scale|std|sigma|var|variance|denom|denominator|norm)|log_(domain_)?offset)$"
+)
 _EPS_KEY = re.compile(r"^['\"](eps|EPS|epsilon|smooth[a-z_]*)['\"]$")
 _POSITIVE_CALLS = frozenset({"exp", "exp2", "cosh", "ones", "ones_like", "new_ones"})
 _DIVISION_POSITIVE_CALLS = frozenset({"sigmoid", "expit", "softmax", "Sigmoid", "Softmax"})
@@ -520,6 +607,10 @@ def sign_of(
     if isinstance(node, cst.Subscript):
         if value_kind(context, node, site) == "number":
             return Sign.POSITIVE  # a size
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            index = node.slice[0].slice.value
+            if condition_implies_positive(context, index, node.value, division, site):
+                return Sign.POSITIVE  # depth[depth > 0], target[valid] with valid = target > eps
         return again(node.value)
     if isinstance(node, cst.BinaryOperation):
         return _binary_sign(context, node, again, site)
@@ -611,28 +702,76 @@ def _attribute_sign(context, node: cst.Attribute, site, division, depth) -> Sign
         value = context.self_attribute_value(node.attr.value)
         if value is not None and constant_value(value) is not None:
             return Sign.POSITIVE if constant_value(value) > 0 else Sign.UNKNOWN
+        if isinstance(value, cst.Name):
+            default = _init_default(context, value.value)
+            if default is not None and default > 0:
+                return Sign.POSITIVE  # self.clip_val = clip_val, with ``clip_val=1e-5`` in __init__
     return Sign.UNKNOWN
 
 
+def _init_default(context: "FileContext", parameter: str) -> Optional[float]:
+    """The literal default of ``parameter`` in the enclosing class's ``__init__``."""
+    class_def = context.enclosing(cst.ClassDef)
+    if class_def is None:
+        return None
+    for statement in class_def.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+            params = statement.params
+            for param in list(params.params) + list(params.kwonly_params):
+                if param.name.value == parameter and param.default is not None:
+                    return constant_value(param.default)
+    return None
+
+
 def upper_bound(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> Optional[float]:
-    """A literal upper bound of ``node``: ``clamp(lo, hi)``, ``clamp(max=hi)``, ``clamp_max(hi)``, names followed."""
+    """A literal upper bound of ``node``: ``clamp(lo, hi)``, ``clamp(max=hi)``, ``clamp_max(hi)``, the square
+    of a value clamped on both sides (``cos.clamp(-1 + eps, 1 - eps) ** 2``), names followed."""
+    return _literal_bound(context, node, site, depth, upper=True)
+
+
+def _literal_bound(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int, upper: bool) -> Optional[float]:
     value = constant_value(node)
     if value is not None or depth > _MAX_DEPTH:
         return value
     if isinstance(node, cst.Name) and site is not None:
         reaching = bindings(site, node.value)
         if len(reaching) == 1 and reaching[0].kind in ("assign", "inplace") and reaching[0].value is not None:
-            return upper_bound(context, reaching[0].value, reaching[0].site, depth + 1)
+            return _literal_bound(context, reaching[0].value, reaching[0].site, depth + 1, upper)
         return None
+    squared = None
+    if isinstance(node, cst.Call) and not has_star_args(node):
+        name, source, is_method = _call_parts(context, node)
+        bound = None
+        if name in ("clamp", "clip"):
+            bound = argument(node, (1 if upper else 0) + (0 if is_method else 1), "max" if upper else "min")
+        elif name == ("clamp_max" if upper else "clamp_min"):
+            bound = argument(node, 0 if is_method else 1, "max" if upper else "min")
+        if bound is not None:
+            return constant_value(bound.value)
+        if name == "square" or (name == "pow" and _exponent_is_two(argument(node, 0 if is_method else 1, "exponent"))):
+            squared = source
+    elif isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Power) and constant_value(node.right) == 2:
+            squared = node.left
+        elif isinstance(node.operator, cst.Multiply) and structurally_equal(node.left, node.right):
+            squared = node.left
+    if squared is not None and upper:
+        high = _literal_bound(context, squared, site, depth + 1, True)
+        low = _literal_bound(context, squared, site, depth + 1, False)
+        if high is not None and low is not None:
+            return max(high * high, low * low)
+    return None
+
+
+def _exponent_is_two(exponent: Optional[cst.Arg]) -> bool:
+    return exponent is not None and constant_value(exponent.value) == 2
     if isinstance(node, cst.Call) and not has_star_args(node):
         name, _, is_method = _call_parts(context, node)
-        high = None
-        if name in ("clamp", "clip"):
-            high = argument(node, 1 if is_method else 2, "max")
-        elif name == "clamp_max":
-            high = argument(node, 0 if is_method else 1, "max")
-        if high is not None:
-            return constant_value(high.value)
+        low = None
+        if name in ("clamp", "clip", "clamp_min"):
+            low = argument(node, 0 if is_method else 1, "min")
+        if low is not None:
+            return constant_value(low.value)
     return None
 
 
@@ -702,6 +841,9 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
         return max(again(arg.value) for arg in call.args)
     if isinstance(call.func, cst.Name) and call.func.value in _NUMBER_BUILTINS | {"abs"}:
         return Sign.POSITIVE if value_kind(context, call, site) == "number" and call.func.value == "len" else Sign.UNKNOWN
+    helper = called_function(context, call, site)
+    if helper is not None:
+        return _return_sign(context, helper, division)
     name, source, is_method = _call_parts(context, call)
     if name is None:
         return Sign.UNKNOWN
@@ -771,6 +913,8 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
         if exponent is None or source is None:
             return Sign.UNKNOWN
         return _power_sign(exponent.value, again(source))
+    if name in _COUNTS and source is not None and is_padding_mask(context, source, site):
+        return Sign.POSITIVE  # tokens per sequence, sequences per position
     if name in _POSITIVE_CALLS:
         return Sign.POSITIVE
     if division and name in _DIVISION_POSITIVE_CALLS:
@@ -789,6 +933,119 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
         if isinstance(source, (cst.List, cst.Tuple)) and source.elements:
             return min(again(element.value) for element in source.elements)
     return Sign.UNKNOWN
+
+
+def _return_sign(context: "FileContext", function: cst.FunctionDef, division: bool) -> Sign:
+    """The least sign of every value a same-file helper returns (``def stft(...)`` that clamps), once per file."""
+    in_progress = context.memoized("guards.return-sign.in-progress", context.module, lambda _: set())
+    key = (id(function), division)
+    if key in in_progress:
+        return Sign.UNKNOWN  # recursion: nothing proven
+
+    def compute(_: cst.CSTNode) -> Sign:
+        in_progress.add(key)
+        try:
+            values = returned_values(context, function)
+            if not values:
+                return Sign.UNKNOWN
+            return min(sign_of(context, value, value_site, division) for value, value_site in values)
+        finally:
+            in_progress.discard(key)
+
+    return context.memoized("guards.return-sign" + (".division" if division else ""), function, compute)
+
+
+# A padding mask marks the real positions of sequences padded to the longest one: every sequence
+# has a position, and the longest covers every position, so its counts along any dim are >= 1.
+_PADDING_MASK_NAME = re.compile(r"(^|_)attention_mask$|(^|_)(non_?pad(ding)?|not_pad)(_mask)?$|(^|_)(length|lengths|seq_len)_mask$")
+_PAD_MASK_NAME = re.compile(r"(^|_)(key_)?(padding|pad)_mask$")  # True on the padding: its complement counts
+_LENGTH_MASK_FUNCTIONS = frozenset({"length_to_mask", "lengths_to_mask", "sequence_mask", "make_non_pad_mask"})
+_MASK_PRESERVING = frozenset({
+    "float", "double", "half", "bfloat16", "long", "int", "bool", "to", "type", "type_as", "unsqueeze", "squeeze",
+    "view", "view_as", "reshape", "expand", "expand_as", "flatten", "detach", "contiguous", "repeat", "transpose",
+    "permute",
+})
+_COUNTS = frozenset({"sum", "count_nonzero", "nansum"})
+
+
+def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
+    """``attention_mask``, ``tokens.ne(self.pad)``, ``~padding_mask``, ``arange(T)[None] < lengths[:, None]``,
+    ``length_to_mask(lengths)``, through casts, reshapes, subscripts and local names."""
+    if depth > _MAX_DEPTH:
+        return False
+    again = depth + 1
+    if isinstance(node, (cst.Name, cst.Attribute)):
+        word = node.value if isinstance(node, cst.Name) else node.attr.value
+        if _PADDING_MASK_NAME.search(word):
+            return True
+        if isinstance(node, cst.Name) and site is not None:
+            reaching = bindings(site, node.value)
+            return bool(reaching) and all(
+                b.kind in ("assign", "update") and b.value is not None and is_padding_mask(context, b.value, b.site, again)
+                for b in reaching
+            )
+        return False
+    if isinstance(node, cst.Subscript):
+        return is_padding_mask(context, node.value, site, again)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.BitInvert, cst.Not)):
+        return _is_pad_mask(node.expression)
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
+        operator, right = node.comparisons[0].operator, node.comparisons[0].comparator
+        if isinstance(operator, cst.NotEqual):
+            return _names_padding(node.left) or _names_padding(right)
+        if isinstance(operator, cst.LessThan):
+            return _is_arange(context, node.left, site)
+        if isinstance(operator, cst.GreaterThan):
+            return _is_arange(context, right, site)
+        return False
+    if isinstance(node, cst.Call) and not has_star_args(node):
+        func = node.func
+        word = func.value if isinstance(func, cst.Name) else func.attr.value if isinstance(func, cst.Attribute) else None
+        if word in _LENGTH_MASK_FUNCTIONS:
+            return True
+        name, source, is_method = _call_parts(context, node)
+        if name in ("ne", "not_equal") and source is not None:
+            other = argument(node, 0 if is_method else 1, "other")
+            return other is not None and _names_padding(other.value)
+        if name in ("logical_not", "bitwise_not") and source is not None:
+            return _is_pad_mask(source)
+        if name in _MASK_PRESERVING and source is not None:
+            return is_padding_mask(context, source, site, again)
+    return False
+
+
+def _is_pad_mask(node: cst.BaseExpression) -> bool:
+    word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+    return bool(_PAD_MASK_NAME.search(word))
+
+
+def _names_padding(node: cst.BaseExpression) -> bool:
+    """``self.pad``, ``pad_idx``, ``self.padding_idx``, ``config.pad_token_id``."""
+    word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+    return bool(re.search(r"(^|_)pad(ding)?(_|$)", word))
+
+
+def _is_arange(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]) -> bool:
+    """``torch.arange(T)``, ``steps[None, :]`` with ``steps = torch.arange(T)``, ``torch.arange(T).unsqueeze(0).expand(B, T)``."""
+    for _ in range(_MAX_DEPTH):
+        if isinstance(node, cst.Subscript):
+            node = node.value
+            continue
+        if isinstance(node, cst.Name) and site is not None:
+            reaching = bindings(site, node.value)
+            if len(reaching) != 1 or reaching[0].kind != "assign" or reaching[0].value is None:
+                return False
+            node, site = reaching[0].value, reaching[0].site
+            continue
+        if isinstance(node, cst.Call):
+            name, source, is_method = _call_parts(context, node)
+            if name == "arange" and not is_method:
+                return True
+            if is_method and source is not None and name in _MASK_PRESERVING:
+                node = source
+                continue
+        return False
+    return False
 
 
 def _is_dim_argument(call: cst.Call, is_method: bool) -> bool:
@@ -868,7 +1125,7 @@ def condition_implies_positive(
         return False
     if isinstance(test, cst.Call) and not has_star_args(test):
         name, source, is_method = _call_parts(context, test)
-        if name in ("all", "item", "bool") and source is not None:
+        if name in ("all", "item", "bool", "detach") and source is not None:
             return condition_implies_positive(context, source, operand, division, site)
         if isinstance(test.func, cst.Name) and test.func.value in ("bool", "all") and test.args:
             return condition_implies_positive(context, test.args[0].value, operand, division, site)

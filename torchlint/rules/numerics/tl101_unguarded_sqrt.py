@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+
 from torchlint.analysis.domain import RSQRT, SQRT
 from torchlint.rule import Applicability
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
@@ -71,10 +73,19 @@ class UnguardedSqrt(UnguardedOpRule):
     operand is written as a difference (`E[x^2] - E[x]^2`, which rounding can
     make negative: NaN already in the forward pass).
 
+    Not reported either: the `forward` of a `torch.autograd.Function` (its
+    backward is written by hand), feature extractors and processors
+    (`feature_extraction_*.py`, `processing_*.py`, subclasses of
+    `*FeatureExtractor`/`*ImageProcessor`/`ProcessorMixin`: input preparation,
+    nothing upstream has a gradient), and roots of counts of comparisons or
+    boolean masks (`(mask.sum() * scale) ** 0.5`: no gradient).
+
     Not detected: roots of values stored in containers or attributes and
     computed elsewhere, operators on values whose tensor-ness cannot be seen
     (`x ** 0.5` where `x` is an unannotated argument outside `forward`), and
-    roots whose operand is guarded in another function.
+    roots whose operand is guarded in a function of another file (a helper
+    defined in the same file is followed: `torch.sqrt(_power(x))` is guarded
+    when every `return` of `_power` is).
     """
 
     code = "TL101"
@@ -84,3 +95,5 @@ class UnguardedSqrt(UnguardedOpRule):
     triggers = ("sqrt", "** 0.5", "**0.5", "** .5", "**.5", "pow(", "** (0.5)")
 
     op_kinds = frozenset({SQRT, RSQRT})
+    callee_names = frozenset({"sqrt", "rsqrt", "pow", "float_power"})
+    operators = (ast.Pow,)

@@ -4,7 +4,7 @@ import libcst as cst
 
 from torchlint.analysis.domain import LOG, match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.guards import needs_guard
+from torchlint.analysis.guards import differentiated_regions, needs_guard
 from torchlint.rule import Applicability, Rule
 
 
@@ -65,8 +65,12 @@ class UnguardedLog(Rule):
     linter cannot see far more often than not (measured in
     `bench/results/precision_tl1.md`) and is not reported.
 
-    Not detected: logs of values computed in another function or stored in
-    attributes, and logs whose operand is guarded in another function.
+    A helper defined in the same file is followed: `torch.log(stft(x))` is
+    guarded when every `return` of `stft` (or of `self._energy` in the same
+    class) is positive, e.g. clamped before it returns.
+
+    Not detected: logs of values computed in a function of another file or
+    stored in attributes, and logs whose operand is guarded in another file.
     """
 
     code = "TL102"
@@ -74,6 +78,10 @@ class UnguardedLog(Rule):
     message = "log of a value that can be 0 or negative: -inf/NaN and an infinite gradient; clamp the operand"
     fix_applicability = Applicability.NUMERICS
     triggers = ("log",)
+
+    @classmethod
+    def prepass(cls, scan):
+        return differentiated_regions(scan, scan.regions_calling({"log", "log2", "log10"})) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         op = match_domain_op(self.context, node)

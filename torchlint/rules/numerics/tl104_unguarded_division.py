@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+
 from typing import Optional
 
 import libcst as cst
@@ -33,6 +35,19 @@ class UnguardedDivision(UnguardedOpRule):
     A sum of values whose sign the linter cannot see (`w / w.sum()`) is not
     flagged: such sums are usually of positive weights, and a clamp would be
     wrong for a sum that may be negative.
+
+    Counts of a *padding mask* are not flagged either: `attention_mask.sum(1)`,
+    `tokens.ne(self.pad).sum(-1)`, `(~key_padding_mask).sum(1)`, a length mask
+    `arange(T)[None] < lengths[:, None]` or `length_to_mask(lengths)`, through
+    casts, reshapes and local names. Such a mask marks the real positions of
+    sequences padded to the longest one: every sequence has a token (a
+    tokenizer adds its special tokens even to an empty text) and the longest
+    sequence covers every position, so the count is at least 1 (measured on
+    the corpus: mean pooling over attention masks was the largest class of
+    false alarms). A loss mask (`labels != -100`, a foreground mask), whose
+    count is 0 for an all-ignored batch, is still flagged. A mask passed in as
+    a parameter with an uninformative name (`mask`) cannot be told apart and
+    is flagged.
 
     ## Why is this bad?
     An all-padding batch, an empty mask or a zero feature vector makes the
@@ -85,8 +100,9 @@ class UnguardedDivision(UnguardedOpRule):
     construction far more often than not (measured in
     `bench/results/precision_tl1.md`) and are not reported.
 
-    Not detected: divisors computed in another function or stored in
-    attributes, and sums whose non-negativity the linter cannot see.
+    Not detected: divisors computed in a function of another file or stored
+    in attributes (same-file helpers are followed, as for TL101), and sums
+    whose non-negativity the linter cannot see.
     """
 
     code = "TL104"
@@ -96,6 +112,8 @@ class UnguardedDivision(UnguardedOpRule):
     triggers = ("/", "div(", "divide(")
 
     op_kinds = frozenset({DIV})
+    callee_names = frozenset({"div", "divide", "true_divide"})
+    operators = (ast.Div,)
     needs_site = True
 
     def fix(self, node: cst.CSTNode, op: DomainOp) -> Optional[FixSpec]:

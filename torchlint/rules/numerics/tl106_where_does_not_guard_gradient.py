@@ -9,7 +9,7 @@ from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.domain import DIV, DomainOp, match_domain_op
 from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
 from torchlint.analysis.guards import Sign, condition_implies_positive, condition_implies_zero, sign_of, where_owner
-from torchlint.analysis.owned_ops import reaches_edge
+from torchlint.analysis.guards import reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 # Inside the domain of every op this rule fixes: sqrt(1) = 1, log(1) = 0, 1 ** p = 1, a / 1 = a.
@@ -76,6 +76,10 @@ class WhereDoesNotGuardGradient(Rule):
     message = "torch.where evaluates both branches: this op still gets 0 or negative inputs, and its NaN/Inf gradient leaks through the unselected branch"
     fix_applicability = Applicability.NUMERICS
     triggers = ("where",)
+
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling({"where"}) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node)

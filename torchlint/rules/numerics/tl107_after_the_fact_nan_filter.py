@@ -10,7 +10,7 @@ from torchlint.analysis.fixes import clamped, eps_text
 from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
 from torchlint.analysis.guards import filter_owner, is_guard_constant, is_nan_filter
 from torchlint.analysis.ops import is_value_receiver
-from torchlint.analysis.owned_ops import reaches_edge
+from torchlint.analysis.guards import reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 # Ops whose backward reads their own output (measured in tests/test_runtime_tl107.py): writing into
@@ -103,6 +103,13 @@ class AfterTheFactNanFilter(Rule):
     message = "filtering NaN/Inf after the op fixes the forward value only: the op's gradient at the bad input is still NaN/Inf; guard the input instead"
     fix_applicability = Applicability.NUMERICS
     triggers = ("nan_to_num", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "] = ")
+
+    @classmethod
+    def prepass(cls, scan):
+        filtered = scan.regions_calling(
+            {"nan_to_num", "nan_to_num_", "nansum", "nanmean", "masked_fill", "masked_fill_", "where"}
+        )
+        return (filtered | scan.regions_where(lambda region: region.masked_assignment)) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node)
