@@ -23,7 +23,10 @@ class FileContext:
     def __init__(self, path: str, source: str, module: cst.Module, settings: "Settings") -> None:
         self.path = path
         self.source = source
+        # ``module`` may be parsed from the pre-pass's reduced text: line n of it is line
+        # ``line_map[n - 1]`` of ``source`` (empty: the same lines).  Set by the engine.
         self.module = module
+        self.line_map: List[int] = []
         self.settings = settings
         self.imports = ImportTable.from_module(module)
         # The nodes enclosing the one being visited, outermost first (maintained by the engine).

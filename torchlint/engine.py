@@ -1,7 +1,9 @@
 """Parse once, run the enabled rules in one traversal, honour noqa, apply fixes to a fixpoint.
 
 Cost model (see PERF-NOTES and bench/): a file that contains no trigger of
-an enabled rule is not parsed; positions (LibCST's PositionProvider, which
+an enabled rule is not parsed; the ``ast`` pre-pass (torchlint/prepass.py)
+drops the rules that cannot report in the file and removes the regions no
+running rule needs before LibCST parses it; positions (LibCST's PositionProvider, which
 costs more than the parse) are computed only for files with findings; no
 scope or qualified-name metadata is used.
 """
@@ -9,13 +11,13 @@ from __future__ import annotations
 
 import bisect
 import traceback
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
-from torchlint import registry
+from torchlint import prepass, registry, walk_order
 from torchlint.config import Settings
 from torchlint.context import FileContext
 from torchlint.noqa import NoqaIndex, is_skipped_file
@@ -128,6 +130,39 @@ class _Traversal(cst.CSTVisitor):
     def on_leave_attribute(self, original_node: cst.CSTNode, attribute: str) -> None:
         return None
 
+    def walk(self, module: cst.Module) -> None:
+        """Call the handlers as ``module.visit(self)`` would, for every node but whitespace and
+        punctuation that no handler asks for, without LibCST rebuilding each node on the way
+        (its visit re-creates and re-validates every node: half of a cold run's time)."""
+        handled = set(self._visit) | set(self._leave)
+        # Per node class: descend into it? (isinstance against LibCST's abstract classes is slow)
+        descend: Dict[type, bool] = {}
+
+        def wanted(kind: type) -> bool:
+            answer = descend.get(kind)
+            if answer is None:
+                answer = descend[kind] = issubclass(kind, cst.CSTNode) and not (
+                    issubclass(kind, walk_order.TRIVIA) and kind.__name__ not in handled
+                )
+            return answer
+
+        on_visit, on_leave, child_fields = self.on_visit, self.on_leave, walk_order.child_fields
+
+        def walk(node: cst.CSTNode) -> None:
+            on_visit(node)
+            for name in child_fields(type(node)):
+                value = getattr(node, name)
+                kind = type(value)
+                if kind is list or kind is tuple:
+                    for child in value:
+                        if wanted(type(child)):
+                            walk(child)
+                elif wanted(kind):
+                    walk(value)
+            on_leave(node)
+
+        walk(module)
+
 
 # -- linting -----------------------------------------------------------------------
 
@@ -161,19 +196,34 @@ def lint_text(
     settings: Settings,
     codes: Optional[Iterable[str]] = None,
     honour_noqa: bool = True,
+    use_prepass: bool = True,
 ) -> LintResult:
-    """Findings for one decoded file (no fixes applied)."""
+    """Findings for one decoded file (no fixes applied).
+
+    ``use_prepass=False`` parses and walks the whole file with every triggered rule: the
+    findings are the same (tested), only slower; tests and bench/ compare the two.
+    """
     result = LintResult()
     if is_skipped_file(source):
         return result
     rule_classes = select_rules(source, settings.codes_for(path) if codes is None else codes)
     if not rule_classes:
         return result
-    module, error = parse(source, path)
+    parsed_text, line_map = source, []
+    if use_prepass:
+        plan = prepass.plan(source, path, rule_classes)
+        if plan is not None:
+            rule_classes, parsed_text, line_map = plan.rules, plan.text, plan.lines
+            if not rule_classes:
+                return result
+    module, error = parse(parsed_text, path)
     if module is None:
+        if line_map and error.line:
+            error = replace(error, line=line_map[min(error.line, len(line_map)) - 1])
         result.diagnostics.append(error)
         return result
     context = FileContext(path, source, module, settings)
+    context.line_map = line_map
     rules = []
     for rule_class in rule_classes:
         try:
@@ -182,7 +232,10 @@ def lint_text(
             result.diagnostics.append(rule_crash(path, rule_class, exc))
     traversal = _Traversal(context, rules, result.diagnostics)
     try:
-        module.visit(traversal)
+        if walk_order.available():
+            traversal.walk(module)
+        else:
+            module.visit(traversal)
     except RecursionError:
         result.diagnostics.append(Diagnostic(path, "file nested too deeply to analyse", 1, 1, "internal"))
         return result
@@ -200,6 +253,8 @@ def lint_text(
 def _materialize(pending: List[PendingReport], context: FileContext, diagnostics: List[Diagnostic]) -> List[Finding]:
     """Turn held reports into findings with positions and text edits."""
     positions = MetadataWrapper(context.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    if context.line_map:
+        positions = _FileLines(positions, context.line_map)
     starts = line_starts(context.source)
     findings = []
     seen = set()
@@ -250,6 +305,27 @@ def _materialize(pending: List[PendingReport], context: FileContext, diagnostics
             )
         )
     return [finding for finding in findings if finding.code not in broken] if broken else findings
+
+
+class _FileLines:
+    """Positions in a pre-pass's reduced text, read as positions in the file (see prepass.Plan.lines)."""
+
+    def __init__(self, positions, line_map: List[int]) -> None:
+        self._positions = positions
+        self._line_map = line_map
+
+    def _file_range(self, rng: CodeRange) -> CodeRange:
+        lines = self._line_map
+        return CodeRange(
+            CodePosition(lines[rng.start.line - 1], rng.start.column), CodePosition(lines[rng.end.line - 1], rng.end.column)
+        )
+
+    def get(self, node: cst.CSTNode, default=None):
+        rng = self._positions.get(node)
+        return default if rng is None else self._file_range(rng)
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        return self._file_range(self._positions[node])
 
 
 def _offset(starts: List[int], line: int, column: int) -> int:

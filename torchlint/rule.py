@@ -15,10 +15,13 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, List, Optional, Sequence, Tuple, Union
 
-import libcst as cst
+from torchlint.prepass import WHOLE_FILE
 
 if TYPE_CHECKING:  # pragma: no cover
+    import libcst as cst
+
     from torchlint.context import FileContext
+    from torchlint.prepass import Scan, Seeds
 
 
 class Applicability(str, enum.Enum):
@@ -153,6 +156,13 @@ class Rule:
     def __init__(self, context: "FileContext") -> None:
         self.context = context
         self.reports: List[PendingReport] = []
+
+    @classmethod
+    def prepass(cls, scan: "Scan") -> "Seeds":
+        """Where in the file (read with ``ast``) this rule may report: None (nowhere, it does not
+        run), ``WHOLE_FILE``, or the regions of ``scan`` it reports in (see torchlint/prepass.py).
+        Must be a necessary condition of every report.  By default: anywhere, looking anywhere."""
+        return WHOLE_FILE
 
     def report(
         self,

@@ -1,0 +1,396 @@
+"""The pre-pass: which rules can report in a file, and which parts of it LibCST must see.
+
+A LibCST parse costs ~12x an ``ast.parse`` and walking its tree in Python as
+much again (bench/results/metadata_cost.md), so the engine first reads the
+file with ``ast`` (one parse, one walk) and asks every triggered rule for its
+*seeds* (:meth:`torchlint.rule.Rule.prepass`):
+
+- ``None``: no node of this file can be reported by the rule (say, no call
+  named ``sqrt`` inside a ``forward``); the rule does not run;
+- :data:`WHOLE_FILE`: the rule may report and may look anywhere in the file;
+- a set of region numbers: the rule reports only inside these regions and
+  looks outside them only at what they name.
+
+A *region* is a top-level compound statement, or one member of a top-level
+class.  When no running rule asked for the whole file, the regions that are
+neither seeds nor definitions of a name a kept region uses (followed to a
+fixpoint: helpers, ``self.attr`` assigned in ``__init__``, module constants)
+are removed before the LibCST parse: a function keeps its signature and gets
+the body ``0``, a module-level ``if``/``for``/``with`` becomes the statement
+``0``.  Kept lines are verbatim and the plan maps each line of the reduced
+text to the file's line, so positions (and the fix edits built from them)
+are the file's.  Imports and simple statements are never removed.
+
+Every seed condition is a necessary condition of the rule's reports, stated
+over ``ast`` nodes: equality of findings with and without the pre-pass is
+tested on every fixture and measured on the corpus (bench/prepass_equivalence.py).
+"""
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
+
+from torchlint.analysis.ast_names import ast_dotted_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.rule import Rule
+
+WHOLE_FILE = "whole-file"
+Seeds = Union[None, str, FrozenSet[int]]
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_MASK_PARTS = (ast.Compare, ast.Call, ast.BinOp, ast.UnaryOp)
+_CONSTRUCTORS = frozenset({"__init__", "__post_init__", "setup", "build"})
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+@dataclass
+class Region:
+    """A top-level compound statement or a member of a top-level class, with what it names."""
+
+    node: ast.stmt
+    first_line: int  # decorators included
+    last_line: int
+    enclosing_class: Optional[str] = None
+    removable: bool = False
+    # Names assigned in a function are its locals; elsewhere they are the module's or the class's.
+    stores_are_bindings: bool = True
+    calls: Set[str] = field(default_factory=set)  # last names of callees, import aliases resolved
+    qualified_calls: Set[str] = field(default_factory=set)  # callees through the file's imports (``torch.load``)
+    operators: Set[type] = field(default_factory=set)  # BinOp / AugAssign operator classes
+    uses: Set[str] = field(default_factory=set)  # names read and attributes named
+    binds: Set[str] = field(default_factory=set)  # names it defines for the module (functions, constants)
+    scope_names: Set[str] = field(default_factory=set)  # functions and classes defined in it
+    keyword_calls: List[Tuple[Tuple[str, ...], Tuple[str, ...]]] = field(default_factory=list)
+    callees: List[ast.Call] = field(default_factory=list)
+    attribute_stores: Set[str] = field(default_factory=set)  # ``x.attr = ...`` and, in a class, its methods
+    smallest_float: float = float("inf")  # smallest non-zero float literal (in absolute value)
+    bool_membership: bool = False  # ``True in x`` / ``False not in x``
+    masked_assignment: bool = False  # ``x[x != x] = 0``, ``x[torch.isnan(x) | m] = 0``: a computed mask as the index
+
+
+class Scan:
+    """What ``ast`` says about one file: its regions and, per region, what the seed conditions ask."""
+
+    def __init__(self, path: str, source: str, tree: ast.Module) -> None:
+        self.path = path
+        self.source = source
+        self.tree = tree
+        self.aliases: Dict[str, str] = {}  # local name -> the imported object's last name
+        self.imported: Dict[str, Set[str]] = {}  # local name -> what any import of the file binds it to
+        self.identifiers: Set[str] = set()
+        self.regions: List[Region] = []
+        self._imports: List[ast.stmt] = []
+        for statement in tree.body:
+            if isinstance(statement, ast.ClassDef):
+                header = self._region(statement, None, shallow=True)
+                self.identifiers |= header.uses | header.binds
+                for member in statement.body:
+                    self.regions.append(self._region(member, statement.name))
+            else:
+                self.regions.append(self._region(statement, None))
+        self._collect_aliases()
+        for region in self.regions:
+            self.identifiers |= region.uses | region.binds | region.attribute_stores
+            self._resolve_calls(region)
+
+    # -- queries for the rules' seed conditions ------------------------------------
+
+    def regions_calling(self, names: Iterable[str]) -> FrozenSet[int]:
+        wanted = set(names)
+        return frozenset(i for i, region in enumerate(self.regions) if region.calls & wanted)
+
+    def regions_calling_qualified(self, names: Iterable[str]) -> FrozenSet[int]:
+        """Regions calling one of ``names`` (``torch.load``) as the file's imports resolve it."""
+        wanted = set(names)
+        return frozenset(i for i, region in enumerate(self.regions) if region.qualified_calls & wanted)
+
+    def regions_with_operator(self, *operators: type) -> FrozenSet[int]:
+        return frozenset(i for i, region in enumerate(self.regions) if region.operators.intersection(operators))
+
+    def regions_where(self, predicate) -> FrozenSet[int]:
+        return frozenset(i for i, region in enumerate(self.regions) if predicate(region))
+
+    def mentions(self, names: Iterable[str]) -> bool:
+        """Whether any name, attribute or imported name of the file is one of ``names``."""
+        return not self.identifiers.isdisjoint(names)
+
+    def differentiated(self, regions: FrozenSet[int], name_pattern: "re.Pattern[str]", path_matches: bool) -> FrozenSet[int]:
+        """The regions that may hold code under a function or class whose name matches ``name_pattern``."""
+        if path_matches:
+            return regions
+        return frozenset(
+            i
+            for i in regions
+            if any(name_pattern.search(name) for name in self.regions[i].scope_names)
+            or (self.regions[i].enclosing_class is not None and name_pattern.search(self.regions[i].enclosing_class))
+        )
+
+    # -- building ---------------------------------------------------------------------
+
+    def _collect_aliases(self) -> None:
+        # Imports anywhere count: a superset of what the linter's import table resolves at any point.
+        for node in self._imports:
+            if isinstance(node, ast.Import):
+                for alias in node.names:
+                    if alias.asname:
+                        self.aliases[alias.asname] = alias.name.rsplit(".", 1)[-1]
+                        self.imported.setdefault(alias.asname, set()).add(alias.name)
+                    else:
+                        head = alias.name.split(".", 1)[0]
+                        self.imported.setdefault(head, set()).add(head)
+            elif isinstance(node, ast.ImportFrom):
+                for alias in node.names:
+                    if alias.asname:
+                        self.aliases[alias.asname] = alias.name.rsplit(".", 1)[-1]
+                    if node.module and not node.level:
+                        self.imported.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+
+    def _resolve_calls(self, region: Region) -> None:
+        for call in region.callees:
+            names = _callee_names(call.func, self.aliases)
+            region.calls.update(names)
+            dotted = ast_dotted_name(call.func)
+            if dotted is not None:
+                head, _, rest = dotted.partition(".")
+                for target in self.imported.get(head, ()):
+                    region.qualified_calls.add(f"{target}.{rest}" if rest else target)
+            if call.keywords and names:
+                written = tuple(k.arg for k in call.keywords if k.arg is not None)
+                if written:
+                    region.keyword_calls.append((names, written))
+        region.callees = []
+
+    def _region(self, statement: ast.stmt, enclosing_class: Optional[str], shallow: bool = False) -> Region:
+        decorators = getattr(statement, "decorator_list", None) or ()
+        first = min([statement.lineno] + [d.lineno for d in decorators])
+        region = Region(statement, first, statement.end_lineno or statement.lineno, enclosing_class)
+        region.removable = _removable(statement, enclosing_class is not None)
+        region.stores_are_bindings = not isinstance(statement, _DEFS)
+        if isinstance(statement, _SCOPES):
+            # A method is reached through ``self.name``; a top-level function or class by its name.
+            (region.attribute_stores if enclosing_class is not None else region.binds).add(statement.name)
+            region.scope_names.add(statement.name)
+        if shallow:  # a class header: its bases and decorators
+            for node in list(getattr(statement, "bases", ())) + list(decorators):
+                for inner in ast.walk(node):
+                    self._note(region, inner)
+            return region
+        for node in ast.walk(statement):
+            self._note(region, node)
+        return region
+
+    def _note(self, region: Region, node: ast.AST) -> None:
+        kind = type(node)
+        if kind is ast.Name:
+            if isinstance(node.ctx, ast.Load):
+                region.uses.add(node.id)
+            elif region.stores_are_bindings:
+                region.binds.add(node.id)
+        elif kind is ast.Attribute:
+            region.uses.add(node.attr)
+            if not isinstance(node.ctx, ast.Load):
+                region.attribute_stores.add(node.attr)
+        elif kind is ast.Call:
+            region.callees.append(node)  # resolved once every import of the file is known
+        elif kind is ast.Import or kind is ast.ImportFrom:
+            self._imports.append(node)
+        elif kind is ast.BinOp or kind is ast.AugAssign:
+            region.operators.add(type(node.op))
+        elif kind is ast.Constant:
+            value = node.value
+            if type(value) is float and value != 0.0 and abs(value) < region.smallest_float:
+                region.smallest_float = abs(value)
+        elif kind in _SCOPES:
+            if node is not region.node:
+                region.binds.add(node.name)
+            region.scope_names.add(node.name)
+        elif kind is ast.Compare:
+            left = node.left
+            if (
+                isinstance(left, ast.Constant)
+                and type(left.value) is bool
+                and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops)
+            ):
+                region.bool_membership = True
+        elif kind is ast.Subscript:
+            if not isinstance(node.ctx, ast.Load) and any(isinstance(n, _MASK_PARTS) for n in ast.walk(node.slice)):
+                region.masked_assignment = True
+        elif kind is ast.Global or kind is ast.Nonlocal:
+            region.binds.update(node.names)
+        elif kind is ast.alias:
+            region.uses.add(node.name.rsplit(".", 1)[-1])
+            region.binds.add(node.asname or node.name.split(".", 1)[0])
+
+
+def _callee_names(func: ast.expr, aliases: Dict[str, str]) -> Tuple[str, ...]:
+    if isinstance(func, ast.Name):
+        original = aliases.get(func.id)
+        return (func.id, original) if original and original != func.id else (func.id,)
+    if isinstance(func, ast.Attribute):
+        return (func.attr,)
+    return ()
+
+
+def _removable(statement: ast.stmt, in_class: bool) -> bool:
+    """Whether a region's text may be replaced: a function whose body starts on its own line,
+    or a module-level compound statement without an import (imports feed name resolution)."""
+    if isinstance(statement, _DEFS):
+        return _first_line(statement.body[0]) > statement.lineno  # reduce_source checks it starts its line
+    if in_class or isinstance(statement, ast.ClassDef):
+        return False  # a class body must keep a statement; a class keeps its members' headers
+    if isinstance(statement, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
+        return not _has_import(statement)
+    return False
+
+
+def _has_import(statement: ast.stmt) -> bool:
+    return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(statement))
+
+
+def _first_line(statement: ast.stmt) -> int:
+    decorators = getattr(statement, "decorator_list", None) or ()
+    return min([statement.lineno] + [d.lineno for d in decorators])
+
+
+# -- the plan ----------------------------------------------------------------------------
+
+
+@dataclass
+class Plan:
+    rules: List[Type["Rule"]]  # the rules that may report: the others do not run
+    text: str  # what LibCST parses: the file, or the file without the regions no rule needs
+    # Line n of ``text`` is line ``lines[n - 1]`` of the file; empty when ``text`` is the file.
+    lines: List[int] = field(default_factory=list)
+
+
+def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]]) -> Optional[Plan]:
+    """The rules to run and the text to parse, or None when ``ast`` cannot read the file (then the
+    engine parses it whole with every triggered rule, and LibCST reports what is wrong)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    scan = Scan(path, source, tree)
+    running: List[Type["Rule"]] = []
+    seeds: Set[int] = set()
+    whole = False
+    for rule_class in rule_classes:
+        wanted = rule_class.prepass(scan)
+        if wanted is None or (wanted != WHOLE_FILE and not wanted):
+            continue
+        running.append(rule_class)
+        if wanted == WHOLE_FILE:
+            whole = True
+        else:
+            seeds.update(wanted)
+    if not running or whole:
+        return Plan(running, source)
+    text, lines = reduce_source(source, scan, needed_regions(scan, seeds))
+    return Plan(running, text, lines)
+
+
+def needed_regions(scan: Scan, seeds: Iterable[int]) -> Set[int]:
+    """The seeds and, to a fixpoint, every region that defines a name a needed region uses
+    (through regions that are never blanked too: a module constant bound to a helper's result);
+    for a class member, also its class's constructor and the members that set an attribute or
+    define a method it names (``self.criterion``, ``self.helper()``)."""
+    definers: Dict[str, List[int]] = {}
+    # Attributes are looked up in the class that uses them: (class, attribute) -> its members that set it.
+    attribute_definers: Dict[Tuple[Optional[str], str], List[int]] = {}
+    constructors: Dict[str, List[int]] = {}
+    for index, region in enumerate(scan.regions):
+        for name in region.binds:
+            definers.setdefault(name, []).append(index)
+        if region.enclosing_class is not None:
+            for name in region.attribute_stores:
+                attribute_definers.setdefault((region.enclosing_class, name), []).append(index)
+        if region.enclosing_class is not None and isinstance(region.node, _DEFS) and region.node.name in _CONSTRUCTORS:
+            constructors.setdefault(region.enclosing_class, []).append(index)
+    needed: Set[int] = set()
+    pending = list(seeds)
+    while pending:
+        index = pending.pop()
+        if index in needed:
+            continue
+        needed.add(index)
+        region = scan.regions[index]
+        # A method is read with its class's constructor: what ``self``'s attributes hold.
+        pending.extend(constructors.get(region.enclosing_class, ()))
+        for name in region.uses:
+            pending.extend(definers.get(name, ()))
+            if region.enclosing_class is not None:
+                pending.extend(attribute_definers.get((region.enclosing_class, name), ()))
+    return needed
+
+
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+_FINAL_LINE_BREAK = re.compile(r"(\r\n|\r|\n)$")
+
+
+def _line_starts(source: str) -> List[int]:
+    """Offsets of the lines as ``ast`` numbers them (``\\n``, ``\\r\\n`` and ``\\r`` end a line)."""
+    return [0] + [match.end() for match in _LINE_BREAK.finditer(source)]
+
+
+def reduce_source(source: str, scan: Scan, needed: Set[int]) -> Tuple[str, List[int]]:
+    """The file without the regions not ``needed``, and for each of its lines the file's line number.
+
+    A function keeps its signature and gets the body ``0`` (one line at the body's
+    indentation); a module-level statement becomes the line ``0`` (the module keeps its
+    shape: its header of comments, where an import goes).  Kept lines are verbatim, so a
+    column on them is the file's column.
+    """
+    starts = _line_starts(source)
+
+    def offset(line: int) -> int:  # the start of 1-based ``line``; past the end for the line after the last
+        return starts[line - 1] if line - 1 < len(starts) else len(source)
+
+    pieces: List[str] = []
+    lines: List[int] = []
+    kept_from = 1  # the first line not yet copied
+    for index, region in enumerate(scan.regions):
+        if index in needed or not region.removable:
+            continue
+        node = region.node
+        if isinstance(node, _DEFS):
+            first_line = _first_line(node.body[0])
+            indent = source[offset(first_line) : offset(first_line) + _indent_of(source, offset(first_line))]
+            if len(indent) != _column_of(node.body[0]):
+                continue  # the body shares its first line with the signature: keep the function
+        else:
+            first_line, indent = region.first_line, ""
+        if first_line < kept_from:
+            continue
+        end = offset(region.last_line + 1)
+        ending = _FINAL_LINE_BREAK.search(source[offset(region.last_line) : end])
+        pieces.append(source[offset(kept_from) : offset(first_line)])
+        lines.extend(range(kept_from, first_line))
+        pieces.append(indent + "0" + (ending.group(0) if ending is not None else ""))
+        lines.append(first_line)
+        kept_from = region.last_line + 1
+    if not pieces:
+        return source, []
+    pieces.append(source[offset(kept_from) :])
+    lines.extend(range(kept_from, len(starts) + 1))
+    return "".join(pieces), lines
+
+
+def _column_of(statement: ast.stmt) -> int:
+    """Where a statement's first line starts (its ``@`` for a decorated definition); indentation
+    is ASCII, so ``ast``'s UTF-8 byte columns are characters here."""
+    decorators = getattr(statement, "decorator_list", None) or ()
+    if decorators:
+        first = min(decorators, key=lambda d: (d.lineno, d.col_offset))
+        if first.lineno < statement.lineno:
+            return first.col_offset - 1
+    return statement.col_offset
+
+
+def _indent_of(source: str, start: int) -> int:
+    width = 0
+    while start + width < len(source) and source[start + width] in " \t\f":
+        width += 1
+    return width

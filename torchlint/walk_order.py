@@ -1,0 +1,74 @@
+"""The order in which LibCST visits a node's children, read once from LibCST's own code.
+
+The engine walks trees itself (``engine._Traversal.walk``) instead of
+``module.visit``, which rebuilds and re-validates every node it passes.
+To call the rules' handlers in exactly LibCST's order, the children of a
+node class are taken in the order its ``_visit_and_replace_children`` visits
+them: the field names passed to LibCST's ``visit_*`` helpers, in source order.
+When LibCST's source cannot be read, :func:`available` is False and the
+engine falls back to ``module.visit``.  tests/test_walk_order.py checks that
+both walks call the handlers identically.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import textwrap
+from functools import lru_cache
+from typing import Tuple, Type
+
+import libcst as cst
+
+# Nodes that hold only whitespace, comments or one token: no rule looks inside them, and they
+# are skipped unless a rule has a handler for their type.
+TRIVIA: Tuple[type, ...] = (
+    cst.BaseParenthesizableWhitespace,
+    cst.EmptyLine,
+    cst.TrailingWhitespace,
+    cst.Newline,
+    cst.Comment,
+    cst.LeftParen,
+    cst.RightParen,
+    cst.LeftSquareBracket,
+    cst.RightSquareBracket,
+    cst.LeftCurlyBrace,
+    cst.RightCurlyBrace,
+    cst.Comma,
+    cst.Dot,
+    cst.Colon,
+    cst.AssignEqual,
+    cst.Semicolon,
+    cst.BaseBinaryOp,
+    cst.BaseBooleanOp,
+    cst.BaseCompOp,
+    cst.BaseUnaryOp,
+    cst.BaseAugOp,
+)
+
+
+@lru_cache(maxsize=None)
+def child_fields(node_class: Type[cst.CSTNode]) -> Tuple[str, ...]:
+    """The fields of ``node_class`` that LibCST visits, in its visiting order."""
+    method = node_class._visit_and_replace_children
+    tree = ast.parse(textwrap.dedent(inspect.getsource(method)))
+    found = []
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id.startswith("visit_")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
+            found.append((node.lineno, node.col_offset, node.args[1].value))
+    return tuple(dict.fromkeys(name for _, _, name in sorted(found)))
+
+
+@lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether LibCST's code can be read (it can in any normal install; not from a zip without sources)."""
+    try:
+        return child_fields(cst.Module) == ("header", "body", "footer") and bool(child_fields(cst.Call))
+    except (OSError, TypeError, SyntaxError):
+        return False
