@@ -50,6 +50,9 @@ for _kind, _names in {
         LOSS_MODULES[f"torch.nn.{_name}"] = _kind
         LOSS_MODULES[f"torch.nn.modules.loss.{_name}"] = _kind
 
+# Every name a loss above is called by, for the ast pre-pass.
+LOSS_NAMES: FrozenSet[str] = frozenset(name.rsplit(".", 1)[-1] for name in list(LOSS_FUNCTIONS) + list(LOSS_MODULES))
+
 # The function / module that takes raw scores where ``bce`` takes probabilities.
 WITH_LOGITS_FUNCTION = "binary_cross_entropy_with_logits"
 WITH_LOGITS_MODULE = "BCEWithLogitsLoss"

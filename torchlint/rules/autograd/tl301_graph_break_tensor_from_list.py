@@ -88,6 +88,10 @@ class GraphBreakTensorFromList(Rule):
     fix_applicability = Applicability.UNSAFE
     triggers = ("tensor(", "Tensor(", "array(")
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling_qualified(TORCH_CONVERTERS | NUMPY_CONVERTERS) or None
+
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
         if qualified not in TORCH_CONVERTERS and qualified not in NUMPY_CONVERTERS:

@@ -70,6 +70,14 @@ class GraphBreakDetach(Rule):
     fix_applicability = Applicability.UNSAFE
     triggers = ("backward", "forward")
 
+    @classmethod
+    def prepass(cls, scan):
+        # Sinks: a backward call, or the return of a ``forward`` whose scope names a detaching step.
+        return (
+            scan.regions_calling({"backward"})
+            | scan.regions_where(lambda region: "forward" in region.scope_names and not region.uses.isdisjoint(_STEP_WORDS))
+        ) or None
+
     def __init__(self, context) -> None:
         super().__init__(context)
         self._reported: Set[int] = set()

@@ -80,6 +80,10 @@ class BackwardTwice(Rule):
     fix_applicability = Applicability.UNSAFE
     triggers = ("backward",)
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling({"backward"}) or None
+
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
         if not (isinstance(func, cst.Attribute) and func.attr.value == "backward") and self.context.qualified_name(

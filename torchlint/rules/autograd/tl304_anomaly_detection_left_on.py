@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.calls import argument, has_star_args
 from torchlint.analysis.gradflow import in_debug_condition, is_test_path
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 SET_DETECT_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
@@ -66,6 +67,10 @@ class AnomalyDetectionLeftOn(Rule):
     )
     fix_applicability = Applicability.UNSAFE
     triggers = ("anomaly",)
+
+    @classmethod
+    def prepass(cls, scan):
+        return WHOLE_FILE if scan.regions_calling_qualified(SET_DETECT_ANOMALY | DETECT_ANOMALY) else None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)

@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.signatures import gives_keyword
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 LOAD_FUNCTIONS = frozenset({"torch.load", "torch.serialization.load"})
@@ -57,6 +58,10 @@ class LoadWithoutMapLocation(Rule):
     )
     fix_applicability = Applicability.UNSAFE
     triggers = ("load",)
+
+    @classmethod
+    def prepass(cls, scan):
+        return WHOLE_FILE if scan.regions_calling_qualified(LOAD_FUNCTIONS) else None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)

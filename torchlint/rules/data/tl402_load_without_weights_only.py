@@ -8,6 +8,7 @@ from torchlint.analysis.calls import add_keyword, argument, has_star_args, keywo
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.scope import assignments
 from torchlint.analysis.signatures import gives_keyword
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 from torchlint.rules.data.tl401_load_without_map_location import LOAD_FUNCTIONS
 
@@ -81,6 +82,10 @@ class LoadWithoutWeightsOnly(Rule):
     message = "torch.load may unpickle arbitrary objects: a crafted checkpoint runs code when it is loaded"
     fix_applicability = Applicability.UNSAFE
     triggers = ("load",)
+
+    @classmethod
+    def prepass(cls, scan):
+        return WHOLE_FILE if scan.regions_calling_qualified(LOAD_FUNCTIONS) else None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)

@@ -10,6 +10,7 @@ from torchlint.analysis.ops import number_value
 from torchlint.analysis.project import DatasetClass, ItemShape, dataset_item, facts_of_source
 from torchlint.analysis.tokenizers import is_tokenizer_name
 from torchlint.analysis.scope import assignments
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, ImportRequirement, Replacement, Rule
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -126,6 +127,10 @@ class DataLoaderVariableLength(Rule):
     )
     fix_applicability = Applicability.UNSAFE
     triggers = ("DataLoader",)
+
+    @classmethod
+    def prepass(cls, scan):
+        return WHOLE_FILE if scan.regions_calling_qualified(DATALOADERS) else None
 
     def __init__(self, context) -> None:
         super().__init__(context)

@@ -9,6 +9,7 @@ import libcst as cst
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.tokenizers import is_tokenizer_name
 from torchlint.analysis.scope import self_attributes, statements
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 GROWING_METHODS = frozenset({"add_tokens", "add_special_tokens"})
@@ -80,6 +81,10 @@ class VocabGrownWithoutResize(Rule):
     )
     fix_applicability = Applicability.UNSAFE
     triggers = ("add_tokens", "add_special_tokens")
+
+    @classmethod
+    def prepass(cls, scan):
+        return WHOLE_FILE if scan.regions_calling(GROWING_METHODS) else None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.calls import has_star_args
 from torchlint.analysis.names import ImportTable, dotted_name
 from torchlint.analysis.scope import statements
-from torchlint.analysis.signatures import misspelt_keywords, public_name, table_torch_version
+from torchlint.analysis.signatures import accepted_by_last_name, misspelt_keywords, public_name, table_torch_version
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 REQUIRES_GRAD = "requires_grad"
@@ -93,6 +93,20 @@ class UnknownTorchKeyword(Rule):
     def __init__(self, context) -> None:
         super().__init__(context)
         self._top_level: Optional[ImportTable] = None
+
+    @classmethod
+    def prepass(cls, scan):
+        accepted = accepted_by_last_name()
+
+        def may_report(region) -> bool:
+            for names, written in region.keyword_calls:
+                for name in names:
+                    for keywords in accepted.get(name, ()):
+                        if not keywords.issuperset(written):
+                            return True
+            return any(_looks_like_requires_grad(a) for a in region.attribute_stores if a != REQUIRES_GRAD)
+
+        return scan.regions_where(may_report) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self._qualified(node.func)

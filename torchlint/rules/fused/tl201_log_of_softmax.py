@@ -60,6 +60,10 @@ class LogOfSoftmax(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ("softmax", "Softmax")
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling({"log"}) or None
+
     def visit_Call(self, node: cst.Call) -> None:
         log = match_unary(self.context, node, LOG_FUNCTIONS, "log")
         if log is None:

@@ -71,6 +71,10 @@ class LogOfSigmoid(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ("sigmoid", "Sigmoid", "expit")
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling({"log", "log1p"}) or None
+
     def visit_Call(self, node: cst.Call) -> None:
         log = match_log(self.context, node)
         if log is not None:

@@ -70,6 +70,10 @@ class LogSumExp(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ("exp",)
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling({"log"}) or None
+
     def visit_Call(self, node: cst.Call) -> None:
         log = match_log(self.context, node)
         if log is None:

@@ -72,6 +72,10 @@ class XLogXProduct(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ("log",)
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling({"log"}) or None
+
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         found = match_x_log_x(self.context, node)
         if found is None or self._guarded(found):

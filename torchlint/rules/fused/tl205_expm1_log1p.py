@@ -69,6 +69,10 @@ class Expm1Log1p(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ("exp", "log")
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling({"exp", "log"}) or None
+
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         if not isinstance(node.operator, cst.Subtract):
             return

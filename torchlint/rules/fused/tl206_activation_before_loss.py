@@ -3,7 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.fused import activation_of
-from torchlint.analysis.losses import LossCall, match_loss, rewrite_activation, with_logits_replacements
+from torchlint.analysis.losses import LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Rule
 
 MESSAGES = {
@@ -93,6 +94,13 @@ class ActivationBeforeLoss(Rule):
     message = "softmax/sigmoid fed to a loss that applies its own (cross_entropy, BCE) or needs log-probabilities (nll_loss)"
     fix_applicability = Applicability.UNSAFE
     triggers = ("softmax", "Softmax", "sigmoid", "Sigmoid", "expit")
+
+    @classmethod
+    def prepass(cls, scan):
+        # Loss modules are built in other functions (``__init__``, module level): the whole file.
+        if scan.mentions(LOSS_NAMES) and scan.mentions(("softmax", "Softmax", "sigmoid", "Sigmoid", "expit")):
+            return WHOLE_FILE
+        return None
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)

@@ -4,6 +4,7 @@ import libcst as cst
 
 from torchlint.analysis.fused import activation_of
 from torchlint.analysis.losses import match_loss, rewrite_activation
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Rule
 
 
@@ -54,6 +55,12 @@ class KlDivProbabilities(Rule):
     message = "kl_div expects log-probabilities as input: on softmax outputs it returns a wrong (even negative) divergence"
     fix_applicability = Applicability.UNSAFE
     triggers = ("kl_div", "KLDivLoss")
+
+    @classmethod
+    def prepass(cls, scan):
+        if scan.mentions(("kl_div", "KLDivLoss")) and scan.mentions(("softmax", "Softmax")):
+            return WHOLE_FILE
+        return None
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)

@@ -69,6 +69,10 @@ class MembershipTestOnTensor(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ("True in", "False in", "True not in", "False not in")
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_where(lambda region: region.bool_membership) or None
+
     def visit_Comparison(self, node: cst.Comparison) -> None:
         if len(node.comparisons) != 1:
             return

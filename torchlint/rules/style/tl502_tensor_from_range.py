@@ -57,6 +57,10 @@ class TensorFromRange(Rule):
     fix_applicability = Applicability.SAFE
     triggers = ("range(",)
 
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_where(lambda r: "range" in r.calls and not r.qualified_calls.isdisjoint(TENSOR_CONSTRUCTORS)) or None
+
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
         if qualified not in TENSOR_CONSTRUCTORS or has_star_args(node):
