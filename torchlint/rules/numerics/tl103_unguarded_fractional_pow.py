@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+
 from torchlint.analysis.domain import POW
 from torchlint.rule import Applicability
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
@@ -68,4 +70,6 @@ class UnguardedFractionalPow(UnguardedOpRule):
     triggers = ("pow", "**")
 
     op_kinds = frozenset({POW})
+    callee_names = frozenset({"pow", "float_power"})
+    operators = (ast.Pow,)
     fix_message = "Clamp the base to eps"

@@ -16,6 +16,7 @@ from torchlint.analysis.precision import (
     format_float,
     uses_float16,
 )
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 _LOG_FUNCTIONS = frozenset({"torch.log", "torch.log2", "torch.log10", "torch.special.log"})
@@ -108,6 +109,11 @@ class VanishingEpsilon(Rule):
     message = "this epsilon rounds to 0 in float16 (it is <= 2.98e-8): the guard vanishes and the op gives Inf/NaN gradients at 0"
     fix_applicability = Applicability.NUMERICS
     triggers = ("e-", "E-")
+
+    @classmethod
+    def prepass(cls, scan):
+        # Every literal it reports is at most 2**-25; eps names are followed across the class and file.
+        return WHOLE_FILE if scan.regions_where(lambda region: region.smallest_float <= FLOAT16_ZERO_LIMIT) else None
 
     def __init__(self, context) -> None:
         super().__init__(context)

@@ -1,14 +1,15 @@
 """The visitor shared by the rules that report an unguarded domain-edge op (TL101, TL103, TL104)."""
 from __future__ import annotations
 
-from typing import ClassVar, FrozenSet, Optional
+import ast
+from typing import ClassVar, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.domain import DomainOp, match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.guards import needs_guard
+from torchlint.analysis.guards import differentiated_regions, needs_guard
 from torchlint.rule import FixSpec, Rule
 
 
@@ -24,6 +25,14 @@ class UnguardedOpRule(Rule):
     fix_message: ClassVar[str] = "Clamp the operand to eps"
     # Divisors are classified by what the enclosing function bound them to: only they need the site.
     needs_site: ClassVar[bool] = False
+    # For the ast pre-pass: callee names (function or method) and operators that can be such an op.
+    callee_names: ClassVar[FrozenSet[str]] = frozenset()
+    operators: ClassVar[Tuple[type, ...]] = ()
+
+    @classmethod
+    def prepass(cls, scan):
+        regions = scan.regions_calling(cls.callee_names) | scan.regions_with_operator(*cls.operators)
+        return differentiated_regions(scan, regions) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node)
