@@ -43,8 +43,16 @@ def project(tmp_path) -> Path:
     return tmp_path
 
 
-def _entries(folder: Path) -> list:
-    return sorted(p for p in folder.rglob("*") if p.is_file() and len(p.name) == 40)
+def _manifests(folder: Path) -> list:
+    return sorted(p for p in folder.glob("*.json") if len(p.stem) == 32)
+
+
+def _entries(folder: Path) -> dict:
+    """The cached entries of every run key in ``folder``, by path."""
+    found = {}
+    for manifest in _manifests(folder):
+        found.update(json.loads(manifest.read_text(encoding="utf-8"))["files"])
+    return found
 
 
 def test_a_warm_run_reports_what_the_cold_run_did_from_the_cache(project, check, monkeypatch):
@@ -52,7 +60,7 @@ def test_a_warm_run_reports_what_the_cold_run_did_from_the_cache(project, check,
     (project / "clean.py").write_text(CLEAN, encoding="utf-8")
     cold = check(".", cwd=project)
     assert {c for _, _, c in cold[1]} >= {"TL201", "TL401"}
-    assert len(_entries(project / ".torchlint_cache")) == 2
+    assert sorted(_entries(project / ".torchlint_cache")) == ["./clean.py", "./model.py"]
 
     def no_checking(*args, **kwargs):
         raise AssertionError("a warm run must not check an unchanged file")
@@ -91,6 +99,7 @@ def test_the_key_covers_eps_target_version_torchlint_version_and_code(tmp_path):
     digest = runner.file_digest(str(source))
     base = Cache(str(tmp_path / "c"), _settings(), version="1.0", code="a")
     base.store(str(source), digest, [], [])
+    base.save()
     assert Cache(str(tmp_path / "c"), _settings(), version="1.0", code="a").load(str(source)) == ([], [])
     for other in (
         Cache(str(tmp_path / "c"), _settings(eps=1e-3), version="1.0", code="a"),
@@ -154,20 +163,27 @@ def test_an_edited_dataset_class_in_another_module_changes_tl403(tmp_path, check
     assert check("--select", "TL403", "train.py", cwd=root)[1] == []
 
 
-def test_corrupt_or_unreadable_entries_are_ignored(project, check):
+def test_corrupt_or_unreadable_manifests_are_ignored(project, check, monkeypatch):
     (project / "model.py").write_text(BAD, encoding="utf-8")
+    (project / "clean.py").write_text(CLEAN, encoding="utf-8")
     cold = check(".", cwd=project)
-    entries = _entries(project / ".torchlint_cache")
-    assert entries
-    for entry in entries:
-        entry.write_bytes(b"\x80\x04not a pickle")
-    assert check(".", cwd=project) == cold
-    for entry in _entries(project / ".torchlint_cache"):
-        entry.write_bytes(b"")
-    assert check(".", cwd=project) == cold
+    (manifest,) = _manifests(project / ".torchlint_cache")
+    good = json.loads(manifest.read_text(encoding="utf-8"))
+    checked = []
+    real_check_path = runner.check_path
+    monkeypatch.setattr(runner, "check_path", lambda path, *a, **k: (checked.append(path), real_check_path(path, *a, **k))[1])
+    broken_entry = {**good, "files": {path: entry[:3] for path, entry in good["files"].items()}}
+    wrong_types = {**good, "files": {path: [None, "x", {}, 3, [], {}, 1, 2] for path in good["files"]}}
+    for garbage in (b"\x80\x04not json", b"", b"[]", b'{"format": 2}', json.dumps(broken_entry).encode(), json.dumps(wrong_types).encode()):
+        manifest.write_bytes(garbage)
+        checked.clear()
+        assert check(".", cwd=project) == cold, garbage
+        assert sorted(os.path.basename(p) for p in checked) == ["clean.py", "model.py"], garbage
+    # The last run rewrote a good manifest: a warm run checks nothing.
+    checked.clear()
+    assert check(".", cwd=project) == cold and checked == []
     if hasattr(os, "geteuid") and os.geteuid() != 0:
-        for entry in _entries(project / ".torchlint_cache"):
-            entry.chmod(0)
+        manifest.chmod(0)
         assert check(".", cwd=project) == cold
 
 

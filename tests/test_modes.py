@@ -69,8 +69,8 @@ def test_two_jobs_a_cache_fill_and_a_warm_run_give_the_same_report_in_the_same_o
     cache = tree / "cache"
     fill = torchlint("check", *ALL, "--cache-dir", str(cache), "--jobs", "2", "fixtures", cwd=tree)
     assert fill.stdout == one_job
-    entries = [p for p in cache.rglob("*") if p.is_file() and len(p.name) == 40]
-    assert len(entries) >= 150, "every fixture file gets an entry"
+    (manifest,) = [p for p in cache.glob("*.json") if len(p.stem) == 32]
+    assert len(json.loads(manifest.read_text(encoding="utf-8"))["files"]) >= 150, "every fixture file gets an entry"
     warm = torchlint("check", *ALL, "--cache-dir", str(cache), "--jobs", "2", "fixtures", cwd=tree)
     assert warm.stdout == one_job
     # Text output too (it shows which findings are fixable: the cached fixes must survive the round trip).

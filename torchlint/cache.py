@@ -1,38 +1,103 @@
 """The persistent cache of check runs: a file's findings and diagnostics, keyed by everything that decides them.
 
-An entry's key hashes the torchlint version, the code of the installed
-package (an editable install changes without a version bump), the settings
-fingerprint and project root, the path as given, and the file's bytes.  An
-entry of a file whose rules looked other modules up in the project index
-(TL403) also lists those modules with the hash of their bytes (or their
-absence): it is used only while they are unchanged.
+Layout: one manifest per *run key* (``<cache dir>/<run key>.json``).  The
+run key hashes the entry format, the torchlint version, the code of the
+installed package (an editable install changes without a version bump), the
+settings fingerprint and the project root.  The manifest maps each checked
+path to its entry: the absolute path, the file's ``stat`` when its bytes were
+hashed, the hash of those bytes, the findings and diagnostics, the modules
+its rules looked up in the project index (TL403) with the hash of their bytes
+(or their absence), and the day it was last used.  A warm run reads one file
+and makes one ``stat`` call per checked file.
 
-Entries are pickles written to a temporary file and renamed into place, so a
-reader sees a whole entry or none; an entry that cannot be read or unpickled
-is a miss, never an error.  The folder holds a ``.gitignore`` and a
-``CACHEDIR.TAG`` so that it is neither committed nor backed up.  Old entries
-are not pruned: delete the folder to reclaim the space.
+When is a file unchanged?  The entry is keyed by content: the hash of the
+bytes decides.  ``stat`` only saves reading: when size, mtime, ctime and inode
+all equal the recorded ones, the recorded hash is taken as the file's;
+otherwise the file is read and hashed, and an equal hash is still a hit (a
+``touch`` or a checkout of the same bytes costs one read, never a re-check).
+This is stricter than a key on mtime (ruff) or on size and mtime with a hash
+when the mtime differs (mypy): an edit that keeps the size and puts the old
+mtime back (``touch -d``, ``os.utime``, ``tar -x``) still changes the ctime,
+which no user call can set.  The one hole of every stat shortcut, a second
+write within the file system's clock tick after the file was hashed, is closed
+as git closes it ("racily clean" entries): the stat is trusted only for a
+file whose mtime and ctime were at least ``RACY_SECONDS`` older than the
+moment it was hashed; a younger entry is re-hashed on the next run, and its
+recorded stat refreshed then.  What it cannot see: a clock set backwards, or a
+file server whose clock runs ``RACY_SECONDS`` behind this machine's.
+
+An entry with TL403 dependencies is used only while each looked-up module
+still resolves, through the run's project index, to the same path with the
+same bytes (or is still absent): the index's module map is the run's own
+file list whenever the project root is the one folder being checked, so that
+check costs no second walk of the tree.
+
+Safety: the manifest is JSON, never a pickle, so a cache folder that others
+can write cannot run code in this process; a manifest that is not owned by
+the user running torchlint, or that others may write, is ignored (and
+replaced).  A manifest that cannot be read or decoded is a miss for every
+file, never an error.  It is written to a temporary file and renamed into
+place, so a reader sees a whole manifest or none; two runs writing at once
+lose each other's new entries, never correctness.
+
+A result with a read error is never remembered, nor one with an internal
+error for want of stack or memory (``RecursionError``, ``MemoryError``);
+other internal errors (a rule that crashes, a fix that cannot be built) repeat
+for the same bytes, settings and code, and are cached like findings.
+
+The rule catalog: resolving the selection needs every rule's code, name and
+default, and asking the rules imports them and LibCST, most of a warm run's
+time.  ``rules-<key>.json`` keeps that list per version of the package's code;
+with it, a run whose files all hit imports neither LibCST nor a rule.
+
+Pruning: an entry not used for ``KEEP_ENTRY_DAYS`` days is dropped when the
+manifest is written; manifests of other run keys (other versions, settings,
+projects) are deleted once unused for ``KEEP_OTHER_RUN_DAYS`` days, and only
+the ``KEEP_OTHER_RUNS`` most recently used are kept; entries of the old
+one-pickle-per-file layout are deleted.  The folder holds a ``.gitignore``
+and a ``CACHEDIR.TAG`` so that it is neither committed nor backed up.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import pickle
+import re
 import tempfile
-from typing import List, NamedTuple, Optional, Sequence, Tuple
+import time
+from dataclasses import fields
+from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torchlint
-from torchlint.rule import Diagnostic, Finding
+from torchlint.rule import Applicability, Diagnostic, Edit, Finding, Fix, Location
 
 DEFAULT_DIR_NAME = ".torchlint_cache"
-# Bumped when the entry layout changes.
-FORMAT = 1
+# Bumped when the entry layout changes (1: one pickle per file).
+FORMAT = 2
+RACY_SECONDS = 2
+KEEP_ENTRY_DAYS = 30
+KEEP_OTHER_RUN_DAYS = 7
+KEEP_OTHER_RUNS = 8
+# Refresh the manifest's mtime (what pruning by other runs reads) at most this often when nothing else changed.
+TOUCH_SECONDS = 3600
+
+# Internal errors that depend on the process (its stack, its memory), not on the file: such a result is not
+# remembered.  Any other internal error (a rule's crash, a fix that cannot be built) repeats for the same bytes,
+# settings and code, so it is cached like a finding: re-checking it on every run would cost its whole check.
+_ENVIRONMENTAL = re.compile(r"\b(RecursionError|MemoryError)\b")
+_MANIFEST = re.compile(r"^(rules-)?[0-9a-f]{32}\.json$")
+_OLD_RUN = re.compile(r"^[0-9a-f]{32}$")
+_OLD_SHARD = re.compile(r"^[0-9a-f]{2}$")
+_OLD_ENTRY = re.compile(r"^([0-9a-f]{40}|\.tmp-.*)$")
 
 
 class Dependency(NamedTuple):
     module: str
     path: Optional[str]
     digest: Optional[str]
+
+
+Result = Tuple[List[Finding], List[Diagnostic]]
 
 
 def default_dir(config_path: Optional[str]) -> str:
@@ -57,69 +122,314 @@ def code_fingerprint() -> str:
     return hashlib.blake2b("\n".join(parts).encode(), digest_size=16).hexdigest()
 
 
+def digest_bytes(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=20).hexdigest()
+
+
+def _stat_key(stat: os.stat_result) -> List[int]:
+    return [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino]
+
+
+def _read_with_stat(path: str) -> Tuple[bytes, List[int], int]:
+    """The bytes of ``path``, the stat of the file they were read from, and the clock just before."""
+    now = time.time_ns()
+    with open(path, "rb") as handle:
+        stat = os.fstat(handle.fileno())
+        return handle.read(), _stat_key(stat), now
+
+
+# -- entries as JSON -------------------------------------------------------------------
+#
+# Hand-written for speed; _SCHEMA checks at import that the report classes still have the fields the
+# encoding knows, and a cache whose classes grew a field stores nothing rather than losing it.
+
+_SCHEMA = {
+    Finding: ("code", "name", "path", "location", "message", "fix", "fix_edit_locations"),
+    Location: ("line", "column", "end_line", "end_column"),
+    Fix: ("applicability", "message", "edits"),
+    Edit: ("start", "end", "content"),
+    Diagnostic: ("path", "message", "line", "column", "kind"),
+}
+_ENCODABLE = all(tuple(f.name for f in fields(cls)) == names for cls, names in _SCHEMA.items())
+
+
+def _encode_finding(finding: Finding) -> list:
+    loc, fix = finding.location, finding.fix
+    encoded_fix = None if fix is None else [fix.applicability.value, fix.message, [[e.start, e.end, e.content] for e in fix.edits]]
+    return [finding.code, finding.name, finding.path, loc.line, loc.column, loc.end_line, loc.end_column, finding.message,
+            encoded_fix, [list(span) for span in finding.fix_edit_locations]]
+
+
+def _decode_finding(item: list) -> Finding:
+    code, name, path, line, column, end_line, end_column, message, fix, spans = item
+    if fix is not None:
+        fix = Fix(Applicability(fix[0]), fix[1], tuple(Edit(start, end, content) for start, end, content in fix[2]))
+    return Finding(code, name, path, Location(line, column, end_line, end_column), message, fix, tuple(tuple(s) for s in spans))
+
+
+def _encode_diagnostic(diagnostic: Diagnostic) -> list:
+    return [diagnostic.path, diagnostic.message, diagnostic.line, diagnostic.column, diagnostic.kind]
+
+
+# An entry: [absolute path, [size, mtime_ns, ctime_ns, inode], hashed at (ns), digest, last used (day),
+#            findings, diagnostics, dependencies as [module, path, digest]]
+_ABSOLUTE, _STAT, _HASHED_AT, _DIGEST, _USED, _FINDINGS, _DIAGNOSTICS, _DEPENDENCIES = range(8)
+
+
 class Cache:
     def __init__(self, directory: str, settings, version: Optional[str] = None, code: Optional[str] = None) -> None:
         self.directory = directory
-        run = repr((FORMAT, version or torchlint.__version__, code if code is not None else code_fingerprint(), settings.fingerprint(), settings.root))
+        self.code = code if code is not None else code_fingerprint()
+        run = repr((FORMAT, version or torchlint.__version__, self.code, settings.fingerprint(), settings.root))
         self.run_key = hashlib.blake2b(run.encode(), digest_size=16).hexdigest()
+        self.manifest_path = os.path.join(directory, self.run_key + ".json")
+        self.catalog_path = _catalog_path(directory, self.code)
         self.hits = 0
         self.misses = 0
-        self._prepared = False
+        self._entries: Optional[Dict[str, list]] = None
+        self._dirty = False
+        self._manifest_mtime: Optional[float] = None
+        self._today = int(time.time() // 86400)
+        # Hashes of the bytes this run saw (or trusted through stat), by path: dependencies are checked against them.
+        self.digests: Dict[str, str] = {}
 
-    def _entry_path(self, path: str, digest: str) -> str:
-        key = hashlib.blake2b(f"{self.run_key}\0{path}\0{digest}".encode("utf-8", "surrogateescape"), digest_size=20).hexdigest()
-        return os.path.join(self.directory, self.run_key, key[:2], key)
+    # -- reading ----------------------------------------------------------------------
 
-    def load(self, path: str, index=None) -> Optional[Tuple[List[Finding], List[Diagnostic]]]:
-        """The cached (findings, diagnostics) of ``path`` as it is now, or None."""
+    def _load_manifest(self) -> Dict[str, list]:
+        if self._entries is not None:
+            return self._entries
+        self._entries = {}
         try:
-            with open(path, "rb") as handle:
-                digest = hashlib.blake2b(handle.read(), digest_size=20).hexdigest()
-            with open(self._entry_path(path, digest), "rb") as handle:
-                entry = pickle.load(handle)
-            form, findings, diagnostics, dependencies = entry
-            if form != FORMAT:
-                raise ValueError("another entry format")
-            if dependencies:
-                if index is None or tuple(index.dependencies({d.module for d in dependencies})) != tuple(dependencies):
-                    raise ValueError("a looked-up module changed")
-        except Exception:  # missing, unreadable, corrupt or stale: check the file again
-            self.misses += 1
-            return None
-        self.hits += 1
-        return list(findings), list(diagnostics)
+            with open(self.manifest_path, "rb") as handle:
+                stat = os.fstat(handle.fileno())
+                if not _trusted(stat):
+                    self._dirty = True  # written anew, by and for this user
+                    return self._entries
+                data = json.loads(handle.read())
+            if data.get("format") != FORMAT or data.get("run") != self.run_key or not isinstance(data.get("files"), dict):
+                raise ValueError("another manifest")
+            self._entries = data["files"]
+            self._manifest_mtime = stat.st_mtime
+        except Exception:  # missing, unreadable or corrupt: every file is a miss
+            self._entries = {}
+        return self._entries
+
+    def lookup(self, paths: Sequence[str], index=None) -> List[Optional[Result]]:
+        """The cached (findings, diagnostics) of each path as it is now, None for a miss.
+
+        ``index`` (the run's project index, with ``dependencies(modules)``)
+        checks entries with TL403 dependencies; without it such entries miss.
+        """
+        entries = self._load_manifest()
+        candidates: List[Optional[list]] = [None] * len(paths)
+        for position, path in enumerate(paths):
+            entry = entries.get(path)
+            try:
+                if entry is None or entry[_ABSOLUTE] != os.path.abspath(path):
+                    continue
+                stat = _stat_key(os.stat(path))
+                recorded, hashed_at = entry[_STAT], entry[_HASHED_AT]
+                racy = max(recorded[1], recorded[2]) >= hashed_at - RACY_SECONDS * 1_000_000_000
+                if stat != recorded or racy:
+                    data, stat, hashed_at = _read_with_stat(path)
+                    digest = digest_bytes(data)
+                    self.digests[path] = digest
+                    if digest != entry[_DIGEST]:
+                        continue
+                    entry[_STAT], entry[_HASHED_AT] = stat, hashed_at
+                    self._dirty = True
+                else:
+                    self.digests[path] = entry[_DIGEST]
+                candidates[position] = entry
+            except Exception:  # unreadable file or a malformed entry: a miss
+                continue
+
+        results: List[Optional[Result]] = []
+        for path, entry in zip(paths, candidates):
+            result = None
+            if entry is not None:
+                try:
+                    result = self._result(entry, index)
+                except Exception:
+                    result = None
+            if result is None:
+                self.misses += 1
+            else:
+                self.hits += 1
+                if entry[_USED] != self._today:
+                    entry[_USED] = self._today
+                    self._dirty = True
+            results.append(result)
+        self._touch()
+        return results
+
+    def _result(self, entry: list, index) -> Optional[Result]:
+        dependencies = entry[_DEPENDENCIES]
+        if dependencies:
+            stored = tuple(Dependency(*d) for d in dependencies)
+            if index is None or tuple(index.dependencies({d.module for d in stored}, self.digests)) != stored:
+                return None  # a looked-up module changed, appeared or disappeared
+        findings = [_decode_finding(item) for item in entry[_FINDINGS]]
+        diagnostics = [Diagnostic(*item) for item in entry[_DIAGNOSTICS]]
+        return findings, diagnostics
+
+    def load(self, path: str, index=None) -> Optional[Result]:
+        """The cached result of one path (see ``lookup``)."""
+        return self.lookup([path], index)[0]
+
+    # -- writing ----------------------------------------------------------------------
 
     def store(self, path: str, digest: str, findings: Sequence[Finding], diagnostics: Sequence[Diagnostic], dependencies: Sequence[Dependency] = ()) -> None:
-        """Write an entry atomically; a cache that cannot be written is skipped silently."""
-        if any(d.kind == "internal" or d.kind == "io" for d in diagnostics):
-            return  # a crash or a read problem may not repeat: never remember it
-        target = self._entry_path(path, digest)
+        """Remember the result of checking ``path`` whose bytes hashed to ``digest`` (written by ``save``)."""
+        if not _ENCODABLE or any(d.kind == "io" or (d.kind == "internal" and _ENVIRONMENTAL.search(d.message)) for d in diagnostics):
+            return  # a read problem, or a crash for want of stack or memory, may not repeat: never remember it
         try:
-            self._prepare()
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            handle, temporary = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".tmp-")
-            try:
-                with os.fdopen(handle, "wb") as out:
-                    pickle.dump((FORMAT, list(findings), list(diagnostics), tuple(dependencies)), out, protocol=pickle.HIGHEST_PROTOCOL)
-                os.replace(temporary, target)
-            except BaseException:
-                with _suppress():
-                    os.unlink(temporary)
-                raise
+            # The stat recorded must be the stat of the bytes that were checked: read them again and compare.
+            data, stat, hashed_at = _read_with_stat(path)
+        except OSError:
+            return
+        if digest_bytes(data) != digest:
+            return  # changed while it was being checked
+        entry = [os.path.abspath(path), stat, hashed_at, digest, self._today,
+                 [_encode_finding(f) for f in findings], [_encode_diagnostic(d) for d in diagnostics],
+                 [list(d) for d in dependencies]]
+        self._load_manifest()[path] = entry
+        self._dirty = True
+
+    def save(self) -> None:
+        """Write the manifest if anything changed, and prune; a cache that cannot be written is skipped silently."""
+        if read_catalog(self.directory, self.code) is None:
+            _write_catalog(self.catalog_path, self.directory, self.code)
+        if not self._dirty or self._entries is None:
+            return
+        oldest = self._today - KEEP_ENTRY_DAYS
+        files = {path: entry for path, entry in self._entries.items() if isinstance(entry, list) and len(entry) > _USED and entry[_USED] >= oldest}
+        try:
+            _write_json(self.manifest_path, self.directory, {"format": FORMAT, "run": self.run_key, "files": files})
+            self._dirty = False
+            self._prune()
         except Exception:
             pass
 
-    def _prepare(self) -> None:
-        if self._prepared:
-            return
-        os.makedirs(self.directory, exist_ok=True)
-        for name, text in ((".gitignore", "# Created by torchlint.\n*\n"), ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n# Created by torchlint.\n")):
-            marker = os.path.join(self.directory, name)
-            if not os.path.exists(marker):
+    def _touch(self) -> None:
+        if self._manifest_mtime is not None and not self._dirty and time.time() - self._manifest_mtime > TOUCH_SECONDS:
+            with _suppress():
+                os.utime(self.manifest_path)
+                self._manifest_mtime = time.time()
+
+    def _prune(self) -> None:
+        """Delete other run keys' manifests unused for a while (all but the newest few), and the old layout's entries."""
+        now = time.time()
+        others: List[Tuple[float, str]] = []
+        for name in _listdir(self.directory):
+            path = os.path.join(self.directory, name)
+            if _MANIFEST.match(name) and path not in (self.manifest_path, self.catalog_path):
                 with _suppress():
-                    with open(marker, "w", encoding="utf-8") as out:
-                        out.write(text)
-        self._prepared = True
+                    others.append((os.stat(path).st_mtime, path))
+            elif _OLD_RUN.match(name) and os.path.isdir(path) and not os.path.islink(path):
+                _remove_old_layout(path)
+            elif name.startswith(".tmp-") and name.endswith(".json"):
+                with _suppress():
+                    if now - os.stat(path).st_mtime > 3600:  # left behind by a killed run
+                        os.unlink(path)
+        others.sort(reverse=True)
+        for position, (mtime, path) in enumerate(others):
+            if position >= KEEP_OTHER_RUNS or now - mtime > KEEP_OTHER_RUN_DAYS * 86400:
+                with _suppress():
+                    os.unlink(path)
+
+
+
+# -- the rule catalog -------------------------------------------------------------------
+#
+# Resolving the selection (ALL, TL2, a rule's name, the defaults) needs every rule's code, name and default,
+# and asking the rules means importing them, and LibCST with them: most of a warm run's time.  The cache keeps
+# that list per version of the package's code (``rules-<code fingerprint>.json``), written by the first run
+# that imported the rules anyway.
+
+
+def _catalog_path(directory: str, code: str) -> str:
+    key = hashlib.blake2b(code.encode(), digest_size=16).hexdigest()
+    return os.path.join(directory, f"rules-{key}.json")
+
+
+def read_catalog(directory: str, code: str) -> Optional[Dict[str, Tuple[str, bool]]]:
+    """Code -> (name, enabled by default) of every rule of the package whose code fingerprint is ``code``, or None."""
+    try:
+        with open(_catalog_path(directory, code), "rb") as handle:
+            if not _trusted(os.fstat(handle.fileno())):
+                return None
+            data = json.loads(handle.read())
+        if data.get("format") != FORMAT or data.get("code") != code:
+            return None
+        rules = {str(c): (str(name), bool(enabled)) for c, (name, enabled) in data["rules"]}
+        return rules or None
+    except Exception:
+        return None
+
+
+def _write_catalog(path: str, directory: str, code: str) -> None:
+    from torchlint import registry
+
+    try:
+        rules = [[c, [name, enabled]] for c, (name, enabled) in registry.catalog().items()]
+        _write_json(path, directory, {"format": FORMAT, "code": code, "rules": rules})
+    except Exception:
+        pass
+
+
+def _write_json(path: str, directory: str, data: dict) -> None:
+    """Write ``data`` to ``path`` atomically (a temporary file renamed into place), readable by this user only."""
+    _prepare(directory)
+    text = json.dumps(data, separators=(",", ":"))
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.replace(temporary, path)
+    except BaseException:
+        with _suppress():
+            os.unlink(temporary)
+        raise
+
+
+def _prepare(directory: str) -> None:
+    os.makedirs(directory, exist_ok=True)
+    for name, text in ((".gitignore", "# Created by torchlint.\n*\n"), ("CACHEDIR.TAG", "Signature: 8a477f597d28d172789f06886806bc55\n# Created by torchlint.\n")):
+        marker = os.path.join(directory, name)
+        if not os.path.exists(marker):
+            with _suppress():
+                with open(marker, "w", encoding="utf-8") as out:
+                    out.write(text)
+
+
+def _trusted(stat: os.stat_result) -> bool:
+    """A manifest this user wrote and nobody else may rewrite."""
+    if not hasattr(os, "geteuid"):
+        return True
+    return stat.st_uid == os.geteuid() and not stat.st_mode & 0o022
+
+
+def _listdir(directory: str) -> Iterable[str]:
+    try:
+        return os.listdir(directory)
+    except OSError:
+        return ()
+
+
+def _remove_old_layout(run_directory: str) -> None:
+    """Entries of format 1 (``<run key>/<2 hex>/<40 hex>`` pickles): only names of that shape, then the empty folders."""
+    for shard in _listdir(run_directory):
+        shard_path = os.path.join(run_directory, shard)
+        if _OLD_SHARD.match(shard) and os.path.isdir(shard_path) and not os.path.islink(shard_path):
+            for name in _listdir(shard_path):
+                if _OLD_ENTRY.match(name):
+                    with _suppress():
+                        os.unlink(os.path.join(shard_path, name))
+            with _suppress():
+                os.rmdir(shard_path)
+    with _suppress():
+        os.rmdir(run_directory)
 
 
 class _suppress:

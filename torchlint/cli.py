@@ -15,7 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
-from torchlint import __version__, config, engine, registry, runner, source
+from torchlint import __version__, cache, config, registry, runner, source
 from torchlint.cache import Cache
 from torchlint.cache import default_dir as default_cache_dir
 from torchlint.docs import page
@@ -152,7 +152,14 @@ def _check(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     try:
         start = [args.stdin_filename] if reads_stdin and args.stdin_filename else ([] if reads_stdin else paths)
-        settings = config.discover_and_resolve(start, overrides, args.config)
+        config_path = config.locate(start, args.config)
+        cache_dir = None
+        if not (reads_stdin or args.no_cache or args.fix or args.diff):
+            cache_dir = args.cache_dir or default_cache_dir(config_path)
+        code = cache.code_fingerprint() if cache_dir else None
+        # A warm run never runs a rule: the selection resolves from the cache's snapshot of the rule list.
+        with registry.catalog_snapshot(cache.read_catalog(cache_dir, code) if cache_dir else None):
+            settings = config.resolve(config_path, overrides)
     except config.ConfigError as exc:
         _error(str(exc))
         return EXIT_ERROR
@@ -165,10 +172,8 @@ def _check(args: argparse.Namespace) -> int:
         run.diagnostics.extend(problems)
         # One project index per process (built on the first cross-file question; TL403 asks); check runs use the cache.
         jobs = args.jobs if args.jobs is not None else runner.default_jobs()
-        cache = None
-        if not (args.no_cache or args.fix or args.diff):
-            cache = Cache(args.cache_dir or default_cache_dir(settings.config_path), settings)
-        for outcome in runner.run_files(files, paths, args, settings, jobs, cache):
+        run_cache = Cache(cache_dir, settings, code=code) if cache_dir else None
+        for outcome in runner.run_files(files, paths, args, settings, jobs, run_cache):
             run.findings.extend(outcome.findings)
             run.diagnostics.extend(outcome.diagnostics)
             run.fixed += outcome.fixed
@@ -217,6 +222,8 @@ def _process(text: str, path: str, args: argparse.Namespace, settings: config.Se
 
 
 def _process_parsed(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> Optional[str]:
+    from torchlint import engine  # LibCST and the rules: only when a file is really checked
+
     if not (args.fix or args.diff):
         result = engine.lint_text(text, path, settings)
         run.findings.extend(result.findings)

@@ -223,14 +223,19 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
     )
 
 
-def discover_and_resolve(paths: Sequence[str], overrides: Overrides, config_file: Optional[str] = None) -> Settings:
+def locate(paths: Sequence[str], config_file: Optional[str] = None) -> Optional[str]:
+    """The configuration file of a run over ``paths``: ``config_file``, else the nearest one (None: defaults)."""
     if config_file is None:
         # A path that does not exist (a --stdin-filename, a typo reported later) still
         # says where to look: its nearest existing folder.
         existing = [_nearest_existing(p) for p in paths if p != "-"]
         start = os.path.commonpath(existing) if existing else os.getcwd()
         config_file = find_config(start)
-    return resolve(config_file, overrides)
+    return config_file
+
+
+def discover_and_resolve(paths: Sequence[str], overrides: Overrides, config_file: Optional[str] = None) -> Settings:
+    return resolve(locate(paths, config_file), overrides)
 
 
 def _nearest_existing(path: str) -> str:

@@ -6,10 +6,11 @@ code prefix (``TL2``, ``TL``), kebab-case name (``log-of-softmax``) or ``ALL``.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import pkgutil
 from functools import lru_cache
-from typing import Dict, FrozenSet, Iterable, List, Type
+from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Tuple, Type
 
 from torchlint.rule import Rule
 
@@ -43,6 +44,30 @@ def all_rules() -> Dict[str, Type[Rule]]:
     return dict(sorted(found.items()))
 
 
+# What selectors need of the rules, code -> (name, enabled by default).  A warm cached run resolves its
+# selection from a snapshot of it (torchlint/cache.py keeps one per version of the package's code) and never
+# imports the rules, which it does not run.
+_snapshot: Optional[Dict[str, Tuple[str, bool]]] = None
+
+
+def catalog() -> Dict[str, Tuple[str, bool]]:
+    """Code -> (name, enabled by default) of every rule, sorted by code."""
+    if _snapshot is not None:
+        return _snapshot
+    return {code: (rule.name, rule.default_enabled) for code, rule in all_rules().items()}
+
+
+@contextlib.contextmanager
+def catalog_snapshot(snapshot: Optional[Dict[str, Tuple[str, bool]]]) -> Iterator[None]:
+    """Within the block, selectors resolve against ``snapshot`` (None: against the rules themselves)."""
+    global _snapshot
+    previous, _snapshot = _snapshot, snapshot
+    try:
+        yield
+    finally:
+        _snapshot = previous
+
+
 def rule_by_code_or_name(key: str) -> Type[Rule]:
     rules = all_rules()
     if key.upper() in rules:
@@ -55,7 +80,7 @@ def rule_by_code_or_name(key: str) -> Type[Rule]:
 
 def expand_selector(selector: str) -> FrozenSet[str]:
     selector = selector.strip()
-    rules = all_rules()
+    rules = catalog()
     if selector == "ALL":
         return frozenset(rules)
     upper = selector.upper()
@@ -63,9 +88,9 @@ def expand_selector(selector: str) -> FrozenSet[str]:
         matched = frozenset(code for code in rules if code.startswith(upper))
         if matched:
             return matched
-    for rule in rules.values():
-        if rule.name == selector:
-            return frozenset({rule.code})
+    for code, (name, _) in rules.items():
+        if name == selector:
+            return frozenset({code})
     raise UnknownSelector(selector)
 
 
@@ -77,7 +102,7 @@ def expand_selectors(selectors: Iterable[str]) -> FrozenSet[str]:
 
 
 def default_codes() -> FrozenSet[str]:
-    return frozenset(code for code, rule in all_rules().items() if rule.default_enabled)
+    return frozenset(code for code, (_, enabled) in catalog().items() if enabled)
 
 
 def rules_for_codes(codes: Iterable[str]) -> List[Type[Rule]]:

@@ -4,14 +4,13 @@ Every file is checked by ``check_path`` (read, lint or fix, write back),
 in this process or in a worker; outcomes come back in the order of the file
 list, so the output of N jobs is byte-for-byte the output of one.  The cache
 is consulted here, in the parent, before any worker starts: a warm run over
-an unchanged tree reads and hashes the files and never starts the pool.
+an unchanged tree reads one manifest, stats the files and never starts the pool.
 """
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
 import contextlib
-import hashlib
 import io
 import multiprocessing
 import os
@@ -21,7 +20,7 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from torchlint import config, source
 from torchlint.analysis import project
-from torchlint.cache import Cache, Dependency
+from torchlint.cache import Cache, Dependency, digest_bytes
 from torchlint.rule import Diagnostic, Finding
 
 # Fewer files than this per job are checked in this process: starting workers would cost more.
@@ -45,16 +44,29 @@ class RecordingIndex(project.ProjectIndex):
     def __init__(self, files_source) -> None:
         super().__init__(files_source)
         self.looked_up: Optional[Set[str]] = None
+        self._digests: Dict[str, Optional[str]] = {}
 
     def _module_facts(self, module: str):
         if self.looked_up is not None:
             self.looked_up.add(module)
         return super()._module_facts(module)
 
-    def dependencies(self, modules: Set[str]) -> Tuple[Dependency, ...]:
-        """(module, path, hash of its bytes) of each module, path and hash None when the run has no such module."""
+    def dependencies(self, modules: Set[str], known: Optional[Dict[str, str]] = None) -> Tuple[Dependency, ...]:
+        """(module, path, hash of its bytes) of each module, path and hash None when the run has no such module.
+
+        ``known`` holds hashes this run already took (the cache's, by path); others are hashed once per process.
+        """
         paths = self._ensure()
-        return tuple(Dependency(m, paths.get(m), file_digest(paths.get(m))) for m in sorted(modules))
+        found = []
+        for module in sorted(modules):
+            path = paths.get(module)
+            digest = None
+            if path is not None:
+                digest = (known or {}).get(path) or self._digests.get(path)
+                if digest is None:
+                    digest = self._digests[path] = file_digest(path)
+            found.append(Dependency(module, path, digest))
+        return tuple(found)
 
 
 def file_digest(path: Optional[str]) -> Optional[str]:
@@ -62,7 +74,7 @@ def file_digest(path: Optional[str]) -> Optional[str]:
         return None
     try:
         with open(path, "rb") as handle:
-            return hashlib.blake2b(handle.read(), digest_size=20).hexdigest()
+            return digest_bytes(handle.read())
     except OSError:
         return None
 
@@ -86,7 +98,7 @@ def check_path(path: str, args: argparse.Namespace, settings: config.Settings, i
     except OSError as exc:
         outcome.diagnostics.append(Diagnostic(path, f"cannot read file: {exc.strerror or exc}", kind="io"))
         return outcome
-    outcome.digest = hashlib.blake2b(data, digest_size=20).hexdigest()
+    outcome.digest = digest_bytes(data)
     try:
         decoded = source.decode(data)
     except source.SourceError as exc:
@@ -153,9 +165,9 @@ def run_files(
     """The outcome of every file, in the order of ``files``."""
     outcomes: List[Optional[FileOutcome]] = [None] * len(files)
     index = build_index(files, paths, settings) if cache is not None else None
+    hits = cache.lookup(files, index) if cache is not None else [None] * len(files)
     todo: List[int] = []
-    for position, path in enumerate(files):
-        hit = cache.load(path, index) if cache is not None else None
+    for position, hit in enumerate(hits):
         if hit is not None:
             outcomes[position] = FileOutcome(findings=hit[0], diagnostics=hit[1])
         else:
@@ -173,6 +185,8 @@ def run_files(
         outcomes[position] = outcome
         if cache is not None and outcome.digest is not None:
             cache.store(files[position], outcome.digest, outcome.findings, outcome.diagnostics, outcome.dependencies)
+    if cache is not None:
+        cache.save()
     return outcomes  # type: ignore[return-value]
 
 
@@ -180,6 +194,11 @@ def _in_pool(
     pending: Sequence[str], files: Sequence[str], paths: Sequence[str], args: argparse.Namespace, settings: config.Settings, jobs: int
 ) -> List[FileOutcome]:
     jobs = min(jobs, max(1, len(pending) // MIN_FILES_PER_JOB))
+    # The CLI imports the engine and the rules only when a file needs checking: import them before the fork so
+    # that every worker inherits them instead of importing them again.
+    from torchlint import engine, registry  # noqa: F401
+
+    registry.all_rules()
     # Chunks amortise the round trip; several per worker keep the load balanced when one file is slow.
     chunksize = max(1, min(32, len(pending) // (jobs * 8)))
     with concurrent.futures.ProcessPoolExecutor(

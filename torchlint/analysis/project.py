@@ -85,6 +85,17 @@ def module_name(path: str, is_package_dir: Callable[[str], bool] = _has_init) ->
     return ".".join(p for p in parts if p) or stem
 
 
+def _packages_of(directory: str, is_package_dir: Callable[[str], bool]) -> Tuple[str, ...]:
+    """The package names ``module_name`` climbs through from ``directory``, outermost first."""
+    names = []
+    while is_package_dir(directory):
+        directory, package = os.path.split(directory)
+        names.append(package)
+        if not package:
+            break
+    return tuple(reversed(names))
+
+
 def resolve_relative(current_module: str, is_package: bool, level: int, target: Optional[str]) -> Optional[str]:
     """The absolute module of ``from <level dots><target> import ...`` written in ``current_module``."""
     parts = current_module.split(".")
@@ -509,11 +520,16 @@ class ProjectIndex:
                 if self._modules is None:
                     files = self._files_source() if callable(self._files_source) else self._files_source
                     modules: Dict[str, str] = {}
-                    # One __init__.py check per directory, however many files it holds.
+                    # module_name's climb through __init__.py packages, done once per directory however many
+                    # files it holds (a warm cached run over a large tree builds this map and little else).
                     is_package_dir = functools.lru_cache(maxsize=None)(_has_init)
+                    packages_of = functools.lru_cache(maxsize=None)(lambda d: _packages_of(d, is_package_dir))
                     for path in files:
                         if path.endswith(".py"):
-                            modules.setdefault(module_name(path, is_package_dir), path)
+                            directory, filename = os.path.split(os.path.abspath(path))
+                            stem = filename.rsplit(".", 1)[0]
+                            parts = packages_of(directory) + (() if stem == "__init__" else (stem,))
+                            modules.setdefault(".".join(p for p in parts if p) or stem, path)
                     self._modules = modules
         return self._modules
 
@@ -612,7 +628,13 @@ def index_for_run(files: Sequence[str], paths: Sequence[str], settings) -> Proje
         if os.path.isfile(root):
             root = os.path.dirname(root)
 
+    # Checking the project folder itself (`torchlint check .` next to the config, or one folder without one): the
+    # run's files are the project's, and a second walk of the tree would find the same ones.
+    walked = len(paths) == 1 and os.path.isdir(paths[0]) and os.path.abspath(paths[0]) == root and not settings.is_excluded(paths[0])
+
     def every_file() -> List[str]:
+        if walked:
+            return list(files)
         from torchlint.files import discover
 
         found, _ = discover([root], settings)
