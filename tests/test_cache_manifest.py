@@ -305,3 +305,25 @@ def test_selectors_resolve_the_same_from_the_catalog():
         assert [registry.expand_selectors(s) for s in selections] + [registry.default_codes()] == plain
         with pytest.raises(registry.UnknownSelector):
             registry.expand_selector("no-such-rule")
+
+
+def test_internal_errors_are_cached_unless_they_depend_on_the_process(tmp_path):
+    from torchlint.rule import Diagnostic
+
+    source = tmp_path / "model.py"
+    source.write_text(BAD, encoding="utf-8")
+    digest = runner.file_digest(str(source))
+    cases = {
+        "fix": Diagnostic(str(source), "internal error building the fix for TL302: ValueError: no; the finding is reported without a fix", 3, 1, "internal"),
+        "crash": Diagnostic(str(source), "internal error in TL999: KeyError: 'x'; please report it", 1, 1, "internal"),
+        "recursion": Diagnostic(str(source), "internal error: RecursionError: maximum recursion depth exceeded; please report it", kind="internal"),
+        "memory": Diagnostic(str(source), "internal error in TL101: MemoryError: ; please report it", kind="internal"),
+        "read": Diagnostic(str(source), "cannot read file: denied", kind="io"),
+    }
+    for name, diagnostic in cases.items():
+        folder = tmp_path / name
+        run = Cache(str(folder), _settings(), version="1.0", code="a")
+        run.store(str(source), digest, [], [diagnostic])
+        run.save()
+        served = Cache(str(folder), _settings(), version="1.0", code="a").load(str(source))
+        assert served == (([], [diagnostic]) if name in ("fix", "crash") else None), name
