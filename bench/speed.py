@@ -1,6 +1,6 @@
 """Time torchlint against its floors and its peers on a real PyTorch corpus, in one run, side by side.
 
-    python bench/speed.py [--corpus DIR] [--packages a,b | --full] [--skip NAME,...]
+    python bench/speed.py [--corpus DIR] [--packages a,b | --full] [--skip NAME,...] [--warm-runs N]
 
 The corpus is made by ``bench/corpus.py`` (``python bench/corpus.py --dest DIR --set full``);
 it lives outside the repository and is never committed.  The default is a
@@ -10,7 +10,8 @@ loaded 2-core machine; ``--full`` takes every package under the corpus.
 What is timed (wall clock and the CPU time of the child processes):
 
 - ``torchlint check --select ALL --no-cache`` with 1 and 2 jobs, a cache fill
-  and then a warm cached run over the unchanged tree;
+  and then ``--warm-runs`` warm cached runs over the unchanged tree (on a
+  shared machine one warm sample says little: take several);
 - ``ruff check --select ALL --no-cache --output-format concise`` and TorchFix
   0.7 (standalone and as a flake8 plugin), each from its own throwaway venv
   outside the repository (``--ruff``/``--torchfix`` name the executables; a
@@ -121,6 +122,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--skip", default="", help="comma-separated rows to leave out (e.g. torchfix,flake8-torchfix)")
     parser.add_argument("--ruff", help="the ruff executable (default: /tmp/speedvenvs/ruff/bin/ruff, then PATH)")
     parser.add_argument("--torchfix", help="the torchfix executable (default: /tmp/speedvenvs/torchfix/bin/torchfix, then PATH)")
+    parser.add_argument("--warm-runs", type=int, default=1, help="how many warm cached runs to time after the fill")
     parser.add_argument("--markdown", help="append the table as markdown to this file")
     parser.add_argument("--floor", nargs=3, metavar=("KIND", "PROCS", "LIST"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -167,8 +169,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ("torchlint --no-cache, 1 job", torchlint + ["--no-cache", "--jobs", "1"] + roots),
         ("torchlint --no-cache, 2 jobs", torchlint + ["--no-cache", "--jobs", "2"] + roots),
         ("torchlint cache fill, 2 jobs", torchlint + ["--cache-dir", cache_dir, "--jobs", "2"] + roots),
-        ("torchlint warm cache, 2 jobs", torchlint + ["--cache-dir", cache_dir, "--jobs", "2"] + roots),
     ]
+    for run in range(1, max(1, args.warm_runs) + 1):
+        suffix = f" (run {run})" if args.warm_runs > 1 else ""
+        rows.append((f"torchlint warm cache, 2 jobs{suffix}", torchlint + ["--cache-dir", cache_dir, "--jobs", "2"] + roots))
     ruff = _find_tool(args.ruff, "ruff", "ruff")
     if ruff:
         rows.append(("ruff check --select ALL", [ruff, "check", "--select", "ALL", "--no-cache", "--output-format", "concise", "--exit-zero"] + roots))
