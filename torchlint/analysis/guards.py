@@ -307,7 +307,12 @@ def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) ->
             return True
         if isinstance(node, cst.With) and any(_is_no_grad(context, item.item) for item in node.items):
             return True
-    return defines_optimizer(context)
+    # A file that defines an optimizer: its update maths, not the loss functions it may define too
+    # (accelerate's megatron_lm.py wraps an optimizer and computes masked losses).
+    return defines_optimizer(context) and not any(
+        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value)
+        for node in ancestors
+    )
 
 
 def _is_no_grad(context: "FileContext", node: cst.BaseExpression) -> bool:
@@ -922,6 +927,8 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
     if name in _NONNEGATIVE_CALLS:
         if name in ("sqrt",) and source is not None and again(source) is Sign.POSITIVE:
             return Sign.POSITIVE
+        if name in ("norm", "vector_norm", "matrix_norm") and source is not None and _is_made_by(context, source, site, "eye"):
+            return Sign.POSITIVE  # torch.eye(C).type_as(x) / its norm
         if name in ("norm", "vector_norm", "abs", "std", "var") and source is not None and again(source) is Sign.POSITIVE:
             return Sign.POSITIVE if name != "std" and name != "var" else Sign.NONNEGATIVE
         return Sign.NONNEGATIVE
@@ -957,7 +964,10 @@ def _return_sign(context: "FileContext", function: cst.FunctionDef, division: bo
 
 # A padding mask marks the real positions of sequences padded to the longest one: every sequence
 # has a position, and the longest covers every position, so its counts along any dim are >= 1.
-_PADDING_MASK_NAME = re.compile(r"(^|_)attention_mask$|(^|_)(non_?pad(ding)?|not_pad)(_mask)?$|(^|_)(length|lengths|seq_len)_mask$")
+_PADDING_MASK_NAME = re.compile(
+    r"(^|_)attention_mask$|(^|_)(non_?pad(ding)?|not_pad)(_mask)?$|(^|_)(length|lengths|seq_len)_mask$"
+    r"|^(caption|text|prompt|token|tokens)_mask$"
+)
 _PAD_MASK_NAME = re.compile(r"(^|_)(key_)?(padding|pad)_mask$")  # True on the padding: its complement counts
 _LENGTH_MASK_FUNCTIONS = frozenset({"length_to_mask", "lengths_to_mask", "sequence_mask", "make_non_pad_mask"})
 _MASK_PRESERVING = frozenset({
@@ -994,9 +1004,9 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
         if isinstance(operator, cst.NotEqual):
             return _names_padding(node.left) or _names_padding(right)
         if isinstance(operator, cst.LessThan):
-            return _is_arange(context, node.left, site)
+            return _is_made_by(context, node.left, site, "arange")
         if isinstance(operator, cst.GreaterThan):
-            return _is_arange(context, right, site)
+            return _is_made_by(context, right, site, "arange")
         return False
     if isinstance(node, cst.Call) and not has_star_args(node):
         func = node.func
@@ -1025,8 +1035,9 @@ def _names_padding(node: cst.BaseExpression) -> bool:
     return bool(re.search(r"(^|_)pad(ding)?(_|$)", word))
 
 
-def _is_arange(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]) -> bool:
-    """``torch.arange(T)``, ``steps[None, :]`` with ``steps = torch.arange(T)``, ``torch.arange(T).unsqueeze(0).expand(B, T)``."""
+def _is_made_by(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], factory: str) -> bool:
+    """``node`` is ``torch.<factory>(...)`` seen through subscripts, casts/reshapes and local names:
+    ``steps[None, :]`` with ``steps = torch.arange(T)``, ``torch.eye(C).type_as(x)``."""
     for _ in range(_MAX_DEPTH):
         if isinstance(node, cst.Subscript):
             node = node.value
@@ -1037,14 +1048,14 @@ def _is_arange(context: "FileContext", node: cst.BaseExpression, site: Optional[
                 return False
             node, site = reaching[0].value, reaching[0].site
             continue
-        if isinstance(node, cst.Call):
-            name, source, is_method = _call_parts(context, node)
-            if name == "arange" and not is_method:
-                return True
-            if is_method and source is not None and name in _MASK_PRESERVING:
-                node = source
-                continue
-        return False
+        if not isinstance(node, cst.Call):
+            return False
+        name, source, is_method = _call_parts(context, node)
+        if name == factory and not is_method:
+            return True
+        if not (is_method and source is not None and name in _MASK_PRESERVING):
+            return False
+        node = source
     return False
 
 
