@@ -71,9 +71,9 @@ def test_regions_no_rule_needs_are_left_out_and_lines_map_back():
     assert "torch.sqrt(x) * self.scale / positive(x)" in plan.text
     assert "self.scale = torch.nn.Parameter" in plan.text
     assert "return x.exp()" in plan.text
-    # The bodies of describe() and unrelated_report() do not reach LibCST.
+    # describe() and unrelated_report() do not reach LibCST.
+    assert "describe" not in plan.text and "unrelated_report" not in plan.text
     assert "named_parameters" not in plan.text and "lines.append" not in plan.text
-    assert "def describe(self):" in plan.text and "def unrelated_report(rows):" in plan.text
     ast.parse(plan.text)
     original = LOSS_HELPER.splitlines()
     reduced = plan.text.splitlines()
@@ -112,7 +112,7 @@ def test_a_file_ast_cannot_read_goes_to_libcst_whole():
 
 
 @pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
-def test_reduction_keeps_line_endings_decorators_and_a_last_line_without_newline(newline: str):
+def test_reduction_keeps_line_endings_and_a_last_line_without_newline(newline: str):
     source = newline.join(
         [
             "import torch",
@@ -134,14 +134,21 @@ def test_reduction_keeps_line_endings_decorators_and_a_last_line_without_newline
     assert text.split(newline) == [
         "import torch",
         "",
-        "@decorator",
-        "def helper(x):",
-        "    0",
+        "0",  # helper and its decorator
         "",
-        "def one_line(x): return torch.log(x)",  # its body shares the line: kept whole
+        "0",
         "",
         "def forward(x):",
         "    return torch.log(x)",
     ]
-    assert lines == [1, 2, 3, 4, 5, 7, 8, 9, 10, 11]  # no final newline: no line after the last
+    assert lines == [1, 2, 3, 7, 8, 9, 10, 11]  # no final newline: no line after the last
     compile(text, "m.py", "exec")
+
+
+def test_a_statement_that_shares_its_line_is_kept():
+    source = "import torch\nx = 1; y = 2\nif x: print(y)\ndef forward(a):\n    return torch.log(a)\n"
+    scan = prepass.Scan("m.py", source, ast.parse(source))
+    forward = next(i for i, r in enumerate(scan.regions) if getattr(r.node, "name", "") == "forward")
+    text, lines = prepass.reduce_source(source, scan, {forward})
+    assert text == "import torch\nx = 1; y = 2\n0\ndef forward(a):\n    return torch.log(a)\n"
+    assert lines == [1, 2, 3, 4, 5, 6]

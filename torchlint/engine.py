@@ -172,8 +172,10 @@ def select_rules(source: str, codes: Iterable[str]) -> List[Type[Rule]]:
     return [rule for rule in registry.rules_for_codes(codes) if any(t in source for t in rule.triggers)]
 
 
-def parse(source: str, path: str) -> Tuple[Optional[cst.Module], Optional[Diagnostic]]:
-    deep = too_deeply_nested(source)
+def parse(source: str, path: str, python_accepts: bool = False) -> Tuple[Optional[cst.Module], Optional[Diagnostic]]:
+    """LibCST's tree of ``source``, or the syntax error.  ``python_accepts``: ``ast.parse`` took the
+    text (or the file it was reduced from), so it nests no deeper than CPython allows."""
+    deep = None if python_accepts else too_deeply_nested(source)
     if deep is not None:
         # Checked before LibCST sees the text: its native parser would crash the process.
         return None, Diagnostic(path, f"syntax error: {deep[2]}", deep[0], deep[1], "parse")
@@ -209,14 +211,14 @@ def lint_text(
     rule_classes = select_rules(source, settings.codes_for(path) if codes is None else codes)
     if not rule_classes:
         return result
-    parsed_text, line_map = source, []
+    parsed_text, line_map, plan = source, [], None
     if use_prepass:
         plan = prepass.plan(source, path, rule_classes)
         if plan is not None:
             rule_classes, parsed_text, line_map = plan.rules, plan.text, plan.lines
             if not rule_classes:
                 return result
-    module, error = parse(parsed_text, path)
+    module, error = parse(parsed_text, path, python_accepts=plan is not None)
     if module is None:
         if line_map and error.line:
             error = replace(error, line=line_map[min(error.line, len(line_map)) - 1])

@@ -15,9 +15,8 @@ A *region* is a top-level compound statement, or one member of a top-level
 class.  When no running rule asked for the whole file, the regions that are
 neither seeds nor definitions of a name a kept region uses (followed to a
 fixpoint: helpers, ``self.attr`` assigned in ``__init__``, module constants)
-are removed before the LibCST parse: a function keeps its signature and gets
-the body ``0``, a module-level ``if``/``for``/``with`` becomes the statement
-``0``.  Kept lines are verbatim and the plan maps each line of the reduced
+are removed before the LibCST parse: a function (or a module-level
+``if``/``for``/``with``) becomes the statement ``0``.  Kept lines are verbatim and the plan maps each line of the reduced
 text to the file's line, so positions (and the fix edits built from them)
 are the file's.  Imports and simple statements are never removed.
 
@@ -41,7 +40,7 @@ WHOLE_FILE = "whole-file"
 Seeds = Union[None, str, FrozenSet[int]]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
-_MASK_PARTS = (ast.Compare, ast.Call, ast.BinOp, ast.UnaryOp)
+_MASK_PARTS = (ast.Compare, ast.Call)
 _CONSTRUCTORS = frozenset({"__init__", "__post_init__", "setup", "build"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 
@@ -61,14 +60,18 @@ class Region:
     qualified_calls: Set[str] = field(default_factory=set)  # callees through the file's imports (``torch.load``)
     operators: Set[type] = field(default_factory=set)  # BinOp / AugAssign operator classes
     uses: Set[str] = field(default_factory=set)  # names read and attributes named
+    attributes: Set[str] = field(default_factory=set)  # attributes named (``x.data``)
+    plain_calls: Set[str] = field(default_factory=set)  # callees that are bare names (``float(x)``)
+    mentions_inf: bool = False  # ``inf`` as a name, an attribute or in a string (``float("inf")``)
     binds: Set[str] = field(default_factory=set)  # names it defines for the module (functions, constants)
     scope_names: Set[str] = field(default_factory=set)  # functions and classes defined in it
+    # (what the callee may be through the imports, the keywords written) for calls with keywords
     keyword_calls: List[Tuple[Tuple[str, ...], Tuple[str, ...]]] = field(default_factory=list)
     callees: List[ast.Call] = field(default_factory=list)
-    attribute_stores: Set[str] = field(default_factory=set)  # ``x.attr = ...`` and, in a class, its methods
+    attribute_stores: Set[str] = field(default_factory=set)  # ``x.attr = ...``
     smallest_float: float = float("inf")  # smallest non-zero float literal (in absolute value)
     bool_membership: bool = False  # ``True in x`` / ``False not in x``
-    masked_assignment: bool = False  # ``x[x != x] = 0``, ``x[torch.isnan(x) | m] = 0``: a computed mask as the index
+    masked_assignment: bool = False  # ``x[x != x] = 0``, ``x[torch.isnan(x) | m] = 0``: a mask of ``x`` as its index
 
 
 class Scan:
@@ -152,15 +155,18 @@ class Scan:
         for call in region.callees:
             names = _callee_names(call.func, self.aliases)
             region.calls.update(names)
+            if isinstance(call.func, ast.Name):
+                region.plain_calls.update(names)
             dotted = ast_dotted_name(call.func)
-            if dotted is not None:
-                head, _, rest = dotted.partition(".")
-                for target in self.imported.get(head, ()):
-                    region.qualified_calls.add(f"{target}.{rest}" if rest else target)
-            if call.keywords and names:
+            if dotted is None:
+                continue
+            head, _, rest = dotted.partition(".")
+            qualified = tuple(f"{target}.{rest}" if rest else target for target in self.imported.get(head, ()))
+            region.qualified_calls.update(qualified)
+            if call.keywords and qualified:
                 written = tuple(k.arg for k in call.keywords if k.arg is not None)
                 if written:
-                    region.keyword_calls.append((names, written))
+                    region.keyword_calls.append((qualified, written))
         region.callees = []
 
     def _region(self, statement: ast.stmt, enclosing_class: Optional[str], shallow: bool = False) -> Region:
@@ -170,15 +176,16 @@ class Scan:
         region.removable = _removable(statement, enclosing_class is not None)
         region.stores_are_bindings = not isinstance(statement, _DEFS)
         if isinstance(statement, _SCOPES):
-            # A method is reached through ``self.name``; a top-level function or class by its name.
-            (region.attribute_stores if enclosing_class is not None else region.binds).add(statement.name)
+            # A method is reached through ``self.name`` (see needed_regions); a top-level function or class by its name.
+            if enclosing_class is None:
+                region.binds.add(statement.name)
             region.scope_names.add(statement.name)
         if shallow:  # a class header: its bases and decorators
             for node in list(getattr(statement, "bases", ())) + list(decorators):
-                for inner in ast.walk(node):
+                for inner in _nodes(node):
                     self._note(region, inner)
             return region
-        for node in ast.walk(statement):
+        for node in _nodes(statement):
             self._note(region, node)
         return region
 
@@ -187,10 +194,15 @@ class Scan:
         if kind is ast.Name:
             if isinstance(node.ctx, ast.Load):
                 region.uses.add(node.id)
+                if node.id == "inf":
+                    region.mentions_inf = True
             elif region.stores_are_bindings:
                 region.binds.add(node.id)
         elif kind is ast.Attribute:
             region.uses.add(node.attr)
+            region.attributes.add(node.attr)
+            if node.attr == "inf":
+                region.mentions_inf = True
             if not isinstance(node.ctx, ast.Load):
                 region.attribute_stores.add(node.attr)
         elif kind is ast.Call:
@@ -203,6 +215,8 @@ class Scan:
             value = node.value
             if type(value) is float and value != 0.0 and abs(value) < region.smallest_float:
                 region.smallest_float = abs(value)
+            elif type(value) is str and "inf" in value.lower():
+                region.mentions_inf = True
         elif kind in _SCOPES:
             if node is not region.node:
                 region.binds.add(node.name)
@@ -216,8 +230,12 @@ class Scan:
             ):
                 region.bool_membership = True
         elif kind is ast.Subscript:
-            if not isinstance(node.ctx, ast.Load) and any(isinstance(n, _MASK_PARTS) for n in ast.walk(node.slice)):
-                region.masked_assignment = True
+            if not isinstance(node.ctx, ast.Load) and type(node.value) is ast.Name:
+                inside = _nodes(node.slice)
+                if any(isinstance(n, _MASK_PARTS) for n in inside) and any(
+                    type(n) is ast.Name and n.id == node.value.id for n in inside
+                ):
+                    region.masked_assignment = True
         elif kind is ast.Global or kind is ast.Nonlocal:
             region.binds.update(node.names)
         elif kind is ast.alias:
@@ -238,7 +256,7 @@ def _removable(statement: ast.stmt, in_class: bool) -> bool:
     """Whether a region's text may be replaced: a function whose body starts on its own line,
     or a module-level compound statement without an import (imports feed name resolution)."""
     if isinstance(statement, _DEFS):
-        return _first_line(statement.body[0]) > statement.lineno  # reduce_source checks it starts its line
+        return True  # reduce_source checks that it starts its line
     if in_class or isinstance(statement, ast.ClassDef):
         return False  # a class body must keep a statement; a class keeps its members' headers
     if isinstance(statement, (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try)):
@@ -247,7 +265,25 @@ def _removable(statement: ast.stmt, in_class: bool) -> bool:
 
 
 def _has_import(statement: ast.stmt) -> bool:
-    return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in ast.walk(statement))
+    return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in _nodes(statement))
+
+
+def _nodes(root: ast.AST) -> List[ast.AST]:
+    """Every node under ``root`` (itself included), in no particular order: ``ast.walk`` without its
+    per-node generators (a third of the pre-pass's time)."""
+    found = []
+    pending = [root]
+    pop, push, extend, node_type, add = pending.pop, pending.append, pending.extend, ast.AST, found.append
+    while pending:
+        node = pop()
+        add(node)
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend(item for item in value if isinstance(item, node_type))
+            elif isinstance(value, node_type):
+                push(value)
+    return found
 
 
 def _first_line(statement: ast.stmt) -> int:
@@ -307,6 +343,8 @@ def needed_regions(scan: Scan, seeds: Iterable[int]) -> Set[int]:
         if region.enclosing_class is not None:
             for name in region.attribute_stores:
                 attribute_definers.setdefault((region.enclosing_class, name), []).append(index)
+            if isinstance(region.node, _DEFS):  # a method: what ``self.name(...)`` runs
+                attribute_definers.setdefault((region.enclosing_class, region.node.name), []).append(index)
         if region.enclosing_class is not None and isinstance(region.node, _DEFS) and region.node.name in _CONSTRUCTORS:
             constructors.setdefault(region.enclosing_class, []).append(index)
     needed: Set[int] = set()
@@ -338,10 +376,9 @@ def _line_starts(source: str) -> List[int]:
 def reduce_source(source: str, scan: Scan, needed: Set[int]) -> Tuple[str, List[int]]:
     """The file without the regions not ``needed``, and for each of its lines the file's line number.
 
-    A function keeps its signature and gets the body ``0`` (one line at the body's
-    indentation); a module-level statement becomes the line ``0`` (the module keeps its
-    shape: its header of comments, where an import goes).  Kept lines are verbatim, so a
-    column on them is the file's column.
+    A removed region becomes the line ``0`` at its indentation: a class keeps a body and the
+    module keeps its shape (its header of comments, where an import goes).  Kept lines are
+    verbatim, so a column on them is the file's column.
     """
     starts = _line_starts(source)
 
@@ -354,14 +391,10 @@ def reduce_source(source: str, scan: Scan, needed: Set[int]) -> Tuple[str, List[
     for index, region in enumerate(scan.regions):
         if index in needed or not region.removable:
             continue
-        node = region.node
-        if isinstance(node, _DEFS):
-            first_line = _first_line(node.body[0])
-            indent = source[offset(first_line) : offset(first_line) + _indent_of(source, offset(first_line))]
-            if len(indent) != _column_of(node.body[0]):
-                continue  # the body shares its first line with the signature: keep the function
-        else:
-            first_line, indent = region.first_line, ""
+        first_line = region.first_line
+        indent = source[offset(first_line) : offset(first_line) + _indent_of(source, offset(first_line))]
+        if len(indent) != _column_of(region.node):
+            continue  # the statement does not start its line (``x = 1; def f(): ...``): keep it
         if first_line < kept_from:
             continue
         end = offset(region.last_line + 1)

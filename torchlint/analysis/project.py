@@ -30,6 +30,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
+from torchlint.analysis.ast_names import ast_dotted_name
 from torchlint.analysis.tokenizers import is_tokenizer_name
 
 # How many import / inheritance hops a lookup follows.
@@ -182,15 +183,7 @@ def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
         yield node
 
 
-def _dotted(node: ast.expr) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
+_dotted = ast_dotted_name
 
 
 _ENCODE_METHODS = frozenset({"encode", "encode_plus", "__call__"})

@@ -60,20 +60,6 @@ def closest_keyword(written: str, accepted: Iterable[str]) -> Optional[str]:
     return scored[0][1]
 
 
-@lru_cache(maxsize=1)
-def accepted_by_last_name() -> Dict[str, Tuple[FrozenSet[str], ...]]:
-    """For the ``ast`` pre-pass: per last name of an API in the table (``load``, ``DataLoader``), the
-    keyword sets of every API that ends with it; a call's keyword outside one of them may be reported."""
-    _, apis, aliases = _table()
-    by_name: Dict[str, Tuple[FrozenSet[str], ...]] = {}
-    for name in list(apis) + list(aliases):
-        keywords = apis.get(aliases.get(name, name))
-        if keywords is not None:
-            last = name.rsplit(".", 1)[-1]
-            by_name[last] = by_name.get(last, ()) + (keywords,)
-    return by_name
-
-
 def misspelt_keywords(qualified: Optional[str], call: cst.Call) -> Dict[str, Optional[str]]:
     """Keyword arguments of ``call`` that API ``qualified`` does not accept -> their unambiguous correction."""
     accepted = accepted_keywords(qualified)

@@ -4,7 +4,7 @@ from typing import Optional, Set
 
 import libcst as cst
 
-from torchlint.analysis.gradflow import STOP_GRADIENT_NAME, FunctionFlow, Site, current_flow
+from torchlint.analysis.gradflow import DETACHING_METHODS, REWRAP_FUNCTIONS, STOP_GRADIENT_NAME, FunctionFlow, Site, current_flow
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 # Names of the detaching steps (methods, ``.data``, ``float``, re-wrapping calls): the cheap prefilter.
@@ -73,10 +73,16 @@ class GraphBreakDetach(Rule):
     @classmethod
     def prepass(cls, scan):
         # Sinks: a backward call, or the return of a ``forward`` whose scope names a detaching step.
-        return (
-            scan.regions_calling({"backward"})
-            | scan.regions_where(lambda region: "forward" in region.scope_names and not region.uses.isdisjoint(_STEP_WORDS))
-        ) or None
+        def cuts_in_forward(region) -> bool:  # a step FunctionFlow.detaching_operand recognises
+            return "forward" in region.scope_names and bool(
+                not region.calls.isdisjoint(DETACHING_METHODS)
+                or "data" in region.attributes
+                or "float" in region.plain_calls
+                or "Variable" in region.calls
+                or not region.qualified_calls.isdisjoint(REWRAP_FUNCTIONS)
+            )
+
+        return (scan.regions_calling({"backward"}) | scan.regions_where(cuts_in_forward)) or None
 
     def __init__(self, context) -> None:
         super().__init__(context)

@@ -4,7 +4,6 @@ import libcst as cst
 
 from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.signatures import gives_keyword
-from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 LOAD_FUNCTIONS = frozenset({"torch.load", "torch.serialization.load"})
@@ -61,7 +60,11 @@ class LoadWithoutMapLocation(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return WHOLE_FILE if scan.regions_calling_qualified(LOAD_FUNCTIONS) else None
+        loads = scan.regions_calling_qualified(LOAD_FUNCTIONS)
+        if not loads:
+            return None
+        # The fix reads whether the module binds `device` (scope.binds_name).
+        return loads | scan.regions_where(lambda region: region.enclosing_class is None and "device" in region.binds)
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)

@@ -8,7 +8,6 @@ from torchlint.analysis.calls import add_keyword, argument, has_star_args, keywo
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.scope import assignments
 from torchlint.analysis.signatures import gives_keyword
-from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 from torchlint.rules.data.tl401_load_without_map_location import LOAD_FUNCTIONS
 
@@ -85,7 +84,7 @@ class LoadWithoutWeightsOnly(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return WHOLE_FILE if scan.regions_calling_qualified(LOAD_FUNCTIONS) else None
+        return scan.regions_calling_qualified(LOAD_FUNCTIONS) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)

@@ -9,7 +9,7 @@ import libcst as cst
 from torchlint.analysis.calls import has_star_args
 from torchlint.analysis.names import ImportTable, dotted_name
 from torchlint.analysis.scope import statements
-from torchlint.analysis.signatures import accepted_by_last_name, misspelt_keywords, public_name, table_torch_version
+from torchlint.analysis.signatures import accepted_keywords, misspelt_keywords, public_name, table_torch_version
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 REQUIRES_GRAD = "requires_grad"
@@ -96,14 +96,12 @@ class UnknownTorchKeyword(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        accepted = accepted_by_last_name()
-
         def may_report(region) -> bool:
-            for names, written in region.keyword_calls:
-                for name in names:
-                    for keywords in accepted.get(name, ()):
-                        if not keywords.issuperset(written):
-                            return True
+            for candidates, written in region.keyword_calls:
+                for qualified in candidates:
+                    accepted = accepted_keywords(qualified)
+                    if accepted is not None and not accepted.issuperset(written):
+                        return True
             return any(_looks_like_requires_grad(a) for a in region.attribute_stores if a != REQUIRES_GRAD)
 
         return scan.regions_where(may_report) or None
@@ -210,6 +208,9 @@ def _imports(function: cst.FunctionDef, name: str) -> bool:
 def _looks_like_requires_grad(name: str) -> bool:
     if name == REQUIRES_GRAD + "_":
         return True
+    # A ratio 2M/(len(name)+13) >= 0.85 needs a length from 10 to 17: skip difflib for the others.
+    if not 10 <= len(name) <= 17:
+        return False
     return difflib.SequenceMatcher(None, name, REQUIRES_GRAD).ratio() >= ATTRIBUTE_CUTOFF
 
 

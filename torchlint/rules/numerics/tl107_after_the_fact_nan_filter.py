@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+
 from typing import List, Optional, Sequence
 
 import libcst as cst
@@ -8,7 +10,7 @@ from torchlint.analysis.dataflow import bindings, later_statements, site_of
 from torchlint.analysis.domain import DIV, DomainOp, match_domain_op, structurally_equal
 from torchlint.analysis.fixes import clamped, eps_text
 from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
-from torchlint.analysis.guards import filter_owner, is_guard_constant, is_nan_filter
+from torchlint.analysis.guards import NAN_TESTS, filter_owner, is_guard_constant, is_nan_filter
 from torchlint.analysis.ops import is_value_receiver
 from torchlint.analysis.guards import reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
@@ -25,6 +27,11 @@ MASKED_CLAMP_MESSAGE = (
 
 # Parents in which an expression needs no parentheses of its own.
 _BARE_CONTEXTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.Expr, cst.AugAssign)
+
+# For the ast pre-pass: filters by themselves, filters with a NaN/Inf test, and the ops they may hide.
+_NAN_FILTERS = frozenset({"nan_to_num", "nan_to_num_", "nansum", "nanmean"})
+_NAN_TEST_FILTERS = frozenset({"where", "masked_fill", "masked_fill_"})
+_DOMAIN_OP_NAMES = frozenset({"log", "log2", "log10", "sqrt", "rsqrt", "pow", "float_power", "div", "divide", "true_divide"})
 
 
 class AfterTheFactNanFilter(Rule):
@@ -106,10 +113,16 @@ class AfterTheFactNanFilter(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        filtered = scan.regions_calling(
-            {"nan_to_num", "nan_to_num_", "nansum", "nanmean", "masked_fill", "masked_fill_", "where"}
-        )
-        return (filtered | scan.regions_where(lambda region: region.masked_assignment)) or None
+        # A filter (guards.is_nan_filter) around a domain op of the same region, or a masked assignment.
+        def filters_an_op(region) -> bool:
+            calls = region.calls
+            if calls.isdisjoint(_NAN_FILTERS) and not (
+                not calls.isdisjoint(_NAN_TEST_FILTERS) and (not calls.isdisjoint(NAN_TESTS) or region.mentions_inf)
+            ):
+                return False
+            return not calls.isdisjoint(_DOMAIN_OP_NAMES) or bool(region.operators & {ast.Div, ast.Pow})
+
+        return scan.regions_where(lambda region: region.masked_assignment or filters_an_op(region)) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node)
