@@ -152,3 +152,21 @@ def test_a_statement_that_shares_its_line_is_kept():
     text, lines = prepass.reduce_source(source, scan, {forward})
     assert text == "import torch\nx = 1; y = 2\n0\ndef forward(a):\n    return torch.log(a)\n"
     assert lines == [1, 2, 3, 4, 5, 6]
+
+
+def test_the_flake8_tree_stands_in_for_the_prepass_parse():
+    settings = all_rules_settings()
+    given = engine.lint_text(LOSS_HELPER, "model.py", settings, tree=ast.parse(LOSS_HELPER))
+    parsed = engine.lint_text(LOSS_HELPER, "model.py", settings)
+    assert given.findings and _signature(given) == _signature(parsed)
+
+
+def test_collecting_less_gives_the_host_its_threshold_back():
+    import gc
+
+    from torchlint import collection
+
+    before = gc.get_threshold()
+    with collection.collecting_less():
+        assert gc.get_threshold()[0] == collection.GC_THRESHOLD
+    assert gc.get_threshold() == before

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import gc
 import os
 import signal
 import sys
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
-from torchlint import __version__, cache, config, registry, runner, source
+from torchlint import __version__, cache, collection, config, registry, runner, source
 from torchlint.cache import Cache
 from torchlint.cache import default_dir as default_cache_dir
 from torchlint.docs import page
@@ -25,9 +24,6 @@ from torchlint.report import RunSummary, formatters
 from torchlint.rule import Diagnostic, Finding
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-
-# Allocations between two collections of the youngest generation (CPython's default: 700).
-GC_THRESHOLD = 100_000
 
 
 def _selector_list(value: str) -> List[str]:
@@ -140,10 +136,7 @@ def _error(message: str) -> None:
 
 
 def _check(args: argparse.Namespace) -> int:
-    # Parsing allocates millions of objects that live for one file: collecting the youngest
-    # generation every 700 allocations cost ~18% of a cold run (bench/results/speed.md).
-    # Workers forked later inherit the setting; the flake8 plugin leaves its host's alone.
-    gc.set_threshold(GC_THRESHOLD, *gc.get_threshold()[1:])
+    collection.collect_less()
     paths = args.paths or ["."]
     reads_stdin = paths == ["-"]
     if "-" in paths and not reads_stdin:

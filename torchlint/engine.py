@@ -9,6 +9,7 @@ scope or qualified-name metadata is used.
 """
 from __future__ import annotations
 
+import ast
 import bisect
 import traceback
 from dataclasses import dataclass, field, replace
@@ -199,11 +200,13 @@ def lint_text(
     codes: Optional[Iterable[str]] = None,
     honour_noqa: bool = True,
     use_prepass: bool = True,
+    tree: Optional[ast.Module] = None,
 ) -> LintResult:
     """Findings for one decoded file (no fixes applied).
 
     ``use_prepass=False`` parses and walks the whole file with every triggered rule: the
     findings are the same (tested), only slower; tests and bench/ compare the two.
+    ``tree``: the file's ``ast`` when the caller has it (flake8 does), so the pre-pass need not parse.
     """
     result = LintResult()
     if is_skipped_file(source):
@@ -213,7 +216,7 @@ def lint_text(
         return result
     parsed_text, line_map, plan = source, [], None
     if use_prepass:
-        plan = prepass.plan(source, path, rule_classes)
+        plan = prepass.plan(source, path, rule_classes, tree)
         if plan is not None:
             rule_classes, parsed_text, line_map = plan.rules, plan.text, plan.lines
             if not rule_classes:

@@ -13,7 +13,7 @@ import os
 from functools import lru_cache
 from typing import Iterator, List, Optional, Tuple
 
-from torchlint import __version__, config, engine, registry
+from torchlint import __version__, collection, config, engine, registry
 from torchlint.analysis import project
 
 RUN_ERROR_CODE = "TL000"
@@ -51,6 +51,7 @@ class TorchlintChecker:
     version = __version__
 
     def __init__(self, tree: ast.AST, filename: str, lines: List[str]) -> None:
+        self.tree = tree if isinstance(tree, ast.Module) else None
         self.filename = filename
         self.lines = lines
 
@@ -63,8 +64,10 @@ class TorchlintChecker:
         settings, error = _settings_for_directory(directory)
         if error is not None:
             yield 1, 0, f"{RUN_ERROR_CODE} torchlint configuration error: {error}", type(self)
-        with project.activated(_project_for_root(os.path.abspath(settings.root))):
-            result = engine.lint_text(source, self.filename, settings, codes=settings.enabled, honour_noqa=False)
+        with project.activated(_project_for_root(os.path.abspath(settings.root))), collection.collecting_less():
+            result = engine.lint_text(
+                source, self.filename, settings, codes=settings.enabled, honour_noqa=False, tree=self.tree
+            )
         for finding in result.findings:
             # flake8 adds 1 to the column a plugin reports; torchlint's columns are 1-based.
             yield finding.location.line, finding.location.column - 1, f"{finding.code} {finding.message}", type(self)

@@ -302,13 +302,15 @@ class Plan:
     lines: List[int] = field(default_factory=list)
 
 
-def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]]) -> Optional[Plan]:
+def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Optional[ast.Module] = None) -> Optional[Plan]:
     """The rules to run and the text to parse, or None when ``ast`` cannot read the file (then the
-    engine parses it whole with every triggered rule, and LibCST reports what is wrong)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        return None
+    engine parses it whole with every triggered rule, and LibCST reports what is wrong).
+    ``tree``: ``ast.parse(source)`` when the caller already has it."""
+    if tree is None:
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
     scan = Scan(path, source, tree)
     running: List[Type["Rule"]] = []
     seeds: Set[int] = set()
