@@ -34,8 +34,7 @@ check costs no second walk of the tree.
 
 Safety: the manifest is JSON, never a pickle, so a cache folder that others
 can write cannot run code in this process; a manifest that is not owned by
-the user running torchlint, or that others may write, is ignored (and
-replaced).  A manifest that cannot be read or decoded is a miss for every
+the user running torchlint is ignored (and replaced).  A manifest that cannot be read or decoded is a miss for every
 file, never an error.  It is written to a temporary file and renamed into
 place, so a reader sees a whole manifest or none; two runs writing at once
 lose each other's new entries, never correctness.
@@ -404,10 +403,14 @@ def _prepare(directory: str) -> None:
 
 
 def _trusted(stat: os.stat_result) -> bool:
-    """A manifest this user wrote and nobody else may rewrite."""
+    """A file this user owns (written by a run of this user: others can replace it only with a file of theirs).
+
+    The mode is not asked: the cache writes its files 0600, and file systems that fake modes (a Windows
+    drive under WSL shows 0777) would otherwise never get a warm run.
+    """
     if not hasattr(os, "geteuid"):
         return True
-    return stat.st_uid == os.geteuid() and not stat.st_mode & 0o022
+    return stat.st_uid == os.geteuid()
 
 
 def _listdir(directory: str) -> Iterable[str]:
