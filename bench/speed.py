@@ -133,7 +133,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if not os.path.isdir(args.corpus):
         print(f"no corpus at {args.corpus}: build it with python bench/corpus.py --dest {args.corpus}", file=sys.stderr)
         return 2
-    packages = sorted(p for p in os.listdir(args.corpus) if os.path.isdir(os.path.join(args.corpus, p))) if args.full else [
+    packages = sorted(p for p in os.listdir(args.corpus) if os.path.isdir(os.path.join(args.corpus, p)) and not p.startswith(".")) if args.full else [
         p.strip() for p in args.packages.split(",") if p.strip()
     ]
     roots = [os.path.join(args.corpus, p) for p in packages]
