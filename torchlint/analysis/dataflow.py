@@ -30,7 +30,8 @@ site of its own statement, so its value can be analysed in turn.
 - ``module``: the last module-level assignment (constants), used when the
   function itself does not bind the name;
 - ``unpack``: ``a, b = value`` (``value`` is the whole right-hand side, of
-  which the name holds one element); ends the search;
+  which the name holds one element: :func:`unpacked_element` gives it when
+  both sides are tuples of the same length); ends the search;
 - ``opaque``: ``with ... as``, loop targets, imports, nested ``def``:
   a value this module cannot see; ends the search.
 """
@@ -276,6 +277,25 @@ def _module_binding(module: cst.Module, name: str) -> Optional[Binding]:
             if isinstance(target, cst.Name) and target.value == name:
                 last = Binding("module", small.value, Site(None, ((module.body, position),), module), small)
     return last
+
+
+def unpacked_element(binding: Binding, name: str) -> Optional[cst.BaseExpression]:
+    """For ``a, m = x, x.ne(pad)`` (an ``unpack`` binding of a tuple of the same length), the element ``name``
+    receives (``x.ne(pad)`` for ``m``); None for anything else (``a, b = x.chunk(2)``, starred targets)."""
+    if binding.kind != "unpack" or not isinstance(binding.node, cst.Assign) or len(binding.node.targets) != 1:
+        return None
+    target, value = binding.node.targets[0].target, binding.node.value
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    if len(target.elements) != len(value.elements):
+        return None
+    for target_element, value_element in zip(target.elements, value.elements):
+        if isinstance(target_element, cst.StarredElement) or isinstance(value_element, cst.StarredElement):
+            return None
+    for target_element, value_element in zip(target.elements, value.elements):
+        if isinstance(target_element.value, cst.Name) and target_element.value.value == name:
+            return value_element.value
+    return None
 
 
 def later_statements(site: Site) -> Iterator[Tuple[cst.CSTNode, Site]]:

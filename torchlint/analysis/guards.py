@@ -92,7 +92,7 @@ import libcst as cst
 
 from torchlint.analysis import fused
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.dataflow import Site, bindings, earlier_statements, later_statements, site_of
+from torchlint.analysis.dataflow import Site, bindings, earlier_statements, later_statements, site_of, unpacked_element
 from torchlint.analysis.domain import (
     DIV,
     LOG,
@@ -675,15 +675,16 @@ def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
             if binding.value is not None and constant_value(binding.value) is not None:
                 unconditional = Sign.POSITIVE if constant_value(binding.value) > 0 else Sign.UNKNOWN
             continue
-        if binding.value is None:
+        value = unpacked_element(binding, node.value) if binding.kind == "unpack" else binding.value
+        if value is None:
             continue
         key = id(binding.node)
         seen = set(seen or ())
         if key in seen:
             continue
         seen.add(key)
-        sign = sign_of(context, binding.value, binding.site, division, depth + 1, seen)
-        if binding.kind in ("assign", "update", "inplace", "module"):
+        sign = sign_of(context, value, binding.site, division, depth + 1, seen)
+        if binding.kind in ("assign", "update", "inplace", "module", "unpack"):
             unconditional = sign
         elif binding.kind == "masked":
             # d[d == 0] = 1 / counts[0] = 1: the author patches the zeros with a positive value.
@@ -990,9 +991,11 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
             return True
         if isinstance(node, cst.Name) and site is not None:
             reaching = bindings(site, node.value)
+            values = [unpacked_element(b, node.value) if b.kind == "unpack" else b.value for b in reaching]
             return bool(reaching) and all(
-                b.kind in ("assign", "update") and b.value is not None and is_padding_mask(context, b.value, b.site, again)
-                for b in reaching
+                b.kind in ("assign", "update", "unpack") and value is not None
+                and is_padding_mask(context, value, b.site, again)
+                for b, value in zip(reaching, values)
             )
         return False
     if isinstance(node, cst.Subscript):
