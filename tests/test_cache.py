@@ -17,12 +17,18 @@ import pytest
 from cli_support import BAD, CLEAN, HEADER, TL201_LINE, TL401_LINE
 from fixture_support import FIXTURES
 from torchlint import cli, config, runner
+from torchlint import cache as cache_module
 from torchlint.cache import Cache, default_dir
 
 
 @pytest.fixture
-def check(capsys):
-    """Run ``torchlint check --output-format json ARGS`` in ``cwd`` in this process; (exit code, report, stderr)."""
+def check(capsys, monkeypatch):
+    """Run ``torchlint check --output-format json ARGS`` in ``cwd`` in this process; (exit code, report, stderr).
+
+    The code fingerprint is pinned: in a shared tree a colleague's edit between two runs would make a warm run
+    cold for a reason that is not the one tested (tests of the fingerprint build their own Cache).
+    """
+    monkeypatch.setattr(cache_module, "code_fingerprint", lambda: "pinned")
 
     def run(*args: str, cwd: Path):
         here = os.getcwd()

@@ -31,6 +31,7 @@ from torchlint.cache import Cache
 @pytest.fixture
 def check(capsys, monkeypatch):
     """Run ``torchlint check --output-format json`` in this process; (findings, paths that were checked, not served)."""
+    monkeypatch.setattr(cache, "code_fingerprint", lambda: "pinned")  # as in test_cache.check
     checked = []
     real_check_path = runner.check_path
 
