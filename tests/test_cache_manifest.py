@@ -127,16 +127,16 @@ def test_the_stat_shortcut_does_not_read_an_old_unchanged_file(project, check, m
 
 
 def test_the_same_relative_path_from_another_folder_is_another_file(tmp_path, check):
+    # One configuration above both folders: one run key, one manifest, and `model.py` names two files.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n", encoding="utf-8")
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "model.py").write_text(BAD, encoding="utf-8")
-    folder = tmp_path / "cache"
-    first = check(*ONLY, "--cache-dir", str(folder), "model.py", cwd=tmp_path / "a")
-    assert first[1] == ["model.py"]
-    # No configuration: the root is the working folder, so each folder has its own run key anyway; the entry
-    # also records the absolute path, which is what keeps `a/model.py` from answering for `b/model.py`.
-    assert check(*ONLY, "--cache-dir", str(folder), "model.py", cwd=tmp_path / "b") == first
-    assert check(*ONLY, "--cache-dir", str(folder), "model.py", cwd=tmp_path / "a") == (first[0], [])
+    first = check(*ONLY, "model.py", cwd=tmp_path / "a")
+    assert first[1] == ["model.py"] and first[0]
+    # Same bytes, same relative path, same stat shape: only the recorded absolute path tells them apart.
+    assert check(*ONLY, "model.py", cwd=tmp_path / "b") == first
+    assert check(*ONLY, "model.py", cwd=tmp_path / "b") == (first[0], [])
 
 
 def _tl403_project(tmp_path: Path) -> Path:
