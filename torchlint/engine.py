@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import ast
 import bisect
+import re
 import traceback
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple, Type
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
+from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from torchlint import prepass, registry, walk_order
 from torchlint.config import Settings
@@ -247,7 +249,7 @@ def lint_text(
     pending = [report for rule in rules if rule.code not in traversal.crashed for report in rule.reports]
     if not pending:
         return result
-    result.findings = _materialize(pending, context, result.diagnostics)
+    result.findings = _materialize(pending, context, result.diagnostics, parsed_text)
     if honour_noqa:
         index = NoqaIndex(source)
         result.findings = [f for f in result.findings if not index.suppresses(f.code, f.location.line)]
@@ -255,9 +257,20 @@ def lint_text(
     return result
 
 
-def _materialize(pending: List[PendingReport], context: FileContext, diagnostics: List[Diagnostic]) -> List[Finding]:
-    """Turn held reports into findings with positions and text edits."""
-    positions = MetadataWrapper(context.module, unsafe_skip_copy=True).resolve(PositionProvider)
+def _materialize(
+    pending: List[PendingReport], context: FileContext, diagnostics: List[Diagnostic], parsed_text: Optional[str] = None
+) -> List[Finding]:
+    """Turn held reports into findings with positions and text edits.
+
+    ``parsed_text``: the text ``context.module`` was parsed from (the pre-pass's reduced text);
+    without it, and the text was reduced, positions are resolved over the whole module.
+    """
+    if parsed_text is None and not context.line_map:
+        parsed_text = context.source
+    if parsed_text is None:
+        positions = _whole_module_positions(context.module)
+    else:
+        positions = _StatementPositions(context.module, parsed_text, pending)
     if context.line_map:
         positions = _FileLines(positions, context.line_map)
     starts = line_starts(context.source)
@@ -310,6 +323,148 @@ def _materialize(pending: List[PendingReport], context: FileContext, diagnostics
             )
         )
     return [finding for finding in findings if finding.code not in broken] if broken else findings
+
+
+def _whole_module_positions(module: cst.Module):
+    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+
+
+_POSITION_NEWLINE = re.compile(r"\r\n?|\n")  # what PositionProvider counts as a line break
+
+
+class _StatementPositions:
+    """PositionProvider's positions over the whole module, computed statement by statement.
+
+    Resolving positions is a codegen of the whole module that records every node (more
+    than the parse costs), while a file's findings and fixes sit in a few statements.  A
+    statement of a module's or a block's body starts a line, and its codegen depends on
+    nothing before it but the indentation of its blocks: rendered alone with that
+    indentation, it gives every node inside it the module's positions less a line shift.
+    The shift comes from where the statement's text stands in the parsed text, used only
+    when exactly one line of that text starts with it (it stands there by construction, so
+    that is its place).  A node in no such statement gets the whole module's positions.
+
+    Statements tried: a top-level class's member and the top-level statement that
+    enclosed each report (``PendingReport.enclosing``), and a top-level statement asked for
+    itself (import placement).
+    """
+
+    def __init__(self, module: cst.Module, text: str, pending: Sequence[PendingReport]) -> None:
+        self._module = module
+        self._text = text
+        self._top_level = {id(statement) for statement in module.body}
+        self._untried: List[Tuple[cst.CSTNode, Tuple[str, ...]]] = []
+        self._tried: Set[int] = set()
+        for report in pending:
+            self._untried.extend(_enclosing_statements(report.enclosing, module, self._top_level))
+        self._resolved: List[Tuple[Dict[cst.CSTNode, CodeRange], int]] = []  # (ranges, line shift)
+        self._whole = None
+
+    def get(self, node: cst.CSTNode, default=None):
+        found = self._find(node)
+        return default if found is None else found
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        found = self._find(node)
+        if found is None:
+            return self._whole_positions()[node]  # the KeyError whole-module resolution raises
+        return found
+
+    def _find(self, node: cst.CSTNode) -> Optional[CodeRange]:
+        if self._whole is not None:
+            return self._whole.get(node)
+        found = self._known(node)
+        if found is not None:
+            return found
+        if id(node) in self._top_level and self._resolve(node, ()):
+            found = self._known(node)
+            if found is not None:
+                return found
+        while self._untried:
+            statement, indents = self._untried.pop(0)
+            if self._resolve(statement, indents):
+                found = self._known(node)
+                if found is not None:
+                    return found
+        return self._whole_positions().get(node)
+
+    def _known(self, node: cst.CSTNode) -> Optional[CodeRange]:
+        for ranges, shift in self._resolved:
+            rng = ranges.get(node)
+            if rng is not None:
+                if not shift:
+                    return rng
+                return CodeRange(
+                    CodePosition(rng.start.line + shift, rng.start.column),
+                    CodePosition(rng.end.line + shift, rng.end.column),
+                )
+        return None
+
+    def _resolve(self, statement: cst.CSTNode, indents: Tuple[str, ...]) -> bool:
+        """Positions of the nodes of ``statement`` (a body's statement inside blocks indented by
+        ``indents``); False when its place in the text is not certain."""
+        if id(statement) in self._tried:
+            return False
+        self._tried.add(id(statement))
+        provider = PositionProvider()
+        state = PositionProvidingCodegenState(
+            default_indent=self._module.default_indent,
+            default_newline=self._module.default_newline,
+            provider=provider,
+            indent_tokens=list(indents),
+        )
+        statement._codegen(state)
+        # The module's codegen drops its very last token when the file lacks a final newline.
+        start = _only_line_start(self._text, "".join(state.tokens[:-1]))
+        if start is None:
+            return False
+        text = self._text
+        before = text.count("\n", 0, start) if "\r" not in text else len(_POSITION_NEWLINE.findall(text, 0, start))
+        self._resolved.append((provider._computed, before))
+        return True
+
+    def _whole_positions(self):
+        if self._whole is None:
+            self._whole = _whole_module_positions(self._module)
+        return self._whole
+
+
+def _enclosing_statements(
+    enclosing: Sequence[cst.CSTNode], module: cst.Module, top_level: Set[int]
+) -> List[Tuple[cst.CSTNode, Tuple[str, ...]]]:
+    """The statements (with the indentation of their blocks) whose positions a report needs first:
+    the member of a top-level class it is in, then its top-level statement.  Each is checked to be
+    where ``enclosing`` says: a wrong indentation would render text that is not the file's."""
+    statements: List[Tuple[cst.CSTNode, Tuple[str, ...]]] = []
+    if not enclosing or id(enclosing[0]) not in top_level:
+        return statements
+    if (
+        len(enclosing) == 3
+        and isinstance(enclosing[0], cst.ClassDef)
+        and isinstance(enclosing[1], cst.IndentedBlock)
+        and enclosing[1] is enclosing[0].body
+        and any(member is enclosing[2] for member in enclosing[1].body)
+    ):
+        block = enclosing[1]
+        statements.append((enclosing[2], (module.default_indent if block.indent is None else block.indent,)))
+    statements.append((enclosing[0], ()))
+    return statements
+
+
+def _only_line_start(text: str, needle: str) -> Optional[int]:
+    """The one offset where ``needle`` occurs at the start of a line of ``text``, else None."""
+    if not needle:
+        return None
+    found = None
+    start = text.find(needle)
+    while start != -1:
+        # Every statement and empty line ends with a line break (LibCST's own invariant).
+        if start == 0 or text[start - 1] in "\r\n":
+            if found is not None:
+                return None
+            found = start
+        start = text.find(needle, start + 1)
+    return found
 
 
 class _FileLines:

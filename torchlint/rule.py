@@ -133,6 +133,9 @@ class PendingReport:
     fix: Optional[FixSpec] = None
     # Indentation of the enclosing blocks, to render multi-line replacements.
     indents: Tuple[str, ...] = ()
+    # The outermost nodes enclosing the reported one, below the module (at most three: a
+    # top-level class, its body, the member): where the engine first computes positions.
+    enclosing: Tuple[cst.CSTNode, ...] = ()
 
 
 _CODE_RE = re.compile(r"^TL[1-9][0-9]{2}$")
@@ -171,7 +174,8 @@ class Rule:
         fix: Optional[FixSpec] = None,
     ) -> None:
         indents = self.context.current_indents() if fix is not None else ()
-        self.reports.append(PendingReport(self, node, message or self.message, fix, indents))
+        enclosing = tuple(self.context.ancestors[1:4])
+        self.reports.append(PendingReport(self, node, message or self.message, fix, indents, enclosing))
 
     @classmethod
     def documentation(cls) -> str:
