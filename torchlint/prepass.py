@@ -105,6 +105,14 @@ class Scan:
         wanted = set(names)
         return frozenset(i for i, region in enumerate(self.regions) if region.calls & wanted)
 
+    def qualified(self, node: ast.expr) -> Set[str]:
+        """What a name or attribute chain may stand for through any import of the file (``torch.no_grad``)."""
+        dotted = ast_dotted_name(node)
+        if dotted is None:
+            return set()
+        head, _, rest = dotted.partition(".")
+        return {f"{target}.{rest}" if rest else target for target in self.imported.get(head, ())}
+
     def regions_calling_qualified(self, names: Iterable[str]) -> FrozenSet[int]:
         """Regions calling one of ``names`` (``torch.load``) as the file's imports resolve it."""
         wanted = set(names)
@@ -157,11 +165,7 @@ class Scan:
             region.calls.update(names)
             if isinstance(call.func, ast.Name):
                 region.plain_calls.update(names)
-            dotted = ast_dotted_name(call.func)
-            if dotted is None:
-                continue
-            head, _, rest = dotted.partition(".")
-            qualified = tuple(f"{target}.{rest}" if rest else target for target in self.imported.get(head, ()))
+            qualified = tuple(self.qualified(call.func))
             region.qualified_calls.update(qualified)
             if call.keywords and qualified:
                 written = tuple(k.arg for k in call.keywords if k.arg is not None)

@@ -84,6 +84,8 @@ gradient).
 """
 from __future__ import annotations
 
+import ast
+
 import enum
 import re
 from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
@@ -257,8 +259,35 @@ def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNo
 
 def differentiated_regions(scan, regions: FrozenSet[int]) -> FrozenSet[int]:
     """The ``ast`` pre-pass's counterpart of :func:`in_differentiated_code`: of ``regions`` (of a
-    torchlint.prepass.Scan), those that may hold differentiated code (a necessary condition)."""
+    torchlint.prepass.Scan), those that may hold differentiated code (a necessary condition): not a
+    function that initialises or runs under ``@torch.no_grad()``, not a preprocessing file."""
+    if _PREPROCESSING_FILE.search(scan.path.replace("\\", "/")):
+        return frozenset()
+    regions = frozenset(i for i in regions if not _never_differentiated(scan, scan.regions[i].node))
     return scan.differentiated(regions, _DIFFERENTIATED_FUNCTION, _differentiated_path(scan.path))
+
+
+def _never_differentiated(scan, node: ast.stmt) -> bool:
+    """A function named for initialisation, or decorated with a no-grad context whatever import its name comes from."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if _INITIALISATION.search(node.name):
+        return True
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Call):
+            if _all_in(scan.qualified(decorator.func), {"torch.set_grad_enabled"}):
+                first = decorator.args[0] if decorator.args else None
+                if isinstance(first, ast.Constant) and first.value is False:
+                    return True
+                continue
+            decorator = decorator.func
+        if _all_in(scan.qualified(decorator), NO_GRAD_CONTEXTS):
+            return True
+    return False
+
+
+def _all_in(candidates, names) -> bool:
+    return bool(candidates) and all(candidate in names for candidate in candidates)
 
 
 def _differentiated_path(path: str) -> bool:

@@ -47,7 +47,8 @@ _FLOAT16_KEYWORD_VALUES = {
     "torch_dtype": ("float16", "fp16"),
     "dtype": ("float16", "fp16"),
 }
-_PREFILTER = ("float16", "half", "autocast", "GradScaler", "fp16", "precision", "HalfTensor")
+# Words without which a file cannot compute in float16 (a cheap text test before any walk).
+FLOAT16_TEXT_MARKERS = ("float16", "half", "autocast", "GradScaler", "fp16", "precision", "HalfTensor")
 
 
 class _Float16Finder(cst.CSTVisitor):
@@ -173,7 +174,7 @@ def uses_float16(
     cache = getattr(context, "_torchlint_float16", None)
     if cache is None:
         cache = context._torchlint_float16 = {}
-    if not any(marker in context.source for marker in _PREFILTER):
+    if not any(marker in context.source for marker in FLOAT16_TEXT_MARKERS):
         return False
     if "file" not in cache:
         finder = _Float16Finder(context)

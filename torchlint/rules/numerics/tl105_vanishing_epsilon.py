@@ -8,6 +8,7 @@ from torchlint.analysis.dataflow import bindings, site_of
 from torchlint.analysis.scope import assignments
 from torchlint.analysis.ops import is_eps_like, is_value_receiver, match_unary, number_value
 from torchlint.analysis.precision import (
+    FLOAT16_TEXT_MARKERS,
     FLOAT16_ZERO_LIMIT,
     FLOAT32_RECIPROCAL_LIMIT,
     FLOAT32_ZERO_LIMIT,
@@ -112,8 +113,14 @@ class VanishingEpsilon(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        # Every literal it reports is at most 2**-25; eps names are followed across the class and file.
-        return WHOLE_FILE if scan.regions_where(lambda region: region.smallest_float <= FLOAT16_ZERO_LIMIT) else None
+        # Every literal it reports is at most 2**-25, and one above 2.9e-39 only in float16 code, which
+        # needs a float16 word in the file (precision.uses_float16); eps names are followed across the file.
+        smallest = min((region.smallest_float for region in scan.regions), default=float("inf"))
+        if smallest < FLOAT32_RECIPROCAL_LIMIT:
+            return WHOLE_FILE
+        if smallest <= FLOAT16_ZERO_LIMIT and any(marker in scan.source for marker in FLOAT16_TEXT_MARKERS):
+            return WHOLE_FILE
+        return None
 
     def __init__(self, context) -> None:
         super().__init__(context)
