@@ -89,7 +89,9 @@ def test_cli_reports_a_failed_rename_and_goes_on(tmp_path, monkeypatch, capsys):
 # A fix run whose second rename blocks until the test interrupts it.
 PAUSING_RUN = textwrap.dedent(
     """
-    import os, sys, time
+    import os, signal, sys, time
+    # A run started in the background by a shell without job control ignores SIGINT; a user's does not.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     real_replace = os.replace
     calls = []
     def paused_replace(src, dst):
