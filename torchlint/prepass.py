@@ -31,7 +31,8 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
 
-from torchlint.analysis.ast_names import ast_dotted_name
+from torchlint.analysis.ast_names import ast_dotted_name, import_bindings
+from torchlint.source import line_starts
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.rule import Rule
@@ -144,20 +145,11 @@ class Scan:
     def _collect_aliases(self) -> None:
         # Imports anywhere count: a superset of what the linter's import table resolves at any point.
         for node in self._imports:
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    if alias.asname:
-                        self.aliases[alias.asname] = alias.name.rsplit(".", 1)[-1]
-                        self.imported.setdefault(alias.asname, set()).add(alias.name)
-                    else:
-                        head = alias.name.split(".", 1)[0]
-                        self.imported.setdefault(head, set()).add(head)
-            elif isinstance(node, ast.ImportFrom):
-                for alias in node.names:
-                    if alias.asname:
-                        self.aliases[alias.asname] = alias.name.rsplit(".", 1)[-1]
-                    if node.module and not node.level:
-                        self.imported.setdefault(alias.asname or alias.name, set()).add(f"{node.module}.{alias.name}")
+            for local, target in import_bindings(node):
+                self.imported.setdefault(local, set()).add(target)
+            for alias in node.names:
+                if alias.asname:
+                    self.aliases[alias.asname] = alias.name.rsplit(".", 1)[-1]
 
     def _resolve_calls(self, region: Region) -> None:
         for call in region.callees:
@@ -175,8 +167,7 @@ class Scan:
 
     def _region(self, statement: ast.stmt, enclosing_class: Optional[str], shallow: bool = False) -> Region:
         decorators = getattr(statement, "decorator_list", None) or ()
-        first = min([statement.lineno] + [d.lineno for d in decorators])
-        region = Region(statement, first, statement.end_lineno or statement.lineno, enclosing_class)
+        region = Region(statement, _first_line(statement), statement.end_lineno or statement.lineno, enclosing_class)
         region.removable = _removable(statement, enclosing_class is not None)
         region.stores_are_bindings = not isinstance(statement, _DEFS)
         if isinstance(statement, _SCOPES):
@@ -257,8 +248,8 @@ def _callee_names(func: ast.expr, aliases: Dict[str, str]) -> Tuple[str, ...]:
 
 
 def _removable(statement: ast.stmt, in_class: bool) -> bool:
-    """Whether a region's text may be replaced: a function whose body starts on its own line,
-    or a module-level compound statement without an import (imports feed name resolution)."""
+    """Whether a region may be removed: a function or method, or a module-level compound statement
+    without an import (imports feed name resolution)."""
     if isinstance(statement, _DEFS):
         return True  # reduce_source checks that it starts its line
     if in_class or isinstance(statement, ast.ClassDef):
@@ -344,7 +335,7 @@ def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Opt
 
 def needed_regions(scan: Scan, seeds: Iterable[int]) -> Set[int]:
     """The seeds and, to a fixpoint, every region that defines a name a needed region uses
-    (through regions that are never blanked too: a module constant bound to a helper's result);
+    (through regions that are never removed too: a module constant bound to a helper's result);
     for a class member, also its class's constructor and the members that set an attribute or
     define a method it names (``self.criterion``, ``self.helper()``)."""
     definers: Dict[str, List[int]] = {}
@@ -378,13 +369,7 @@ def needed_regions(scan: Scan, seeds: Iterable[int]) -> Set[int]:
     return needed
 
 
-_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 _FINAL_LINE_BREAK = re.compile(r"(\r\n|\r|\n)$")
-
-
-def _line_starts(source: str) -> List[int]:
-    """Offsets of the lines as ``ast`` numbers them (``\\n``, ``\\r\\n`` and ``\\r`` end a line)."""
-    return [0] + [match.end() for match in _LINE_BREAK.finditer(source)]
 
 
 def reduce_source(source: str, scan: Scan, needed: Set[int]) -> Tuple[str, List[int]]:
@@ -394,7 +379,7 @@ def reduce_source(source: str, scan: Scan, needed: Set[int]) -> Tuple[str, List[
     module keeps its shape (its header of comments, where an import goes).  Kept lines are
     verbatim, so a column on them is the file's column.
     """
-    starts = _line_starts(source)
+    starts = line_starts(source)
 
     def offset(line: int) -> int:  # the start of 1-based ``line``; past the end for the line after the last
         return starts[line - 1] if line - 1 < len(starts) else len(source)

@@ -30,7 +30,7 @@ import threading
 from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from torchlint.analysis.ast_names import ast_dotted_name
+from torchlint.analysis.ast_names import ast_dotted_name, import_bindings
 from torchlint.analysis.tokenizers import is_tokenizer_name
 
 # How many import / inheritance hops a lookup follows.
@@ -124,24 +124,12 @@ class _ModuleFacts:
         # local name -> qualified name
         self.imports: Dict[str, str] = {}
         self.classes: Dict[str, DatasetClass] = {}
+        def relative_base(stmt: ast.ImportFrom) -> Optional[str]:
+            return resolve_relative(module, is_package, stmt.level, stmt.module)
+
         for node in tree.body:
             for stmt in _guarded(node):
-                if isinstance(stmt, ast.Import):
-                    for alias in stmt.names:
-                        if alias.asname:
-                            self.imports[alias.asname] = alias.name
-                        else:
-                            top = alias.name.split(".", 1)[0]
-                            self.imports[top] = top
-                elif isinstance(stmt, ast.ImportFrom):
-                    base = stmt.module
-                    if stmt.level:
-                        base = resolve_relative(module, is_package, stmt.level, stmt.module)
-                    if base is None:
-                        continue
-                    for alias in stmt.names:
-                        if alias.name != "*":
-                            self.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
+                self.imports.update(import_bindings(stmt, relative_base))
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 self.classes[node.name] = self._class(node)
