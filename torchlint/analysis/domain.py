@@ -69,6 +69,14 @@ SPREAD_METHODS: FrozenSet[str] = frozenset({"std", "var"})
 SUM_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sum"})
 COUNT_FUNCTIONS: FrozenSet[str] = frozenset({"torch.count_nonzero"})
 # Casts that keep a mask a mask.
+
+
+def call_names(*function_sets: FrozenSet[str]) -> FrozenSet[str]:
+    """The names a call of these functions is written with (``sqrt`` for ``torch.sqrt`` and
+    ``x.sqrt()``), for the ast pre-pass's seeds."""
+    return frozenset(name.rsplit(".", 1)[-1] for functions in function_sets for name in functions)
+
+
 CAST_METHODS: FrozenSet[str] = frozenset({"float", "double", "half", "bfloat16", "long", "int", "to", "type", "type_as", "bool"})
 # Names of 0/1 tensors: ``attention_mask``, ``loss_mask``, ``valid``, ``is_pad`` (``g_masks`` of Gaussians is not one).
 MASK_PREFIXES = ("mask", "valid", "keep", "visible", "selected", "is_", "has_")

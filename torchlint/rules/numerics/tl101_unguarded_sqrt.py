@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.domain import RSQRT, SQRT
+from torchlint.analysis.domain import POW_FUNCTIONS, RSQRT, RSQRT_FUNCTIONS, SQRT, SQRT_FUNCTIONS, call_names
 from torchlint.rule import Applicability
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
@@ -95,5 +95,5 @@ class UnguardedSqrt(UnguardedOpRule):
     triggers = ("sqrt", "** 0.5", "**0.5", "** .5", "**.5", "pow(", "** (0.5)")
 
     op_kinds = frozenset({SQRT, RSQRT})
-    callee_names = frozenset({"sqrt", "rsqrt", "pow", "float_power"})
+    callee_names = call_names(SQRT_FUNCTIONS, RSQRT_FUNCTIONS, POW_FUNCTIONS)  # pow(x, 0.5)
     operators = (ast.Pow,)

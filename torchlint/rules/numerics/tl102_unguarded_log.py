@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.domain import LOG, match_domain_op
+from torchlint.analysis.domain import LOG, LOG_FUNCTIONS, call_names, match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
 from torchlint.analysis.guards import differentiated_regions, needs_guard
 from torchlint.rule import Applicability, Rule
@@ -81,7 +81,7 @@ class UnguardedLog(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return differentiated_regions(scan, scan.regions_calling({"log", "log2", "log10"})) or None
+        return differentiated_regions(scan, scan.regions_calling(call_names(LOG_FUNCTIONS))) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         op = match_domain_op(self.context, node)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.domain import POW
+from torchlint.analysis.domain import POW, POW_FUNCTIONS, call_names
 from torchlint.rule import Applicability
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
@@ -70,6 +70,6 @@ class UnguardedFractionalPow(UnguardedOpRule):
     triggers = ("pow", "**")
 
     op_kinds = frozenset({POW})
-    callee_names = frozenset({"pow", "float_power"})
+    callee_names = call_names(POW_FUNCTIONS)
     operators = (ast.Pow,)
     fix_message = "Clamp the base to eps"

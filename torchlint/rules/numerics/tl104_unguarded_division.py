@@ -6,7 +6,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.domain import DIV, DomainOp, constant_value
+from torchlint.analysis.domain import DIV, DIV_FUNCTIONS, DomainOp, call_names, constant_value
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text, functional_reference
 from torchlint.rule import Applicability, FixSpec, Replacement
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
@@ -112,7 +112,7 @@ class UnguardedDivision(UnguardedOpRule):
     triggers = ("/", "div(", "divide(")
 
     op_kinds = frozenset({DIV})
-    callee_names = frozenset({"div", "divide", "true_divide"})
+    callee_names = call_names(DIV_FUNCTIONS)
     operators = (ast.Div,)
     needs_site = True
 

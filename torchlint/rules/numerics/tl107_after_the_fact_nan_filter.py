@@ -7,7 +7,18 @@ from typing import List, Optional, Sequence
 import libcst as cst
 
 from torchlint.analysis.dataflow import bindings, later_statements, site_of
-from torchlint.analysis.domain import DIV, DomainOp, match_domain_op, structurally_equal
+from torchlint.analysis.domain import (
+    DIV,
+    DIV_FUNCTIONS,
+    LOG_FUNCTIONS,
+    POW_FUNCTIONS,
+    RSQRT_FUNCTIONS,
+    SQRT_FUNCTIONS,
+    DomainOp,
+    call_names,
+    match_domain_op,
+    structurally_equal,
+)
 from torchlint.analysis.fixes import clamped, eps_text
 from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
 from torchlint.analysis.guards import NAN_TESTS, filter_owner, is_guard_constant, is_nan_filter
@@ -31,7 +42,7 @@ _BARE_CONTEXTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.Expr, cst.
 # For the ast pre-pass: filters by themselves, filters with a NaN/Inf test, and the ops they may hide.
 _NAN_FILTERS = frozenset({"nan_to_num", "nan_to_num_", "nansum", "nanmean"})
 _NAN_TEST_FILTERS = frozenset({"where", "masked_fill", "masked_fill_"})
-_DOMAIN_OP_NAMES = frozenset({"log", "log2", "log10", "sqrt", "rsqrt", "pow", "float_power", "div", "divide", "true_divide"})
+_DOMAIN_OP_NAMES = call_names(SQRT_FUNCTIONS, RSQRT_FUNCTIONS, LOG_FUNCTIONS, POW_FUNCTIONS, DIV_FUNCTIONS)
 
 
 class AfterTheFactNanFilter(Rule):
