@@ -44,6 +44,7 @@ _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _MASK_PARTS = (ast.Compare, ast.Call)
 _CONSTRUCTORS = frozenset({"__init__", "__post_init__", "setup", "build"})
 _SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BLOCK_PARTS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 
 @dataclass
@@ -68,7 +69,7 @@ class Region:
     scope_names: Set[str] = field(default_factory=set)  # functions and classes defined in it
     # (what the callee may be through the imports, the keywords written) for calls with keywords
     keyword_calls: List[Tuple[Tuple[str, ...], Tuple[str, ...]]] = field(default_factory=list)
-    callees: List[ast.Call] = field(default_factory=list)
+    callees: List[ast.Call] = field(default_factory=list)  # every call in it, for seed conditions on arguments
     attribute_stores: Set[str] = field(default_factory=set)  # ``x.attr = ...``
     smallest_float: float = float("inf")  # smallest non-zero float literal (in absolute value)
     bool_membership: bool = False  # ``True in x`` / ``False not in x``
@@ -129,6 +130,45 @@ class Scan:
         """Whether any name, attribute or imported name of the file is one of ``names``."""
         return not self.identifiers.isdisjoint(names)
 
+    def regions_using_both(self, first: Iterable[str], second: Iterable[str]) -> FrozenSet[int]:
+        """Regions that may use a value mentioning one of ``first`` and one mentioning one of ``second``
+        (a loss and an activation), each written there or reached as :meth:`reachable_words` says."""
+        first, second = tuple(first), tuple(second)
+        if not (self.mentions(first) and self.mentions(second)):
+            return frozenset()
+        first_words, second_words = self.reachable_words(first), self.reachable_words(second)
+        return self.regions_where(lambda r: not r.uses.isdisjoint(first_words) and not r.uses.isdisjoint(second_words))
+
+    def reachable_words(self, words: Iterable[str]) -> Set[str]:
+        """``words`` (names such as ``BCELoss``, ``softmax``), the import aliases of them, and the names
+        and attributes through which code may reach a value that mentions them: names assigned outside
+        functions and attributes assigned anywhere (``self.criterion = nn.BCELoss()``). A region that
+        can use such a value mentions one of these in its ``uses``."""
+        mentioned = set(words)
+        mentioned.update(local for local, original in self.aliases.items() if original in mentioned)
+        found = set(mentioned)
+        pending: List[Tuple[ast.AST, bool]] = [(statement, False) for statement in self.tree.body]
+        while pending:
+            node, in_function = pending.pop()
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                if any(
+                    (type(inner) is ast.Name and inner.id in mentioned) or (type(inner) is ast.Attribute and inner.attr in mentioned)
+                    for inner in _nodes(node.value)
+                ):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for target in targets:
+                        for inner in _nodes(target):
+                            if type(inner) is ast.Attribute:
+                                found.add(inner.attr)
+                            elif type(inner) is ast.Name and not in_function:
+                                found.add(inner.id)
+            elif isinstance(node, ast.stmt):
+                inner_function = in_function or isinstance(node, _DEFS)
+                pending.extend((child, inner_function) for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCK_PARTS))
+            elif isinstance(node, _BLOCK_PARTS):  # except handlers, match cases
+                pending.extend((child, in_function) for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCK_PARTS))
+        return found
+
     def differentiated(self, regions: FrozenSet[int], name_pattern: "re.Pattern[str]", path_matches: bool) -> FrozenSet[int]:
         """The regions that may hold code under a function or class whose name matches ``name_pattern``."""
         if path_matches:
@@ -163,7 +203,6 @@ class Scan:
                 written = tuple(k.arg for k in call.keywords if k.arg is not None)
                 if written:
                     region.keyword_calls.append((qualified, written))
-        region.callees = []
 
     def _region(self, statement: ast.stmt, enclosing_class: Optional[str], shallow: bool = False) -> Region:
         decorators = getattr(statement, "decorator_list", None) or ()

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
+import ast
 import re
-from typing import List, Optional, Sequence, Tuple
+from typing import Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from torchlint.analysis.calls import has_star_args, keyword_arg, positional_args
 from torchlint.analysis.gradflow import FunctionFlow, Site, current_flow
+from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 TORCH_CONVERTERS = frozenset({"torch.as_tensor", "torch.tensor", "torch.Tensor", "torch.FloatTensor"})
@@ -90,7 +92,20 @@ class GraphBreakTensorFromList(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_calling_qualified(TORCH_CONVERTERS | NUMPY_CONVERTERS) or None
+        converters = TORCH_CONVERTERS | NUMPY_CONVERTERS
+        candidates = scan.regions_calling_qualified(converters)
+        if not candidates:
+            return None
+        seeds = set()
+        for index in candidates:
+            region = scan.regions[index]
+            for scope in _scopes_with_candidate_conversions(scan, region.node, region.enclosing_class is not None, converters):
+                if scope is None:
+                    # top-level script code: its flow spans every top-level statement
+                    return WHOLE_FILE
+                seeds.add(index)
+                break
+        return frozenset(seeds) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
@@ -203,3 +218,80 @@ class GraphBreakTensorFromList(Rule):
         if keyword_arg(node, "dtype") is not None and qualified in FLOAT_CONSTRUCTORS:
             return None
         return suffix
+
+
+# -- the pre-pass's necessary condition, over ``ast`` ------------------------------------------
+
+_AST_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_AST_SOURCES = (ast.Name, ast.List, ast.Tuple, ast.ListComp)
+_FEEDING_METHODS = frozenset({"append", "insert", "extend"})
+
+
+def _scopes_with_candidate_conversions(
+    scan, root: ast.stmt, in_class_body: bool, converters: frozenset
+) -> Iterator[Optional[ast.AST]]:
+    """The functions (None for top-level code) of ``root`` holding a conversion this rule may report.
+
+    Necessary conditions of a report, each a superset of what the LibCST check accepts: a first
+    positional argument that is a list name, a display or a comprehension, and no star arguments;
+    a display with an element that is not a literal; a name that the function feeds (an
+    assignment, ``+=``, ``append``/``insert``/``extend``); for the torch constructors, a function
+    named for training or one that mentions ``backward``. Top-level class bodies hold no training
+    code (``in_class_body``: ``root`` is a member of one).
+    """
+    stack: List[Tuple[ast.AST, Optional[ast.AST], bool]] = [(root, None, in_class_body)]
+    while stack:
+        node, scope, in_class = stack.pop()
+        if isinstance(node, _AST_FUNCTIONS):
+            scope, in_class = node, False
+        elif isinstance(node, ast.ClassDef):
+            in_class = scope is None  # a class inside a function belongs to the function's flow
+        elif isinstance(node, ast.Call) and not in_class and _may_report(scan, node, scope, converters):
+            yield scope
+        for child in ast.iter_child_nodes(node):
+            stack.append((child, scope, in_class))
+
+
+def _may_report(scan, call: ast.Call, scope: Optional[ast.AST], converters: frozenset) -> bool:
+    candidates = scan.qualified(call.func) & converters
+    if not candidates or not call.args or any(keyword.arg is None for keyword in call.keywords):
+        return False
+    if any(isinstance(arg, ast.Starred) for arg in call.args):
+        return False
+    source = call.args[0]
+    if not isinstance(source, _AST_SOURCES):
+        return False
+    if isinstance(source, (ast.List, ast.Tuple)) and all(_is_literal(element) for element in source.elts):
+        return False
+    body = scope if scope is not None else scan.tree
+    if isinstance(source, ast.Name) and not _feeds(body, source.id):
+        return False
+    if candidates <= NUMPY_CONVERTERS:
+        return True
+    if scope is not None and _TRAINED_RETURN.search(scope.name):
+        return True
+    return any(
+        (isinstance(node, ast.Attribute) and node.attr == "backward") or (isinstance(node, ast.Name) and node.id == "backward")
+        for node in ast.walk(body)
+    )
+
+
+def _is_literal(element: ast.expr) -> bool:
+    if isinstance(element, ast.UnaryOp) and isinstance(element.op, (ast.USub, ast.UAdd)):
+        element = element.operand
+    return isinstance(element, ast.Constant) or isinstance(element, ast.Starred)
+
+
+def _feeds(body: ast.AST, name: str) -> bool:
+    for node in ast.walk(body):
+        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
+            return True
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _FEEDING_METHODS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+        ):
+            return True
+    return False

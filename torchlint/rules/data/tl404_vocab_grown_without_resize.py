@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.ast_names import ast_dotted_name
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.tokenizers import is_tokenizer_name
 from torchlint.analysis.scope import self_attributes, statements
@@ -84,7 +86,20 @@ class VocabGrownWithoutResize(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return WHOLE_FILE if scan.regions_calling(GROWING_METHODS) else None
+        # Its checks read the whole file (helpers that resize, callers); it runs only where a receiver
+        # may be a tokenizer: its name says so, or some assignment binds it to a ``...Tokenizer...`` call.
+        candidates = [
+            call
+            for i in scan.regions_calling(GROWING_METHODS)
+            for call in scan.regions[i].callees
+            if isinstance(call.func, ast.Attribute) and call.func.attr in GROWING_METHODS
+        ]
+        receivers = {ast_dotted_name(call.func.value) for call in candidates} - {None}
+        if any(is_tokenizer_name(receiver) for receiver in receivers):
+            return WHOLE_FILE
+        if receivers and not receivers.isdisjoint(_ast_tokenizer_bindings(scan.tree)):
+            return WHOLE_FILE
+        return None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -265,6 +280,17 @@ def _calls_anywhere(node: cst.CSTNode) -> bool:
     finder = _Finder(method=RESIZE_METHOD)
     node.visit(finder)
     return finder.found
+
+
+def _ast_tokenizer_bindings(tree: ast.Module) -> set:
+    """Dotted targets of the file's assignments of a call whose callee names a Tokenizer (over ``ast``)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, ast.Call):
+            if "Tokenizer" in (ast_dotted_name(node.value.func) or ""):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                found.update(ast_dotted_name(target) for target in targets)
+    return found
 
 
 def _bindings(ordered: Sequence[cst.CSTNode]):

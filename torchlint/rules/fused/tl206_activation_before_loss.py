@@ -4,7 +4,6 @@ import libcst as cst
 
 from torchlint.analysis.fused import activation_of
 from torchlint.analysis.losses import LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
-from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Rule
 
 MESSAGES = {
@@ -97,10 +96,8 @@ class ActivationBeforeLoss(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        # Loss modules are built in other functions (``__init__``, module level): the whole file.
-        if scan.mentions(LOSS_NAMES) and scan.mentions(("softmax", "Softmax", "sigmoid", "Sigmoid", "expit")):
-            return WHOLE_FILE
-        return None
+        # Loss and activation modules may be built elsewhere (``__init__``, module level) and reached by name.
+        return scan.regions_using_both(LOSS_NAMES, ("softmax", "Softmax", "sigmoid", "Sigmoid", "expit")) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)

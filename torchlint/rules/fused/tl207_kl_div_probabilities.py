@@ -4,7 +4,6 @@ import libcst as cst
 
 from torchlint.analysis.fused import activation_of
 from torchlint.analysis.losses import match_loss, rewrite_activation
-from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Rule
 
 
@@ -58,9 +57,7 @@ class KlDivProbabilities(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        if scan.mentions(("kl_div", "KLDivLoss")) and scan.mentions(("softmax", "Softmax")):
-            return WHOLE_FILE
-        return None
+        return scan.regions_using_both(("kl_div", "KLDivLoss"), ("softmax", "Softmax")) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)

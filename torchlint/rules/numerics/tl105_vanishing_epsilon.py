@@ -1,6 +1,8 @@
 from __future__ import annotations
 
-from typing import Dict, Optional, Set
+import ast
+import bisect
+from typing import Dict, FrozenSet, Optional, Set
 
 import libcst as cst
 
@@ -114,13 +116,13 @@ class VanishingEpsilon(Rule):
     @classmethod
     def prepass(cls, scan):
         # Every literal it reports is at most 2**-25, and one above 2.9e-39 only in float16 code, which
-        # needs a float16 word in the file (precision.uses_float16); eps names are followed across the file.
+        # needs a float16 word in the file (precision.uses_float16).
         smallest = min((region.smallest_float for region in scan.regions), default=float("inf"))
         if smallest < FLOAT32_RECIPROCAL_LIMIT:
             return WHOLE_FILE
-        if smallest <= FLOAT16_ZERO_LIMIT and any(marker in scan.source for marker in FLOAT16_TEXT_MARKERS):
-            return WHOLE_FILE
-        return None
+        if smallest > FLOAT16_ZERO_LIMIT or not any(marker in scan.source for marker in FLOAT16_TEXT_MARKERS):
+            return None
+        return _float16_seeds(scan)
 
     def __init__(self, context) -> None:
         super().__init__(context)
@@ -129,11 +131,15 @@ class VanishingEpsilon(Rule):
     # -- guard sites -----------------------------------------------------------
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+        if not (_may_vanish(node.left) or _may_vanish(node.right)):
+            return  # what is reported is a literal operand or argument of at most 2**-25
         found = added_constant(self.context, node)
         if found is not None and not self._is_python_number(found[0]):
             self._check(found[1], self._consumer(node))
 
     def visit_Call(self, node: cst.Call) -> None:
+        if not any(_may_vanish(arg.value) for arg in node.args):
+            return
         found = added_constant(self.context, node)
         if found is not None:
             self._check(found[1], self._consumer(node))
@@ -279,6 +285,40 @@ class VanishingEpsilon(Rule):
             scope.visit(collector)
             self._guard_names[key] = collector.names
         return self._guard_names[key]
+
+
+def _float16_seeds(scan) -> FrozenSet[int]:
+    """The regions that decide a float16 finding: those holding a vanishing literal; every member of
+    their classes (a class's guards and float16 values are read across its methods); the module's
+    uses of an eps name bound at top level; and every region where a float16 run may be set up or
+    float16 values made (a marker word in its lines, or an import alias of one)."""
+    literal_regions = [i for i, region in enumerate(scan.regions) if region.smallest_float <= FLOAT16_ZERO_LIMIT]
+    classes = {scan.regions[i].enclosing_class for i in literal_regions} - {None}
+    module_names = set()
+    for i in literal_regions:
+        region = scan.regions[i]
+        if region.enclosing_class is None and not isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            module_names |= region.binds
+    aliases = {local for local, original in scan.aliases.items() if any(marker in original for marker in FLOAT16_TEXT_MARKERS)}
+    marked_lines = [n for n, line in enumerate(scan.source.splitlines(), 1) if any(marker in line for marker in FLOAT16_TEXT_MARKERS)]
+    seeds = set(literal_regions)
+    for i, region in enumerate(scan.regions):
+        if (
+            region.enclosing_class in classes
+            or not region.uses.isdisjoint(module_names)
+            or not region.uses.isdisjoint(aliases)
+            or bisect.bisect_left(marked_lines, region.first_line) < bisect.bisect_right(marked_lines, region.last_line)
+        ):
+            seeds.add(i)
+    return frozenset(seeds)
+
+
+def _may_vanish(node: cst.BaseExpression) -> bool:
+    """A literal this rule may report: positive and at most 2**-25 (every limit of ``_check`` is below)."""
+    if not isinstance(node, (cst.Float, cst.UnaryOperation)):
+        return False
+    value = number_value(node)
+    return value is not None and 0 < value <= FLOAT16_ZERO_LIMIT
 
 
 _FULL_PRECISION = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})

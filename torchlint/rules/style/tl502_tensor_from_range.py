@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 from typing import List, Optional
 
 import libcst as cst
@@ -59,7 +60,14 @@ class TensorFromRange(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_where(lambda r: "range" in r.calls and not r.qualified_calls.isdisjoint(TENSOR_CONSTRUCTORS)) or None
+        def from_range(call: ast.Call) -> bool:
+            if scan.qualified(call.func).isdisjoint(TENSOR_CONSTRUCTORS):
+                return False
+            data = [k.value for k in call.keywords if k.arg == "data"] + call.args[:1]
+            return any(_ast_range_call(value) for value in data)
+
+        candidates = scan.regions_where(lambda r: "range" in r.calls and not r.qualified_calls.isdisjoint(TENSOR_CONSTRUCTORS))
+        return frozenset(i for i in candidates if any(from_range(c) for c in scan.regions[i].callees)) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
@@ -110,3 +118,10 @@ class TensorFromRange(Rule):
         func, imports = torch_function(self.context, "arange")
         call = node.with_changes(func=func, args=args)
         return FixSpec(Applicability.SAFE, "Replace with `torch.arange`", (Replacement(node, call),), imports)
+
+
+def _ast_range_call(node: ast.expr) -> bool:
+    """``range(...)`` or ``list(range(...))`` by name, over ``ast`` (the pre-pass's superset of _range_bounds)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "list" and node.args:
+        node = node.args[0]
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "range"
