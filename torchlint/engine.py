@@ -545,16 +545,37 @@ def _build_fix(
         start -= sum(len(context.code(paren, indents)) for paren in getattr(old, "lpar", ()))
         end += sum(len(context.code(paren, indents)) for paren in getattr(old, "rpar", ()))
         old_text = context.source[start:end]
-        if old_text != context.code(old, indents):
-            raise ValueError("node position does not match its source text")
+        block_indents = indents
+        if old_text != context.code(old, block_indents):
+            # A rule may report a node of another block than the one it was visiting (a step found from a return).
+            block_indents = _indents_in_source(old, old_text, context)
+            if block_indents is None:
+                raise ValueError("node position does not match its source text")
         new = replacement.new
-        new_text = new if isinstance(new, str) else context.code(new, indents)
+        new_text = new if isinstance(new, str) else context.code(new, block_indents)
         edits.append(_minimal_edit(start, old_text, new_text))
     own_first_use = min((edit.start for edit in edits), default=len(context.source))
     for requirement in dict.fromkeys(spec.imports):
         first_use = min(import_uses.get(requirement, own_first_use), own_first_use)
         edits.append(_import_edit(requirement, context, positions, starts, first_use))
     return Fix(spec.applicability, spec.message, tuple(sorted(edits, key=lambda e: (e.start, e.end))))
+
+
+def _indents_in_source(node: cst.CSTNode, text: str, context: FileContext) -> Optional[Tuple[str, ...]]:
+    """The block indentation under which ``node`` renders as ``text`` (its text in the file), read
+    from its continuation lines; None when no indentation does."""
+    rendered = context.code(node).splitlines()
+    written = text.splitlines()
+    if len(rendered) < 2 or len(rendered) != len(written):
+        return None
+    for mine, theirs in zip(rendered[1:], written[1:]):
+        if mine.strip() and theirs.endswith(mine):
+            prefix = theirs[: len(theirs) - len(mine)]
+            candidate = (prefix,)
+            if not prefix.strip() and context.code(node, candidate) == text:
+                return candidate
+            return None
+    return None
 
 
 def _line_removal(old: cst.CSTNode, context: FileContext, positions, starts: List[int]) -> Edit:

@@ -162,14 +162,15 @@ class GraphBreakDetach(Rule):
             if len(targets) == 1 and isinstance(targets[0].target, cst.Name) and targets[0].target.value == innermost.value:
                 # ``loss = torch.tensor(loss.item(), requires_grad=True)``: without its steps the line is ``loss = loss``
                 return FixSpec(Applicability.UNSAFE, "Remove the re-wrapping line", (Replacement(line[0], cst.RemoveFromParent()),))
-        text = self.context.code(operand).strip()
         whole_value = any(b.value is step for bs in flow.bindings.values() for b in bs) or any(
             value is step for value, _ in flow.returns
         )
+        replacement = operand
         if isinstance(operand, _LOOSE) and not getattr(operand, "lpar", ()) and not whole_value:
-            text = f"({text})"
+            replacement = operand.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+        # a node, not text: the engine renders it with the indentation of the block it stands in
         return FixSpec(
             Applicability.UNSAFE,
             "Remove the detaching step",
-            (Replacement(step, text),),
+            (Replacement(step, replacement),),
         )
