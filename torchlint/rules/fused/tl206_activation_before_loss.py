@@ -97,7 +97,7 @@ class ActivationBeforeLoss(Rule):
     @classmethod
     def prepass(cls, scan):
         # Loss and activation modules may be built elsewhere (``__init__``, module level) and reached by name.
-        return scan.regions_using_both(LOSS_NAMES, ("softmax", "Softmax", "sigmoid", "Sigmoid", "expit")) or None
+        return scan.regions_using_both(LOSS_NAMES, cls.triggers) or None  # the triggers are the activations' names
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)

@@ -57,7 +57,7 @@ class KlDivProbabilities(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_using_both(("kl_div", "KLDivLoss"), ("softmax", "Softmax")) or None
+        return scan.regions_using_both(cls.triggers, ("softmax", "Softmax")) or None  # the triggers are the loss's names
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)

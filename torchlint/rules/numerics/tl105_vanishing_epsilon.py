@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import ast
 import bisect
 from typing import Dict, FrozenSet, Optional, Set
 
@@ -297,7 +296,7 @@ def _float16_seeds(scan) -> FrozenSet[int]:
     module_names = set()
     for i in literal_regions:
         region = scan.regions[i]
-        if region.enclosing_class is None and not isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        if region.enclosing_class is None and region.stores_are_bindings:  # top-level code, not a def
             module_names |= region.binds
     aliases = {local for local, original in scan.aliases.items() if any(marker in original for marker in FLOAT16_TEXT_MARKERS)}
     marked_lines = [n for n, line in enumerate(scan.source.splitlines(), 1) if any(marker in line for marker in FLOAT16_TEXT_MARKERS)]
