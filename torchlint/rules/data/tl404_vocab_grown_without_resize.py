@@ -120,10 +120,11 @@ class VocabGrownWithoutResize(Rule):
             _calls_len_of(stmt, tokenizer) for stmt in after[1:]
         ):
             return
-        helpers = _resizing_helpers(self.context.module)
+        resizing = self.context.memoized("functions that resize embeddings", self.context.module, _resizing_functions)
+        helpers = frozenset(member.name.value for member in resizing)
         if helpers and any(_calls_one_of(stmt, helpers) for stmt in after):
             return  # a helper of this file does the resize
-        if function is not None and _resized_by_a_caller(self.context.module, function.name.value):
+        if function is not None and _resized_by_a_caller(resizing, function.name.value):
             return  # the caller resizes after calling this function
         models = _models_in_scope(function, ordered)
         class_def = self.context.enclosing(cst.ClassDef)
@@ -232,30 +233,25 @@ def _visit_header_or_line(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
         node.visit(visitor)  # nested definitions are not listed by `statements`
 
 
-def _resizing_helpers(module: cst.Module) -> frozenset:
-    """Names of the file's functions and methods whose body calls ``resize_token_embeddings``."""
-    names = set()
+def _resizing_functions(module: cst.Module) -> Tuple[cst.FunctionDef, ...]:
+    """The file's top-level functions and methods whose body calls ``resize_token_embeddings``
+    (once per file: every growing call asks)."""
+    found = []
     for stmt in module.body:
         members = [stmt]
         if isinstance(stmt, cst.ClassDef):
             members = [m for m in stmt.body.body if isinstance(m, cst.FunctionDef)]
         for member in members:
             if isinstance(member, cst.FunctionDef) and _calls_anywhere(member):
-                names.add(member.name.value)
-    return frozenset(names)
+                found.append(member)
+    return tuple(found)
 
 
-def _resized_by_a_caller(module: cst.Module, name: str) -> bool:
+def _resized_by_a_caller(resizing: Sequence[cst.FunctionDef], name: str) -> bool:
     """Whether a function or method of the file both calls ``name`` and resizes the embeddings."""
-    for stmt in module.body:
-        members = [stmt]
-        if isinstance(stmt, cst.ClassDef):
-            members = [m for m in stmt.body.body if isinstance(m, cst.FunctionDef)]
-        for member in members:
-            if isinstance(member, cst.FunctionDef) and member.name.value != name and _calls_anywhere(member):
-                if _calls_one_of(member, frozenset({name}), whole=True):
-                    return True
-    return False
+    return any(
+        member.name.value != name and _calls_one_of(member, frozenset({name}), whole=True) for member in resizing
+    )
 
 
 def _calls_one_of(node: cst.CSTNode, names: frozenset, whole: bool = False) -> bool:
