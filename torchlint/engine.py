@@ -138,33 +138,7 @@ class _Traversal(cst.CSTVisitor):
         punctuation that no handler asks for, without LibCST rebuilding each node on the way
         (its visit re-creates and re-validates every node: half of a cold run's time)."""
         handled = set(self._visit) | set(self._leave)
-        # Per node class: descend into it? (isinstance against LibCST's abstract classes is slow)
-        descend: Dict[type, bool] = {}
-
-        def wanted(kind: type) -> bool:
-            answer = descend.get(kind)
-            if answer is None:
-                answer = descend[kind] = issubclass(kind, cst.CSTNode) and not (
-                    issubclass(kind, walk_order.TRIVIA) and kind.__name__ not in handled
-                )
-            return answer
-
-        on_visit, on_leave, child_fields = self.on_visit, self.on_leave, walk_order.child_fields
-
-        def walk(node: cst.CSTNode) -> None:
-            on_visit(node)
-            for name in child_fields(type(node)):
-                value = getattr(node, name)
-                kind = type(value)
-                if kind is list or kind is tuple:
-                    for child in value:
-                        if wanted(type(child)):
-                            walk(child)
-                elif wanted(kind):
-                    walk(value)
-            on_leave(node)
-
-        walk(module)
+        walk_order.walk(module, self.on_visit, self.on_leave, walk_order.descender(handled.__contains__))
 
 
 # -- linting -----------------------------------------------------------------------

@@ -8,6 +8,9 @@ them: the field names passed to LibCST's ``visit_*`` helpers, in source order.
 When LibCST's source cannot be read, :func:`available` is False and the
 engine falls back to ``module.visit``.  tests/test_walk_order.py checks that
 both walks call the handlers identically.
+
+:func:`visit` does the same for the analyses' own read-only visitors
+(``visit(node, visitor)`` instead of ``node.visit(visitor)``).
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ import ast
 import inspect
 import textwrap
 from functools import lru_cache
-from typing import Tuple, Type
+from typing import Callable, Dict, Tuple, Type
 
 import libcst as cst
 
@@ -72,3 +75,58 @@ def available() -> bool:
         return child_fields(cst.Module) == ("header", "body", "footer") and bool(child_fields(cst.Call))
     except (OSError, TypeError, SyntaxError):
         return False
+
+
+def walk(
+    root: cst.CSTNode,
+    on_visit: Callable[[cst.CSTNode], object],
+    on_leave: Callable[[cst.CSTNode], object],
+    descends: Callable[[type], bool],
+) -> None:
+    """Call ``on_visit``/``on_leave`` on ``root`` and its descendants in LibCST's order; a false
+    answer from ``on_visit`` skips the node's children; only children whose class ``descends``."""
+
+    def walk_node(node: cst.CSTNode) -> None:
+        if on_visit(node):
+            for name in child_fields(type(node)):
+                value = getattr(node, name)
+                kind = type(value)
+                if kind is list or kind is tuple:
+                    for child in value:
+                        if descends(type(child)):
+                            walk_node(child)
+                elif descends(kind):
+                    walk_node(value)
+        on_leave(node)
+
+    walk_node(root)
+
+
+def descender(handled: Callable[[str], bool]) -> Callable[[type], bool]:
+    """Which child classes a walk enters: nodes, but not whitespace and punctuation unless
+    ``handled(class name)`` (a handler asks for them). Answers are cached per walk."""
+    answers: Dict[type, bool] = {}
+
+    def descends(kind: type) -> bool:
+        answer = answers.get(kind)
+        if answer is None:
+            answer = answers[kind] = issubclass(kind, cst.CSTNode) and not (issubclass(kind, TRIVIA) and not handled(kind.__name__))
+        return answer
+
+    return descends
+
+
+def visit(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
+    """``node.visit(visitor)`` for a visitor that only reads: the same ``on_visit``/``on_leave`` calls
+    in the same order, without LibCST re-creating and re-validating every node it passes (a
+    quarter of a cold run went there), and without entering whitespace and punctuation the
+    visitor has no ``visit_``/``leave_`` method for."""
+    if not available():
+        node.visit(visitor)
+        return
+    walk(
+        node,
+        visitor.on_visit,
+        visitor.on_leave,
+        descender(lambda name: hasattr(visitor, "visit_" + name) or hasattr(visitor, "leave_" + name)),
+    )

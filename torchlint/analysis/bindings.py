@@ -38,6 +38,8 @@ from typing import Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
+from torchlint.walk_order import visit
+
 _LOOPS = (cst.For, cst.While)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
@@ -278,14 +280,14 @@ class _Binders(cst.CSTVisitor):
 def bound_names(node: cst.CSTNode) -> Set[str]:
     """Every name ``node`` binds (assignment, for/with/except targets, walrus, del, import, def, class), nested scopes excluded."""
     visitor = _Binders()
-    node.visit(visitor)
+    visit(node, visitor)
     return visitor.names
 
 
 def _root_names(expression: cst.CSTNode) -> Iterator[str]:
     """The plain names an expression reads (``logits`` and ``out`` in ``out.logits[:, 0] / logits``)."""
     collector = _NameReads()
-    expression.visit(collector)
+    visit(expression, collector)
     return iter(collector.names)
 
 
@@ -298,11 +300,11 @@ class _NameReads(cst.CSTVisitor):
         self.names.add(node.value)
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)  # the attribute's own name is not a variable
+        visit(node.value, self)  # the attribute's own name is not a variable
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)  # nor is a keyword
+        visit(node.value, self)  # nor is a keyword
         return False
 
 
@@ -351,5 +353,5 @@ def _touches(statement: cst.CSTNode, roots: Set[str]) -> bool:
     if bound_names(statement) & roots:
         return True
     visitor = _Touches(roots)
-    statement.visit(visitor)
+    visit(statement, visitor)
     return visitor.found

@@ -45,6 +45,7 @@ import libcst as cst
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.dataflow import Site, bindings
 from torchlint.analysis.ops import is_value_receiver, number_value
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
@@ -148,7 +149,7 @@ def find_domain_ops(context: "FileContext", expression: cst.CSTNode, site: Optio
                 found.append(op)
             return True
 
-    expression.visit(_Finder())
+    visit(expression, _Finder())
     return found
 
 

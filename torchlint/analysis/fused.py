@@ -25,6 +25,7 @@ from torchlint.analysis.ops import (
     number_value,
 )
 from torchlint.rule import ImportRequirement
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
@@ -158,7 +159,7 @@ def peel_shape_ops(context: "FileContext", node: cst.BaseExpression) -> cst.Base
 def is_pure(node: cst.CSTNode) -> bool:
     """An expression without calls, lambdas or walruses: evaluating it twice gives the same value for free."""
     finder = _Impure()
-    node.visit(finder)
+    visit(node, finder)
     return not finder.found
 
 
@@ -375,7 +376,7 @@ def is_max_shifted(context: "FileContext", exponent: cst.BaseExpression) -> bool
             return False
         shift = definition.value
     finder = _MaxFinder(context)
-    shift.visit(finder)
+    visit(shift, finder)
     return finder.found
 
 

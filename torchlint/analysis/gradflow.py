@@ -66,6 +66,7 @@ import libcst as cst
 
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.names import dotted_name
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
@@ -487,7 +488,7 @@ class FunctionFlow:
 
     def _scan_expressions(self, expr: cst.CSTNode, site: Site) -> None:
         scanner = _CallScanner(self, site)
-        expr.visit(scanner)
+        visit(expr, scanner)
 
     # -- questions -----------------------------------------------------------------
 

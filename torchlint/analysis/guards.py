@@ -109,6 +109,7 @@ from torchlint.analysis.grad_need import carries_no_gradient
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.returns import called_function, returned_values
 from torchlint.analysis.ops import is_eps_like, is_value_receiver, strip_clamp_min, strip_eps
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
@@ -379,7 +380,7 @@ def user_defined_functions(context: "FileContext") -> FrozenSet[str]:
             def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
                 names.add(node.name.value)
 
-        context.module.visit(_Defs())
+        visit(context.module, _Defs())
         cached = context._tl1_defined_functions = frozenset(names)
     return cached
 
@@ -1342,7 +1343,7 @@ def _names(node: cst.CSTNode) -> Set[str]:
         def visit_Name(self, name: cst.Name) -> None:
             found.add(name.value)
 
-    node.visit(_Collect())
+    visit(node, _Collect())
     return found
 
 
@@ -1391,7 +1392,7 @@ def _contains(haystack: cst.CSTNode, needle: cst.BaseExpression) -> bool:
                 return False
             return True
 
-    haystack.visit(_Find())
+    visit(haystack, _Find())
     return bool(found)
 
 
@@ -1438,7 +1439,7 @@ def _is_nan_test(context: "FileContext", node: cst.CSTNode) -> bool:
                 if _is_infinity(context, part):
                     found.append(comparison)
 
-    node.visit(_Find())
+    visit(node, _Find())
     return bool(found)
 
 
@@ -1515,7 +1516,7 @@ def _filters_name(context: "FileContext", statement: cst.CSTNode, name: str) -> 
                 ):
                     found.append(assign)
 
-    statement.visit(_Find())
+    visit(statement, _Find())
     return bool(found)
 
 
@@ -1607,5 +1608,5 @@ def _mentions_exp(context: "FileContext", node: cst.BaseExpression, site: Option
                             found.append(name)
                             return
 
-    node.visit(_Find())
+    visit(node, _Find())
     return bool(found)

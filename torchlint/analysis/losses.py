@@ -29,6 +29,7 @@ from torchlint.analysis.fused import (
 )
 from torchlint.analysis.ops import module_constructor
 from torchlint.rule import ImportRequirement, Replacement
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
@@ -153,14 +154,14 @@ def _top_level_binders(module: cst.Module) -> Dict[str, Tuple[cst.CSTNode, ...]]
 def references(scope: cst.CSTNode, name: str) -> int:
     """How many times ``name`` is read or written in ``scope`` (a function or the module), nested scopes included."""
     counter = _NameCounter(name)
-    scope.visit(counter)
+    visit(scope, counter)
     return counter.count
 
 
 def attribute_references(scope: cst.CSTNode, owner: str, attribute: str) -> int:
     """How many times ``owner.attribute`` (e.g. ``self.criterion``) occurs in ``scope``."""
     counter = _AttributeCounter(owner, attribute)
-    scope.visit(counter)
+    visit(scope, counter)
     return counter.count
 
 
@@ -175,11 +176,11 @@ class _NameCounter(cst.CSTVisitor):
             self.count += 1
 
     def visit_Attribute(self, node: cst.Attribute) -> bool:
-        node.value.visit(self)
+        visit(node.value, self)
         return False
 
     def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
+        visit(node.value, self)
         return False
 
 

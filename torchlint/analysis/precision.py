@@ -24,6 +24,7 @@ import libcst as cst
 
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.ops import is_value_receiver, number_value
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
@@ -178,7 +179,7 @@ def uses_float16(
         return False
     if "file" not in cache:
         finder = _Float16Finder(context)
-        context.module.visit(finder)
+        visit(context.module, finder)
         cache["file"] = finder.strong
         cache[id(context.module)] = finder.strong or finder.local
     if cache["file"]:
@@ -186,11 +187,11 @@ def uses_float16(
     scope = scope if scope is not None else context.module
     if before is not None or skip is not None:
         finder = _Float16Finder(context, before, skip)
-        scope.visit(finder)
+        visit(scope, finder)
         return finder.strong or finder.local
     if id(scope) not in cache:
         finder = _Float16Finder(context)
-        scope.visit(finder)
+        visit(scope, finder)
         cache[id(scope)] = finder.strong or finder.local
     return cache[id(scope)]
 

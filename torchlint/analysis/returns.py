@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint.analysis.dataflow import Site, bindings, site_of
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
@@ -116,7 +117,7 @@ def _collect_returns(context: "FileContext", function: cst.FunctionDef) -> Optio
             if path and path[-1] is original_node:
                 path.pop()
 
-    function.body.visit(_Returns())
+    visit(function.body, _Returns())
     if failed or not found or _may_fall_off(function.body):
         return None
     return found

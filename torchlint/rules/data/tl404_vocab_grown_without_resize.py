@@ -13,6 +13,7 @@ from torchlint.analysis.tokenizers import is_tokenizer_name
 from torchlint.analysis.scope import self_attributes, statements
 from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.walk_order import visit
 
 GROWING_METHODS = frozenset({"add_tokens", "add_special_tokens"})
 RESIZE_METHOD = "resize_token_embeddings"
@@ -220,17 +221,17 @@ def _calls_len_of(node: cst.CSTNode, name: str) -> bool:
 def _visit_header_or_line(node: cst.CSTNode, visitor: cst.CSTVisitor) -> None:
     """Visit a simple statement whole, a compound statement's header only (its body is listed separately)."""
     if isinstance(node, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
-        node.visit(visitor)
+        visit(node, visitor)
         return
     for attribute in ("test", "iter", "target", "items"):
         value = getattr(node, attribute, None)
         if isinstance(value, cst.CSTNode):
-            value.visit(visitor)
+            visit(value, visitor)
         elif isinstance(value, (list, tuple)):
             for item in value:
-                item.visit(visitor)
+                visit(item, visitor)
     if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
-        node.visit(visitor)  # nested definitions are not listed by `statements`
+        visit(node, visitor)  # nested definitions are not listed by `statements`
 
 
 def _resizing_functions(module: cst.Module) -> Tuple[cst.FunctionDef, ...]:
@@ -266,7 +267,7 @@ def _calls_one_of(node: cst.CSTNode, names: frozenset, whole: bool = False) -> b
             return not found
 
     if whole:
-        node.visit(_Search())
+        visit(node, _Search())
     else:
         _visit_header_or_line(node, _Search())
     return bool(found)
@@ -274,7 +275,7 @@ def _calls_one_of(node: cst.CSTNode, names: frozenset, whole: bool = False) -> b
 
 def _calls_anywhere(node: cst.CSTNode) -> bool:
     finder = _Finder(method=RESIZE_METHOD)
-    node.visit(finder)
+    visit(node, finder)
     return finder.found
 
 
@@ -358,5 +359,5 @@ def _same_block(module: cst.Module, first: cst.CSTNode, second: cst.CSTNode) -> 
                     found.append(node)
             return not found
 
-    module.visit(_Blocks())
+    visit(module, _Blocks())
     return bool(found)

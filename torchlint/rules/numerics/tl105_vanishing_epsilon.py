@@ -20,6 +20,7 @@ from torchlint.analysis.precision import (
 )
 from torchlint.prepass import WHOLE_FILE
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.walk_order import visit
 
 _LOG_FUNCTIONS = frozenset({"torch.log", "torch.log2", "torch.log10", "torch.special.log"})
 _LOG_METHODS = ("log", "log2", "log10", "log_")
@@ -281,7 +282,7 @@ class VanishingEpsilon(Rule):
         key = id(scope)
         if key not in self._guard_names:
             collector = _GuardNameCollector(self.context)
-            scope.visit(collector)
+            visit(scope, collector)
             self._guard_names[key] = collector.names
         return self._guard_names[key]
 

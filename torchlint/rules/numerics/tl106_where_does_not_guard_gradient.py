@@ -11,6 +11,7 @@ from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
 from torchlint.analysis.guards import Sign, condition_implies_positive, condition_implies_zero, sign_of, where_owner
 from torchlint.analysis.guards import reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.walk_order import visit
 
 # Inside the domain of every op this rule fixes: sqrt(1) = 1, log(1) = 0, 1 ** p = 1, a / 1 = a.
 SAFE_VALUE = "1"
@@ -162,7 +163,7 @@ def _tests_not_equal(condition: cst.BaseExpression) -> bool:
             if node.attr.value in ("ne", "not_equal"):
                 found.append(node)
 
-    condition.visit(_Find())
+    visit(condition, _Find())
     return bool(found)
 
 

@@ -25,6 +25,7 @@ from torchlint.analysis.guards import NAN_TESTS, filter_owner, is_guard_constant
 from torchlint.analysis.ops import is_value_receiver
 from torchlint.analysis.guards import reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.walk_order import visit
 
 # Ops whose backward reads their own output (measured in tests/test_runtime_tl107.py): writing into
 # that output in place makes backward raise "modified by an inplace operation".
@@ -335,5 +336,5 @@ def _filter_calls_of(context, small: cst.CSTNode, name: str) -> List[cst.Call]:
             if _is_name(is_nan_filter(context, call), name):
                 found.append(call)
 
-    small.visit(_Find())
+    visit(small, _Find())
     return found
