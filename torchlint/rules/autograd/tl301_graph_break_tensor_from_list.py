@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -97,9 +97,11 @@ class GraphBreakTensorFromList(Rule):
         if not candidates:
             return None
         seeds = set()
+        scope_facts: Dict[int, Tuple[FrozenSet[str], bool]] = {}
         for index in candidates:
             region = scan.regions[index]
-            for scope in _scopes_with_candidate_conversions(scan, region.node, region.enclosing_class is not None, converters):
+            in_class_body = region.enclosing_class is not None
+            for scope in _scopes_with_candidate_conversions(scan, region.node, in_class_body, converters, scope_facts):
                 if scope is None:
                     # top-level script code: its flow spans every top-level statement
                     return WHOLE_FILE
@@ -228,7 +230,7 @@ _FEEDING_METHODS = frozenset({"append", "insert", "extend"})
 
 
 def _scopes_with_candidate_conversions(
-    scan, root: ast.stmt, in_class_body: bool, converters: frozenset
+    scan, root: ast.stmt, in_class_body: bool, converters: frozenset, scope_facts: Dict[int, Tuple[FrozenSet[str], bool]]
 ) -> Iterator[Optional[ast.AST]]:
     """The functions (None for top-level code) of ``root`` holding a conversion this rule may report.
 
@@ -246,13 +248,15 @@ def _scopes_with_candidate_conversions(
             scope, in_class = node, False
         elif isinstance(node, ast.ClassDef):
             in_class = scope is None  # a class inside a function belongs to the function's flow
-        elif isinstance(node, ast.Call) and not in_class and _may_report(scan, node, scope, converters):
+        elif isinstance(node, ast.Call) and not in_class and _may_report(scan, node, scope, converters, scope_facts):
             yield scope
         for child in ast.iter_child_nodes(node):
             stack.append((child, scope, in_class))
 
 
-def _may_report(scan, call: ast.Call, scope: Optional[ast.AST], converters: frozenset) -> bool:
+def _may_report(
+    scan, call: ast.Call, scope: Optional[ast.AST], converters: frozenset, scope_facts: Dict[int, Tuple[FrozenSet[str], bool]]
+) -> bool:
     candidates = scan.qualified(call.func) & converters
     if not candidates or not call.args or any(keyword.arg is None for keyword in call.keywords):
         return False
@@ -264,16 +268,17 @@ def _may_report(scan, call: ast.Call, scope: Optional[ast.AST], converters: froz
     if isinstance(source, (ast.List, ast.Tuple)) and all(_is_literal(element) for element in source.elts):
         return False
     body = scope if scope is not None else scan.tree
-    if isinstance(source, ast.Name) and not _feeds(body, source.id):
+    facts = scope_facts.get(id(body))
+    if facts is None:
+        facts = scope_facts[id(body)] = _fed_names_and_backward(body)
+    fed, mentions_backward = facts
+    if isinstance(source, ast.Name) and source.id not in fed:
         return False
     if candidates <= NUMPY_CONVERTERS:
         return True
     if scope is not None and _TRAINED_RETURN.search(scope.name):
         return True
-    return any(
-        (isinstance(node, ast.Attribute) and node.attr == "backward") or (isinstance(node, ast.Name) and node.id == "backward")
-        for node in ast.walk(body)
-    )
+    return mentions_backward
 
 
 def _is_literal(element: ast.expr) -> bool:
@@ -282,16 +287,25 @@ def _is_literal(element: ast.expr) -> bool:
     return isinstance(element, ast.Constant) or isinstance(element, ast.Starred)
 
 
-def _feeds(body: ast.AST, name: str) -> bool:
+def _fed_names_and_backward(body: ast.AST) -> Tuple[FrozenSet[str], bool]:
+    """The names ``body`` binds or feeds (``append``/``insert``/``extend``), and whether it mentions
+    ``backward``: read in one walk per function, whatever number of conversions it holds."""
+    fed = set()
+    mentions_backward = False
     for node in ast.walk(body):
-        if isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load):
-            return True
-        if (
+        if isinstance(node, ast.Name):
+            if node.id == "backward":
+                mentions_backward = True
+            if not isinstance(node.ctx, ast.Load):
+                fed.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            if node.attr == "backward":
+                mentions_backward = True
+        elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
             and node.func.attr in _FEEDING_METHODS
             and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == name
         ):
-            return True
-    return False
+            fed.add(node.func.value.id)
+    return frozenset(fed), mentions_backward
