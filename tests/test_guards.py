@@ -40,10 +40,10 @@ class _Walker(cst.CSTVisitor):
         self.context.ancestors.pop()
 
 
-def analyse(source: str):
+def analyse(source: str, path: str = "snippet.py"):
     source = textwrap.dedent(source).lstrip("\n")
     module = cst.parse_module(source)
-    context = FileContext("snippet.py", source, module, config.Settings(enabled=frozenset()))
+    context = FileContext(path, source, module, config.Settings(enabled=frozenset()))
     walker = _Walker(context)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(cst.metadata.PositionProvider)
@@ -57,8 +57,8 @@ def analyse(source: str):
     return source, verdicts, kinds, context, walker
 
 
-def check(source: str) -> None:
-    text, verdicts, _, _, _ = analyse(source)
+def check(source: str, path: str = "snippet.py") -> None:
+    text, verdicts, _, _, _ = analyse(source, path)
     for number, line in enumerate(text.splitlines(), start=1):
         if line.rstrip().endswith("# unguarded"):
             assert verdicts.get(number) and all(verdicts[number]), f"line {number} should need a guard: {line}"
@@ -455,3 +455,98 @@ def test_owners_ask_the_same_guard_analysis():
     for _, op, _, ancestors in walker.ops:
         verdicts.append(guards.reaches_edge(context, op, ancestors))
     assert verdicts == [True, False, False, False, False]
+
+
+def test_callers_that_hand_in_positive_values_guard_a_parameter():
+    check(
+        """
+        import torch
+        def reduce_loss(loss, mask):
+            return loss.sum() / mask.sum()  # guarded
+        def length_mask(x, lengths):
+            return torch.arange(x.size(1))[None, :] < lengths[:, None]
+        def frame_loss(x, lengths):
+            mask = length_mask(x, lengths).float()
+            return reduce_loss(x * mask, mask) + reduce_loss(x, mask=length_mask(x, lengths))
+        def scaled_loss(x, scale, floor=1e-3):
+            return torch.log(scale) + x / scale.sum()  # guarded
+        def weighted_loss(x, w):
+            return scaled_loss(x, w.exp()) + scaled_loss(x, w.clamp_min(1e-3))
+        """
+    )
+
+
+def test_callers_that_may_hand_in_zero_leave_the_op_reported():
+    check(
+        """
+        import torch
+        def reduce_loss(loss, mask):
+            return loss.sum() / mask.sum()  # unguarded
+        def token_loss(x, labels, lengths):
+            return reduce_loss(x, length_to_mask(lengths)) + reduce_loss(x, labels != -100)
+        def passed_around_loss(loss, mask):
+            return loss.sum() / mask.sum()  # unguarded
+        def frame_loss(x, lengths, table):
+            table["reduce"] = passed_around_loss
+            return passed_around_loss(x, length_to_mask(lengths))
+        def recursive_loss(x, scale, depth):
+            if depth:
+                return recursive_loss(x, scale - 1, depth - 1)
+            return torch.log(scale)  # unguarded
+        def outer_loss(x, scale):
+            return recursive_loss(x, scale.exp(), 3)
+        def uncalled_loss(loss, mask):
+            return loss.sum() / mask.sum()  # unguarded
+        """
+    )
+
+
+def test_a_method_only_called_under_no_grad_is_not_differentiated():
+    check(
+        """
+        import torch
+        class RotationLoss(torch.nn.Module):
+            def forward(self, x):
+                with torch.no_grad():
+                    self.weight.copy_(self._project(self.weight))
+                return x @ self.weight
+            def _project(self, q):
+                return q / q.norm(dim=-1, keepdim=True)  # guarded
+        class SometimesProjectedLoss(torch.nn.Module):
+            def forward(self, x):
+                with torch.no_grad():
+                    self.weight.copy_(self._project(self.weight))
+                return x @ self._project(self.weight)
+            def _project(self, q):
+                return q / q.norm(dim=-1, keepdim=True)  # unguarded
+        """
+    )
+
+
+def test_schedules_and_visualisation_are_not_differentiated():
+    snippet = """
+        import torch
+        def loss_step(t0, t1):
+            return torch.sqrt((t1 - t0).abs())  # {verdict}
+        """
+    for path in ("diffusers/schedulers/brownian.py", "pkg/scheduling_sde.py", "monai/visualize/saliency.py"):
+        check(snippet.format(verdict="guarded"), path)
+    # A directory name anywhere up the path (a user's checkout under /srv/schedulers/) is not enough.
+    for path in ("models/brownian.py", "/srv/schedulers/project/train.py", "pipelines/vocoder.py"):
+        check(snippet.format(verdict="unguarded"), path)
+
+
+def test_a_hyperparameter_square_under_a_root_is_a_smoothing_term():
+    check(
+        """
+        import torch
+        class Huber(torch.nn.Module):
+            def __init__(self, config):
+                super().__init__()
+                self.delta = config.huber_delta
+            def forward(self, d, sigma, offset):
+                a = torch.sqrt(d * d + self.delta * self.delta)  # guarded
+                b = torch.sqrt(d ** 2 + offset ** 2)  # unguarded
+                return a + b
+        """
+    )

@@ -67,6 +67,7 @@ class Region:
     mentions_inf: bool = False  # ``inf`` as a name, an attribute or in a string (``float("inf")``)
     binds: Set[str] = field(default_factory=set)  # names it defines for the module (functions, constants)
     scope_names: Set[str] = field(default_factory=set)  # functions and classes defined in it
+    function_names: Set[str] = field(default_factory=set)  # the functions among them
     # (what the callee may be through the imports, the keywords written) for calls with keywords
     keyword_calls: List[Tuple[Tuple[str, ...], Tuple[str, ...]]] = field(default_factory=list)
     callees: List[ast.Call] = field(default_factory=list)  # every call in it, for seed conditions on arguments
@@ -88,6 +89,7 @@ class Scan:
         self.identifiers: Set[str] = set()
         self.regions: List[Region] = []
         self._imports: List[ast.stmt] = []
+        self._starts: Optional[List[int]] = None
         for statement in tree.body:
             if isinstance(statement, ast.ClassDef):
                 header = self._region(statement, None, shallow=True)
@@ -168,6 +170,29 @@ class Scan:
             elif isinstance(node, _BLOCK_PARTS):  # except handlers, match cases
                 pending.extend((child, in_function) for child in ast.iter_child_nodes(node) if isinstance(child, _BLOCK_PARTS))
         return found
+
+    def with_mentions(self, regions: FrozenSet[int]) -> FrozenSet[int]:
+        """``regions`` and every region whose text mentions, as a word, a function defined in one of them
+        (other than those only a framework calls): where the file's calls of those functions may be."""
+        names = set()
+        for index in regions:
+            names.update(self.regions[index].function_names)
+        names = {name for name in names if not framework_called(name)}
+        if not names:
+            return regions
+        pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\b")
+        starts = self._line_starts()
+        source = self.source
+        mentioned = set(regions)
+        for index, region in enumerate(self.regions):
+            if index not in mentioned and pattern.search(source, starts[region.first_line - 1], starts[region.last_line]):
+                mentioned.add(index)
+        return frozenset(mentioned)
+
+    def _line_starts(self) -> List[int]:
+        if self._starts is None:
+            self._starts = line_starts(self.source) + [len(self.source)]
+        return self._starts
 
     def differentiated(self, regions: FrozenSet[int], name_pattern: "re.Pattern[str]", path_matches: bool) -> FrozenSet[int]:
         """The regions that may hold code under a function or class whose name matches ``name_pattern``."""
@@ -255,6 +280,8 @@ class Scan:
             if node is not region.node:
                 region.binds.add(node.name)
             region.scope_names.add(node.name)
+            if kind is not ast.ClassDef:
+                region.function_names.add(node.name)
         elif kind is ast.Compare:
             left = node.left
             if (
@@ -275,6 +302,14 @@ class Scan:
         elif kind is ast.alias:
             region.uses.add(node.name.rsplit(".", 1)[-1])
             region.binds.add(node.asname or node.name.split(".", 1)[0])
+
+
+_FRAMEWORK_METHODS = frozenset({"forward", "training_step", "validation_step", "test_step", "predict_step"})
+
+
+def framework_called(name: str) -> bool:
+    """Functions (by name) the framework or Python calls (``forward``, dunders): their callers are not in the file."""
+    return name in _FRAMEWORK_METHODS or name.startswith("__")
 
 
 def _callee_names(func: ast.expr, aliases: Dict[str, str]) -> Tuple[str, ...]:
@@ -365,7 +400,7 @@ def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Opt
         if wanted == WHOLE_FILE:
             whole = True
         else:
-            seeds.update(wanted)
+            seeds.update(scan.with_mentions(wanted) if rule_class.reads_callers else wanted)
     if not running or whole:
         return Plan(running, source)
     text, lines = reduce_source(source, scan, needed_regions(scan, seeds))

@@ -155,6 +155,9 @@ class Rule:
     # the engine skips parsing files that contain no trigger of any enabled rule.
     triggers: ClassVar[Tuple[str, ...]] = ()
     default_enabled: ClassVar[bool] = True
+    # The rule asks what a function's same-file callers pass it (torchlint/analysis/callers.py): the
+    # pre-pass then keeps, with its seeds, the regions that mention a function defined in them.
+    reads_callers: ClassVar[bool] = False
 
     def __init__(self, context: "FileContext") -> None:
         self.context = context

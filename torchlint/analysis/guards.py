@@ -93,6 +93,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
 import libcst as cst
 
 from torchlint.analysis import fused
+from torchlint.analysis.callers import argument_for, call_sites, enclosing_function
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.dataflow import Site, bindings, earlier_statements, later_statements, site_of, unpacked_element
 from torchlint.analysis.domain import (
@@ -105,7 +106,7 @@ from torchlint.analysis.domain import (
     constant_value,
     structurally_equal,
 )
-from torchlint.analysis.grad_need import carries_no_gradient
+from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.returns import called_function, returned_values
 from torchlint.analysis.ops import is_eps_like, is_value_receiver, strip_clamp_min, strip_eps
@@ -233,6 +234,17 @@ def gradient_cannot_flow(
     return _without_gradient(context, op.operand, site or site_of(list(ancestors)), 0)
 
 
+def backward_never_reaches(context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Where no NaN gradient of ``op`` can happen, for the rules whose hazard is only a gradient (TL106's
+    unselected ``where`` branch, TL107's filtered result): :func:`gradient_cannot_flow`, code where no
+    backward pass is expected (:func:`torchlint.analysis.grad_need.gradient_unlikely`), and ratios of
+    counts of comparisons."""
+    if gradient_unlikely(context) or gradient_cannot_flow(context, op, ancestors):
+        return True
+    parts = [op.operand] + ([op.numerator] if op.numerator is not None else [])
+    return all(carries_no_gradient(context, part, ancestors) for part in parts)
+
+
 _INITIALISATION = re.compile(r"(^|_)(init|initialize|initialise|reset_parameters)(_|$)|^__init__$", re.IGNORECASE)
 
 
@@ -249,7 +261,7 @@ def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNo
     if any(isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value) for node in ancestors):
         return False  # __init__ of a loss: buffers and constants, never differentiated
     if _in_preprocessing(context, ancestors):
-        return False  # feature extractors and processors prepare inputs; nothing upstream has a gradient
+        return False  # feature extractors prepare inputs, schedulers step noise levels: nothing there has a gradient
     if in_no_grad_code(context, ancestors):
         return False  # a pipeline's @torch.no_grad() __call__
     for node in ancestors:
@@ -262,7 +274,7 @@ def differentiated_regions(scan, regions: FrozenSet[int]) -> FrozenSet[int]:
     """The ``ast`` pre-pass's counterpart of :func:`in_differentiated_code`: of ``regions`` (of a
     torchlint.prepass.Scan), those that may hold differentiated code (a necessary condition): not a
     function that initialises or runs under ``@torch.no_grad()``, not a preprocessing file."""
-    if _PREPROCESSING_FILE.search(scan.path.replace("\\", "/")):
+    if _GRADIENT_FREE_FILE.search(scan.path.replace("\\", "/")):
         return frozenset()
     regions = frozenset(i for i in regions if not _never_differentiated(scan, scan.regions[i].node))
     return scan.differentiated(regions, _DIFFERENTIATED_FUNCTION, _differentiated_path(scan.path))
@@ -302,6 +314,12 @@ _PREPROCESSING_BASE = re.compile(
     r"(FeatureExtractor|SequenceFeatureExtractor|ImageProcessor|VideoProcessor|ProcessorMixin|Tokenizer)(Mixin|Base|Fast)?$"
 )
 _PREPROCESSING_FILE = re.compile(r"(^|/)(feature_extraction|image_processing|video_processing|processing|tokenization)_[^/]*\.py$")
+# Code no backward pass runs through, by where it lives: input preparation (above), noise and learning-rate
+# schedules, visualisation.  Directory names a project's own root could carry (``data/``, ``pipelines/``)
+# are left out: a user's whole tree would go silent.
+_GRADIENT_FREE_FILE = re.compile(
+    _PREPROCESSING_FILE.pattern + r"|(^|/)scheduling_[^/]*\.py$|(^|/)(schedulers|visuali[sz]e|visuali[sz]ation)/[^/]*\.py$"
+)
 
 
 def _in_custom_autograd_function(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -316,7 +334,8 @@ def _in_custom_autograd_function(context: "FileContext", ancestors: Sequence[cst
 
 
 def _in_preprocessing(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
-    if _PREPROCESSING_FILE.search(context.path.replace("\\", "/")):
+    """Input preparation, schedules and visualisation: code no backward pass runs through."""
+    if _GRADIENT_FREE_FILE.search(context.path.replace("\\", "/")):
         return True
     for node in ancestors:
         if isinstance(node, cst.ClassDef):
@@ -327,9 +346,10 @@ def _in_preprocessing(context: "FileContext", ancestors: Sequence[cst.CSTNode]) 
     return False
 
 
-def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode], _callers: bool = True) -> bool:
     """``no_grad``/``inference_mode``, optimizer files, and initialisation code (``__init__``,
-    ``reset_parameters``, ``*_init``): what they compute becomes a leaf, never differentiated through."""
+    ``reset_parameters``, ``*_init``): what they compute becomes a leaf, never differentiated through.
+    So is a function every same-file call of which stands in such code (one level of callers)."""
     for node in ancestors:
         if isinstance(node, cst.FunctionDef) and any(_is_no_grad(context, d.decorator) for d in node.decorators):
             return True
@@ -339,10 +359,40 @@ def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) ->
             return True
     # A file that defines an optimizer: its update maths, not the loss functions it may define too
     # (accelerate's megatron_lm.py wraps an optimizer and computes masked losses).
-    return defines_optimizer(context) and not any(
+    if defines_optimizer(context) and not any(
         isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value)
         for node in ancestors
-    )
+    ):
+        return True
+    # A helper the file only calls with gradients off (``with torch.no_grad(): self._project(w)``).
+    return _only_called_from(context, ancestors, lambda site: in_no_grad_code(context, site.ancestors, _callers=False), _callers)
+
+
+def _only_called_from(context: "FileContext", ancestors: Sequence[cst.CSTNode], accepts, enabled: bool = True) -> bool:
+    """Whether the function around ``ancestors`` has same-file calls and ``accepts`` every one of them
+    (:func:`torchlint.analysis.callers.call_sites`)."""
+    if not enabled:
+        return False
+    function = enclosing_function(ancestors)
+    sites = call_sites(context, function) if function is not None else None
+    return bool(sites) and all(accepts(site) for site in sites)
+
+
+def _every_caller_passes(context: "FileContext", name: str, site: Optional[Site], accepts) -> bool:
+    """Whether ``name`` is a parameter of the function holding the op being judged and every same-file
+    call of it passes a value ``accepts(value, site)`` (``reduce_loss(loss, mask)`` called with length
+    masks only).  One level: the callers' own parameters are not followed to their callers."""
+    if site is None or site.function is None or site.function is not enclosing_function(context.ancestors):
+        return False
+    function = site.function
+    sites = call_sites(context, function)
+    if not sites:
+        return False
+    for call_site in sites:
+        value = argument_for(function, name, call_site)
+        if value is None or not accepts(value, site_of(list(call_site.ancestors) + [call_site.call])):
+            return False
+    return True
 
 
 def _is_no_grad(context: "FileContext", node: cst.BaseExpression) -> bool:
@@ -404,6 +454,11 @@ def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Op
         if site is None:
             return False
         reaching = bindings(site, node.value)
+        if len(reaching) == 1 and reaching[0].kind == "param":
+            # ``hz_to_mel(torch.tensor([f_min, f_max]))``: every caller hands in a constant
+            return _every_caller_passes(
+                context, node.value, site, lambda value, at: _without_gradient(context, value, at, depth + 1)
+            )
         # ``mask = zeros_like(x, dtype=bool); mask[idx] = True``: masked writes of constants add no gradient.
         return bool(reaching) and all(
             b.kind in ("assign", "update", "module", "unpack", "masked") and b.value is not None
@@ -494,6 +549,12 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
         if node.attr.value in ("data", "grad", "weight", "bias", "T", "mT", "values"):
             inner = value_kind(context, node.value, site, again)
             return "tensor" if inner == "tensor" or node.attr.value in ("grad",) else "unknown"
+        if _is_config(node.value):
+            return "number"  # config.sigma_data: a hyperparameter
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            value = context.self_attribute_value(node.attr.value)
+            if isinstance(value, cst.Attribute) and _is_config(value.value):
+                return "number"  # self.sigma_data = config.sigma_data
         return "unknown"
     if isinstance(node, cst.Subscript):
         inner = node.value
@@ -564,6 +625,15 @@ def _parameter_kind(param: cst.Param, site: Site) -> str:
     if function is not None and function.name.value == "forward" and param.name.value not in ("self", "cls"):
         return "tensor"
     return "unknown"
+
+
+_CONFIG_WORD = re.compile(r"(^|_)(config|cfg)$", re.IGNORECASE)
+
+
+def _is_config(node: cst.BaseExpression) -> bool:
+    """``config``, ``self.config``, ``diffusion_config``: a model's configuration object."""
+    word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+    return bool(_CONFIG_WORD.search(word))
 
 
 def is_not_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
@@ -702,7 +772,12 @@ def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
     unconditional = Sign.UNKNOWN
     for binding in bindings(site, node.value):
         if binding.kind == "param":
-            if binding.value is not None and constant_value(binding.value) is not None:
+            if _every_caller_passes(
+                context, node.value, site,
+                lambda value, at: sign_of(context, value, at, division, depth + 1) is Sign.POSITIVE,
+            ):
+                unconditional = Sign.POSITIVE  # every same-file caller hands in a positive value
+            elif binding.value is not None and constant_value(binding.value) is not None:
                 unconditional = Sign.POSITIVE if constant_value(binding.value) > 0 else Sign.UNKNOWN
             continue
         value = unpacked_element(binding, node.value) if binding.kind == "unpack" else binding.value
@@ -801,14 +876,6 @@ def _literal_bound(context: "FileContext", node: cst.BaseExpression, site: Optio
 
 def _exponent_is_two(exponent: Optional[cst.Arg]) -> bool:
     return exponent is not None and constant_value(exponent.value) == 2
-    if isinstance(node, cst.Call) and not has_star_args(node):
-        name, _, is_method = _call_parts(context, node)
-        low = None
-        if name in ("clamp", "clip", "clamp_min"):
-            low = argument(node, 0 if is_method else 1, "min")
-        if low is not None:
-            return constant_value(low.value)
-    return None
 
 
 def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site] = None) -> Sign:
@@ -819,6 +886,8 @@ def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site]
         left, right = again(node.left), again(node.right)
         if Sign.UNKNOWN in (left, right):
             return Sign.UNKNOWN
+        if _is_smoothing_number(context, node.left, site) or _is_smoothing_number(context, node.right, site):
+            return Sign.POSITIVE  # sqrt(x ** 2 + delta ** 2): the author's smoothing term
         return max(left, right)
     if isinstance(operator, cst.Subtract):
         right_value = constant_value(node.right)
@@ -839,6 +908,14 @@ def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site]
     if isinstance(operator, cst.Power):
         return _power_sign(node.right, again(node.left))
     return Sign.UNKNOWN
+
+
+def _is_smoothing_number(context: "FileContext", term: cst.BaseExpression, site: Optional[Site]) -> bool:
+    """A Python number (a hyperparameter, not a literal) added to a non-negative tensor: ``delta ** 2`` in
+    pseudo-Huber's ``sqrt(x ** 2 + delta ** 2)``, ``sigma_data ** 2`` in EDM's preconditioning.  The
+    linter never flags numbers, and a zero there is a configuration that breaks the model as a whole,
+    not a value that data can reach."""
+    return constant_value(term) is None and value_kind(context, term, site) == "number"
 
 
 def _power_sign(exponent: cst.BaseExpression, base: Sign) -> Sign:
@@ -1011,7 +1088,8 @@ _COUNTS = frozenset({"sum", "count_nonzero", "nansum"})
 
 def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
     """``attention_mask``, ``tokens.ne(self.pad)``, ``~padding_mask``, ``arange(T)[None] < lengths[:, None]``,
-    ``length_to_mask(lengths)``, through casts, reshapes, subscripts and local names."""
+    ``length_to_mask(lengths)``, through casts, reshapes, subscripts, local names, same-file helpers that
+    return one, and parameters every same-file caller hands one."""
     if depth > _MAX_DEPTH:
         return False
     again = depth + 1
@@ -1021,6 +1099,10 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
             return True
         if isinstance(node, cst.Name) and site is not None:
             reaching = bindings(site, node.value)
+            if len(reaching) == 1 and reaching[0].kind == "param":
+                return _every_caller_passes(
+                    context, node.value, site, lambda value, at: is_padding_mask(context, value, at, again)
+                )
             values = [unpacked_element(b, node.value) if b.kind == "unpack" else b.value for b in reaching]
             return bool(reaching) and all(
                 b.kind in ("assign", "update", "unpack") and value is not None
@@ -1054,6 +1136,10 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
             return _is_pad_mask(source)
         if name in _MASK_PRESERVING and source is not None:
             return is_padding_mask(context, source, site, again)
+        function = called_function(context, node, site)
+        if function is not None:  # a same-file helper that builds the mask (``def length_mask(x, lengths)``)
+            returned = returned_values(context, function)
+            return bool(returned) and all(is_padding_mask(context, value, at, again) for value, at in returned)
     return False
 
 

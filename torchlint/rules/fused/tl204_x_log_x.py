@@ -71,6 +71,7 @@ class XLogXProduct(Rule):
     message = "x * log(x) is 0 * -inf = NaN where x is 0 (NaN entropy and gradients); use torch.xlogy(x, x)"
     fix_applicability = Applicability.SAFE
     triggers = ("log",)
+    reads_callers = True
 
     @classmethod
     def prepass(cls, scan):

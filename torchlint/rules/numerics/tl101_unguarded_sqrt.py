@@ -73,6 +73,17 @@ class UnguardedSqrt(UnguardedOpRule):
     operand is written as a difference (`E[x^2] - E[x]^2`, which rounding can
     make negative: NaN already in the forward pass).
 
+    Nor in schedules and visualisation (`scheduling_*.py`, files in a
+    `schedulers/`, `visualize/` or `visualization/` directory), nor in a helper
+    that every call in the same file runs under `torch.no_grad()`. A
+    parameter counts as positive, or as a padding mask, when every call of
+    its function in the same file hands in one (`reduce_loss(loss, mask)`
+    called only with masks built from lengths); a function passed around as
+    a value, called recursively or never called in its file is judged on its
+    own. The square of a hyperparameter (a Python number such as
+    `config.delta`) added under a root is a smoothing term:
+    `sqrt(x ** 2 + delta ** 2)` is not reported.
+
     Not reported either: the `forward` of a `torch.autograd.Function` (its
     backward is written by hand), feature extractors and processors
     (`feature_extraction_*.py`, `processing_*.py`, subclasses of

@@ -65,6 +65,10 @@ class UnguardedLog(Rule):
     linter cannot see far more often than not (measured in
     `bench/results/precision_tl1.md`) and is not reported.
 
+    Schedules, visualisation, helpers called only under `torch.no_grad()`
+    and parameters judged by what the same file's calls pass: as for TL101
+    (`torchlint rule TL101`).
+
     A helper defined in the same file is followed: `torch.log(stft(x))` is
     guarded when every `return` of `stft` (or of `self._energy` in the same
     class) is positive, e.g. clamped before it returns.
@@ -78,6 +82,7 @@ class UnguardedLog(Rule):
     message = "log of a value that can be 0 or negative: -inf/NaN and an infinite gradient; clamp the operand"
     fix_applicability = Applicability.NUMERICS
     triggers = ("log",)
+    reads_callers = True
 
     @classmethod
     def prepass(cls, scan):

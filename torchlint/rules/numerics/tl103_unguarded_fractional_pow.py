@@ -58,6 +58,10 @@ class UnguardedFractionalPow(UnguardedOpRule):
     differentiate (`no_grad`, initialisation, optimizer files, constants,
     random draws) unless the base is written as a difference.
 
+    Schedules, visualisation, helpers called only under `torch.no_grad()`
+    and parameters judged by what the same file's calls pass: as for TL101
+    (`torchlint rule TL101`).
+
     Not detected: exponents held in variables other than `1 / p` (the linter
     cannot see that `x ** p` has `p < 1`), and integer or negative exponents,
     which have no infinite derivative at 0 of this kind.

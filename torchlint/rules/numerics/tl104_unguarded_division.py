@@ -100,6 +100,10 @@ class UnguardedDivision(UnguardedOpRule):
     construction far more often than not (measured in
     `bench/results/precision_tl1.md`) and are not reported.
 
+    Schedules, visualisation, helpers called only under `torch.no_grad()`
+    and parameters judged by what the same file's calls pass: as for TL101
+    (`torchlint rule TL101`).
+
     Not detected: divisors computed in a function of another file or stored
     in attributes (same-file helpers are followed, as for TL101), and sums
     whose non-negativity the linter cannot see.

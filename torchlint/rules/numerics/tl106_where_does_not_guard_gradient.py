@@ -7,9 +7,8 @@ import libcst as cst
 from torchlint.analysis.calls import positional_args
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.domain import DIV, DomainOp, match_domain_op
-from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
 from torchlint.analysis.guards import Sign, condition_implies_positive, condition_implies_zero, sign_of, where_owner
-from torchlint.analysis.guards import reaches_edge
+from torchlint.analysis.guards import backward_never_reaches, reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 
@@ -65,9 +64,12 @@ class WhereDoesNotGuardGradient(Rule):
     Not reported: code where no backward pass is expected (under
     `torch.no_grad()` / `torch.inference_mode()` or in a function decorated
     with them, `Dataset` methods and `__getitem__`, `Metric` classes and
-    `metrics/` / `metrics.py` files: see `analysis/grad_need.py`), ops on
-    values autograd never differentiates (ratios of counts of comparisons,
-    `torch.sum(logits > t).float() / ...`), and
+    `metrics/` / `metrics.py` files: see `analysis/grad_need.py`; also
+    initialisation code, optimizer files and helpers that every call in the
+    same file runs under `torch.no_grad()`), ops on values autograd never
+    differentiates (ratios of counts of comparisons,
+    `torch.sum(logits > t).float() / ...`, a nested helper every call of
+    which passes constant tensors), and
     inputs the guard analysis shows to be positive already (`x.clamp_min(eps)`,
     `x + eps`, an inner `torch.where(x > 0, x, 1)`).
     """
@@ -77,6 +79,7 @@ class WhereDoesNotGuardGradient(Rule):
     message = "torch.where evaluates both branches: this op still gets 0 or negative inputs, and its NaN/Inf gradient leaks through the unselected branch"
     fix_applicability = Applicability.NUMERICS
     triggers = ("where",)
+    reads_callers = True
 
     @classmethod
     def prepass(cls, scan):
@@ -96,9 +99,7 @@ class WhereDoesNotGuardGradient(Rule):
         if op is None:
             return
         owner = where_owner(self.context, op, ancestors)
-        if owner is None or not reaches_edge(self.context, op, ancestors) or gradient_unlikely(self.context):
-            return
-        if _without_gradient(self.context, op, ancestors):
+        if owner is None or not reaches_edge(self.context, op, ancestors) or backward_never_reaches(self.context, op, ancestors):
             return
         fix = self._fix(op, owner, ancestors)
         self.report(owner, fix=fix)
@@ -132,11 +133,6 @@ class WhereDoesNotGuardGradient(Rule):
             (Replacement(op.operand, guarded),),
         )
 
-
-def _without_gradient(context, op: DomainOp, ancestors) -> bool:
-    """Ratios of counts of comparisons and the like: nothing there is differentiated."""
-    parts = [op.operand] + ([op.numerator] if op.numerator is not None else [])
-    return all(carries_no_gradient(context, part, ancestors) for part in parts)
 
 
 def _branch_of(owner: cst.Call, ancestors: Sequence[cst.CSTNode]) -> Optional[int]:

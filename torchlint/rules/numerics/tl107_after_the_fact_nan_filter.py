@@ -20,10 +20,10 @@ from torchlint.analysis.domain import (
     structurally_equal,
 )
 from torchlint.analysis.fixes import clamped, eps_text
-from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
+from torchlint.analysis.grad_need import gradient_unlikely
 from torchlint.analysis.guards import NAN_TESTS, filter_owner, is_guard_constant, is_nan_filter
 from torchlint.analysis.ops import is_value_receiver
-from torchlint.analysis.guards import reaches_edge
+from torchlint.analysis.guards import backward_never_reaches, reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 
@@ -111,8 +111,10 @@ class AfterTheFactNanFilter(Rule):
     when the filter sits inside a compound statement.
     Not reported where no backward pass is expected: under `torch.no_grad()`,
     in `Dataset` / `__getitem__` code, `Metric` classes and `metrics/` files
-    (see `analysis/grad_need.py`), on values autograd never differentiates
-    (counts of comparisons); and not when the input is already guarded.
+    (see `analysis/grad_need.py`), in initialisation code, optimizer files
+    and helpers that every call in the same file runs under
+    `torch.no_grad()`, on values autograd never differentiates (counts of
+    comparisons, constants); and not when the input is already guarded.
     Masked clamps of values from other ops (a sum, `abs`, `pow`, a matmul) are
     not reported: their backward does not read the clamped tensor.
     """
@@ -122,6 +124,7 @@ class AfterTheFactNanFilter(Rule):
     message = "filtering NaN/Inf after the op fixes the forward value only: the op's gradient at the bad input is still NaN/Inf; guard the input instead"
     fix_applicability = Applicability.NUMERICS
     triggers = ("nan_to_num", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "] = ")
+    reads_callers = True
 
     @classmethod
     def prepass(cls, scan):
@@ -148,9 +151,7 @@ class AfterTheFactNanFilter(Rule):
         if op is None:
             return
         owner = filter_owner(self.context, op, ancestors)
-        if owner is None or not reaches_edge(self.context, op, ancestors) or gradient_unlikely(self.context):
-            return
-        if _without_gradient(self.context, op, ancestors):
+        if owner is None or not reaches_edge(self.context, op, ancestors) or backward_never_reaches(self.context, op, ancestors):
             return
         self.report(owner, fix=self._fix(op, owner, ancestors))
 
@@ -270,11 +271,6 @@ def _lower_bound_test(test: cst.BaseExpression, name: str) -> Optional[cst.BaseE
         return test.left
     return None
 
-
-def _without_gradient(context, op: DomainOp, ancestors) -> bool:
-    """Ratios of counts of comparisons and the like: nothing there is differentiated."""
-    parts = [op.operand] + ([op.numerator] if op.numerator is not None else [])
-    return all(carries_no_gradient(context, part, ancestors) for part in parts)
 
 
 def _index_of(sequence: Sequence[cst.CSTNode], node: cst.CSTNode) -> Optional[int]:

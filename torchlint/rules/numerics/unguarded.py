@@ -1,7 +1,6 @@
 """The visitor shared by the rules that report an unguarded domain-edge op (TL101, TL103, TL104)."""
 from __future__ import annotations
 
-import ast
 from typing import ClassVar, FrozenSet, Optional, Tuple
 
 import libcst as cst
@@ -22,6 +21,7 @@ class UnguardedOpRule(Rule):
     """
 
     op_kinds: ClassVar[FrozenSet[str]] = frozenset()
+    reads_callers = True
     fix_message: ClassVar[str] = "Clamp the operand to eps"
     # Divisors are classified by what the enclosing function bound them to: only they need the site.
     needs_site: ClassVar[bool] = False
