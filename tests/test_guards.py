@@ -550,3 +550,47 @@ def test_a_hyperparameter_square_under_a_root_is_a_smoothing_term():
                 return a + b
         """
     )
+
+
+def test_a_module_forward_is_judged_by_its_instances_calls():
+    check(
+        """
+        import torch
+        class LikelihoodLoss(torch.nn.Module):
+            def forward(self, sigma):
+                return torch.log(sigma)  # guarded
+        class PoseLoss(torch.nn.Module):
+            def __init__(self, on):
+                super().__init__()
+                self.eps = 1e-6
+                self.likelihood = LikelihoodLoss().to("cpu") if on else None
+            def forward(self, s):
+                if self.likelihood is not None and not self.likelihood:
+                    return s
+                return self.likelihood(s.abs() + self.eps)
+        class ScaleLoss(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.offset = 1.0
+            def forward(self, scale):
+                return torch.log(scale)  # unguarded
+        class DepthLoss(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.offset = 0.0
+                self.scale_loss = ScaleLoss()
+            def forward(self, s):
+                # ``self.offset`` here is DepthLoss's 0, not ScaleLoss's 1.
+                return self.scale_loss(s.abs() + self.offset)
+        class HandedAround(torch.nn.Module):
+            def forward(self, sigma):
+                return torch.log(sigma)  # unguarded
+        class Trainer(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.loss = HandedAround()
+                self.losses = [self.loss]
+            def forward(self, s):
+                return self.loss(s.exp())
+        """
+    )

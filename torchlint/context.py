@@ -33,6 +33,9 @@ class FileContext:
         self.ancestors: List[cst.CSTNode] = []
         self._class_attributes: Dict[int, Dict[str, cst.BaseExpression]] = {}
         self._memo: Dict[Tuple[str, int], object] = {}
+        # True while the guard analysis judges what a same-file call passes (analysis/callers.py):
+        # the callers' own callers are not read (the pre-pass keeps one level of them).
+        self.reading_callers = False
         # The run's project index (classes across files), when the CLI or flake8 built one; else None.
         self.project = active_project()
 

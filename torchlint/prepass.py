@@ -173,21 +173,34 @@ class Scan:
 
     def with_mentions(self, regions: FrozenSet[int]) -> FrozenSet[int]:
         """``regions`` and every region whose text mentions, as a word, a function defined in one of them
-        (other than those only a framework calls): where the file's calls of those functions may be."""
-        names = set()
+        (other than those only a framework calls), and for a ``forward`` the regions naming its class and
+        the attributes those regions store: where the file's calls of those functions may be."""
+        names: Set[str] = set()
+        classes: Set[str] = set()
         for index in regions:
-            names.update(self.regions[index].function_names)
-        names = {name for name in names if not framework_called(name)}
-        if not names:
-            return regions
-        pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\b")
+            region = self.regions[index]
+            names.update(name for name in region.function_names if not framework_called(name))
+            if region.enclosing_class is not None and isinstance(region.node, _DEFS) and region.node.name == "forward":
+                classes.add(region.enclosing_class)  # reached through ``self.attr = Cls(...)``, ``self.attr(...)``
+        mentioned = set(regions)
+        holders = self._mentioning(classes, mentioned)
+        attributes = set().union(*(self.regions[i].attribute_stores for i in holders)) if holders else set()
+        self._mentioning(names | attributes, mentioned)
+        return frozenset(mentioned)
+
+    def _mentioning(self, words: Set[str], found: Set[int]) -> Set[int]:
+        """Add to ``found`` the regions whose text holds one of ``words``; return those regions."""
+        if not words:
+            return set()
+        pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, words))) + r")\b")
         starts = self._line_starts()
         source = self.source
-        mentioned = set(regions)
+        hits = set()
         for index, region in enumerate(self.regions):
-            if index not in mentioned and pattern.search(source, starts[region.first_line - 1], starts[region.last_line]):
-                mentioned.add(index)
-        return frozenset(mentioned)
+            if pattern.search(source, starts[region.first_line - 1], starts[region.last_line]):
+                hits.add(index)
+        found |= hits
+        return hits
 
     def _line_starts(self) -> List[int]:
         if self._starts is None:

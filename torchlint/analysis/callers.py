@@ -20,8 +20,13 @@ function:
   ``self.hook = self._fn``), reached through another object
   (``other._fn(x)``, ``super()._fn(x)``), or called from code the lookup
   cannot tie to a def makes the answer None;
-- not a ``forward``, dunder or decorated function: the framework or the
-  decorator calls those.
+- the ``forward`` of a module class of the file is reached through its
+  instances: every one is stored as ``self.attr = Cls(...)`` (moves such as
+  ``.to(device)`` allowed) in a class of the file, and each such ``self.attr``
+  is only called, tested (``if self.attr``, ``self.attr is not None``) or
+  reset to ``None``; its calls ``self.attr(...)`` are the call sites;
+- not a dunder or decorated function, nor another method the framework
+  calls (``training_step``): their callers are not in the file.
 
 :func:`argument_for` maps a parameter to the expression a call passes for
 it (positional, keyword or the default), None when ``*args``/``**kwargs``
@@ -40,7 +45,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
 import libcst as cst
 
 from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.returns import called_function
+from torchlint.analysis.returns import classes_of_methods, called_function
 from torchlint.prepass import framework_called
 from torchlint.walk_order import visit
 
@@ -60,7 +65,11 @@ class CallSite:
 def call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
     """Every call of ``function`` in the file, or None when the file may reach it otherwise (see module docs)."""
     name = function.name.value
-    if function.decorators or function.asynchronous is not None or framework_called(name):
+    if function.decorators or function.asynchronous is not None:
+        return None
+    if name == "forward":
+        return _module_call_sites(context, function)
+    if framework_called(name):
         return None
     index = _index(context)
     if name in index.escaped:
@@ -167,3 +176,127 @@ def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> Optional[cst.Functio
         if isinstance(node, (cst.ClassDef, cst.Lambda)):
             return None
     return None
+
+
+# Calls that hand back the module itself (``Cls(...).to(device)``).
+_MODULE_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_"})
+
+
+@dataclass
+class _Instances:
+    holders: Dict[str, Set[Tuple[int, str]]]  # class name -> (id of the class holding it, attribute)
+    escaped_classes: Set[str]  # named other than in ``self.attr = Cls(...)``
+    escaped_attributes: Set[str]  # ``self.attr`` used other than called, tested or reset to None
+    attribute_calls: Dict[Tuple[int, str], List[CallSite]]
+
+
+def _module_call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
+    """The calls of a module class's instances (see module docs), or None."""
+    owner = classes_of_methods(context).get(id(function))
+    if owner is None or owner.decorators or not any(statement is owner for statement in context.module.body):
+        return None
+    instances = context.memoized("callers.instances", context.module, _build_instances)
+    name = owner.name.value
+    if name in instances.escaped_classes or name not in instances.holders:
+        return None
+    holders = instances.holders[name]
+    attributes = {attribute for _, attribute in holders}
+    if attributes & instances.escaped_attributes:
+        return None
+    found: List[CallSite] = []
+    for key, calls in instances.attribute_calls.items():
+        if key[1] in attributes:
+            if key not in holders:
+                return None  # ``self.attr(...)`` in a class that does not store the instance (a subclass)
+            found.extend(calls)
+    return tuple(found) or None
+
+
+def _build_instances(module: cst.Module) -> _Instances:
+    classes = {s.name.value for s in module.body if isinstance(s, cst.ClassDef) and not s.decorators}
+    found = _Instances({}, set(), set(), {})
+    path: List[cst.CSTNode] = []
+    settled: Set[int] = set()  # ids of names and attributes whose use is accounted for
+
+    class _Uses(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, cst.Assign):
+                self._assignment(node)
+            elif isinstance(node, cst.Call):
+                attribute = _self_attribute(node.func)
+                owner = _enclosing_class(path)
+                if attribute is not None and owner is not None:
+                    settled.add(id(node.func))
+                    key = (id(owner), attribute)
+                    found.attribute_calls.setdefault(key, []).append(CallSite(node, tuple(path), True))
+            elif isinstance(node, cst.ClassDef):
+                settled.add(id(node.name))
+            elif isinstance(node, cst.Name):
+                if node.value in classes and id(node) not in settled:
+                    found.escaped_classes.add(node.value)
+            elif isinstance(node, cst.Attribute):
+                settled.add(id(node.attr))
+                attribute = _self_attribute(node)
+                if attribute is not None and id(node) not in settled and not _tested(node, path):
+                    found.escaped_attributes.add(attribute)
+            path.append(node)
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            path.pop()
+
+        def _assignment(self, node: cst.Assign) -> None:
+            target = node.targets[0].target if len(node.targets) == 1 else None
+            attribute = _self_attribute(target) if target is not None else None
+            owner = _enclosing_class(path)
+            if attribute is None or owner is None:
+                return  # held by a plain name or a container: its calls are not followed
+            values = [node.value.body, node.value.orelse] if isinstance(node.value, cst.IfExp) else [node.value]
+            built = []
+            for value in values:
+                while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MODULE_MOVES:
+                    value = value.func.value
+                if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes:
+                    built.append(value.func)
+                elif not (isinstance(value, cst.Name) and value.value == "None"):
+                    return  # holds something else too: its uses are judged as they come
+            settled.add(id(target))  # ``self.attr = Cls(...)``, ``= None`` or ``= Cls(...) if c else None``
+            for constructor in built:
+                settled.add(id(constructor))
+                found.holders.setdefault(constructor.value, set()).add((id(owner), attribute))
+
+    visit(module, _Uses())
+    return found
+
+
+def _self_attribute(node: Optional[cst.BaseExpression]) -> Optional[str]:
+    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+        return node.attr.value
+    return None
+
+
+def _enclosing_class(path: Sequence[cst.CSTNode]) -> Optional[cst.ClassDef]:
+    for node in reversed(path):
+        if isinstance(node, cst.ClassDef):
+            return node
+    return None
+
+
+def _tested(node: cst.CSTNode, path: Sequence[cst.CSTNode]) -> bool:
+    """``if self.attr``, ``if a and not self.attr``, ``self.attr is not None``: a use that calls nothing
+    and hands the module to nothing."""
+    position, child = len(path) - 1, node
+    while position >= 0 and (
+        isinstance(path[position], cst.BooleanOperation)
+        or (isinstance(path[position], cst.UnaryOperation) and isinstance(path[position].operator, cst.Not))
+    ):
+        position, child = position - 1, path[position]
+    parent = path[position] if position >= 0 else None
+    if isinstance(parent, (cst.If, cst.While, cst.IfExp, cst.Assert)):
+        return parent.test is child
+    if isinstance(parent, cst.Comparison) and parent.left is node:
+        return all(
+            isinstance(c.operator, (cst.Is, cst.IsNot)) and isinstance(c.comparator, cst.Name) and c.comparator.value == "None"
+            for c in parent.comparisons
+        )
+    return False

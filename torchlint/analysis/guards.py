@@ -382,17 +382,27 @@ def _every_caller_passes(context: "FileContext", name: str, site: Optional[Site]
     """Whether ``name`` is a parameter of the function holding the op being judged and every same-file
     call of it passes a value ``accepts(value, site)`` (``reduce_loss(loss, mask)`` called with length
     masks only).  One level: the callers' own parameters are not followed to their callers."""
-    if site is None or site.function is None or site.function is not enclosing_function(context.ancestors):
+    if context.reading_callers or site is None or site.function is None:
         return False
     function = site.function
+    if function is not enclosing_function(context.ancestors):
+        return False
     sites = call_sites(context, function)
     if not sites:
         return False
-    for call_site in sites:
-        value = argument_for(function, name, call_site)
-        if value is None or not accepts(value, site_of(list(call_site.ancestors) + [call_site.call])):
-            return False
-    return True
+    visiting = context.ancestors
+    context.reading_callers = True
+    try:
+        for call_site in sites:
+            value = argument_for(function, name, call_site)
+            # Judged where the call stands: ``self.eps`` there is the calling class's.
+            context.ancestors = list(call_site.ancestors)
+            if value is None or not accepts(value, site_of(list(call_site.ancestors) + [call_site.call])):
+                return False
+        return True
+    finally:
+        context.ancestors = visiting
+        context.reading_callers = False
 
 
 def _is_no_grad(context: "FileContext", node: cst.BaseExpression) -> bool:
@@ -1113,6 +1123,9 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
     if isinstance(node, cst.Subscript):
         return is_padding_mask(context, node.value, site, again)
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.BitInvert, cst.Not)):
+        inverted = _inverted_mask(node.expression, site)
+        if inverted is not None:  # ~m with m = ~attention_mask.bool()
+            return is_padding_mask(context, inverted[0], inverted[1], again)
         return _is_pad_mask(node.expression)
     if isinstance(node, cst.Comparison) and len(node.comparisons) == 1:
         operator, right = node.comparisons[0].operator, node.comparisons[0].comparator
@@ -1141,6 +1154,18 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
             returned = returned_values(context, function)
             return bool(returned) and all(is_padding_mask(context, value, at, again) for value, at in returned)
     return False
+
+
+def _inverted_mask(node: cst.BaseExpression, site: Optional[Site]):
+    """``(m, site)`` when ``node`` is ``~m`` / ``not m``, or a name bound only to one, else None."""
+    if isinstance(node, cst.Name) and site is not None:
+        reaching = bindings(site, node.value)
+        if len(reaching) != 1 or reaching[0].kind != "assign" or reaching[0].value is None:
+            return None
+        node, site = reaching[0].value, reaching[0].site
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.BitInvert, cst.Not)):
+        return node.expression, site
+    return None
 
 
 def _is_pad_mask(node: cst.BaseExpression) -> bool:

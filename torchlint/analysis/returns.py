@@ -48,7 +48,7 @@ def called_function(context: "FileContext", call: cst.Call, site: Optional[Site]
         and site is not None
         and site.function is not None
     ):
-        owner = _classes_of_methods(context).get(id(site.function))
+        owner = classes_of_methods(context).get(id(site.function))
         if owner is None:
             return None
         for statement in _body(owner):
@@ -71,7 +71,7 @@ def _body(node: cst.CSTNode) -> Sequence[cst.CSTNode]:
     return getattr(body, "body", ()) if body is not None else ()
 
 
-def _classes_of_methods(context: "FileContext") -> Dict[int, cst.ClassDef]:
+def classes_of_methods(context: "FileContext") -> Dict[int, cst.ClassDef]:
     """id(method) -> its class, for the classes at module level and nested in them."""
 
     def compute(module: cst.Module) -> Dict[int, cst.ClassDef]:
