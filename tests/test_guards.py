@@ -582,13 +582,13 @@ def test_a_module_forward_is_judged_by_its_instances_calls():
             def forward(self, s):
                 # ``self.offset`` here is DepthLoss's 0, not ScaleLoss's 1.
                 return self.scale_loss(s.abs() + self.offset)
-        class HandedAround(torch.nn.Module):
+        class HandedAroundLoss(torch.nn.Module):
             def forward(self, sigma):
                 return torch.log(sigma)  # unguarded
         class Trainer(torch.nn.Module):
             def __init__(self):
                 super().__init__()
-                self.loss = HandedAround()
+                self.loss = HandedAroundLoss()
                 self.losses = [self.loss]
             def forward(self, s):
                 return self.loss(s.exp())

@@ -20,7 +20,8 @@ function:
   ``self.hook = self._fn``), reached through another object
   (``other._fn(x)``, ``super()._fn(x)``), or called from code the lookup
   cannot tie to a def makes the answer None;
-- the ``forward`` of a module class of the file is reached through its
+- the ``forward`` of a loss module class of the file
+  (:func:`torchlint.prepass.judged_by_instances`) is reached through its
   instances: every one is stored as ``self.attr = Cls(...)`` (moves such as
   ``.to(device)`` allowed) in a class of the file, and each such ``self.attr``
   is only called, tested (``if self.attr``, ``self.attr is not None``) or
@@ -46,7 +47,7 @@ import libcst as cst
 
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.returns import classes_of_methods, called_function
-from torchlint.prepass import framework_called
+from torchlint.prepass import framework_called, judged_by_instances
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -194,6 +195,8 @@ def _module_call_sites(context: "FileContext", function: cst.FunctionDef) -> Opt
     """The calls of a module class's instances (see module docs), or None."""
     owner = classes_of_methods(context).get(id(function))
     if owner is None or owner.decorators or not any(statement is owner for statement in context.module.body):
+        return None
+    if not judged_by_instances(owner.name.value):
         return None
     instances = context.memoized("callers.instances", context.module, _build_instances)
     name = owner.name.value

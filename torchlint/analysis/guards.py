@@ -693,6 +693,12 @@ _PRESERVING_CALLS = frozenset({
     "broadcast_to", "repeat_interleave", "max", "min", "median", "quantile", "nanmedian", "logical_not",
 })
 _CLAMP_CALLS = frozenset({"clamp", "clip", "clamp_min", "clamp_min_", "clamp_", "clip_"})
+_SHAPE_AND_CAST_CALLS = frozenset({
+    "float", "double", "half", "bfloat16", "to", "type", "type_as", "detach", "clone", "contiguous", "view",
+    "view_as", "reshape", "reshape_as", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
+    "permute", "transpose", "t", "movedim", "swapaxes", "broadcast_to",
+})
+_PRODUCTS = frozenset({"matmul", "mm", "bmm", "einsum", "mv", "inner"})
 
 
 def sign_of(
@@ -706,6 +712,7 @@ def sign_of(
     """How far from 0 ``node`` provably is (see module docs)."""
     if _depth > _MAX_DEPTH:
         return Sign.UNKNOWN
+    node = _without_sign_preserving_calls(context, node)
 
     def again(child: cst.BaseExpression, child_site: Optional[Site] = site) -> Sign:
         return sign_of(context, child, child_site, division, _depth + 1, _seen)
@@ -736,6 +743,17 @@ def sign_of(
     if isinstance(node, cst.Call):
         return _call_sign(context, node, site, division, again)
     return Sign.UNKNOWN
+
+
+def _without_sign_preserving_calls(context: "FileContext", node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x.view(b, n, 1).to(dtype).transpose(1, 2)`` -> ``x``: casts and reshapes keep every element's
+    sign and cost no depth (a mask reshaped and cast on its way to a matmul)."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not has_star_args(node):
+        name, source, is_method = _call_parts(context, node)
+        if not is_method or source is None or name not in _SHAPE_AND_CAST_CALLS:
+            break
+        node = source
+    return node
 
 
 def is_guard_constant(node: cst.BaseExpression) -> bool:
@@ -908,7 +926,7 @@ def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site]
         if left_value is not None and bound is not None and bound < left_value:
             return Sign.POSITIVE  # 1 - p.clamp(eps, 1 - eps)
         return Sign.UNKNOWN
-    if isinstance(operator, (cst.Multiply, cst.Divide, cst.FloorDivide)):
+    if isinstance(operator, (cst.Multiply, cst.Divide, cst.FloorDivide, cst.MatrixMultiply)):
         if isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
             return Sign.NONNEGATIVE
         left, right = again(node.left), again(node.right)
@@ -1054,6 +1072,13 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
         if name in ("max", "min", "median", "quantile", "nanmedian") and _is_dim_argument(call, is_method):
             return Sign.UNKNOWN  # a (values, indices) tuple
         return again(source)
+    if name in _PRODUCTS:
+        # Sums of products over a non-empty inner dim: as signed as the least signed factor.
+        factors = ([source] if is_method and source is not None else []) + [
+            arg.value for arg in positional_args(call) if not isinstance(arg.value, cst.SimpleString)
+        ]
+        signs = [again(factor) for factor in factors]
+        return Sign.UNKNOWN if len(signs) < 2 or Sign.UNKNOWN in signs else min(signs)
     if name in ("cat", "stack", "concat", "concatenate", "hstack", "vstack") and source is not None:
         if isinstance(source, (cst.List, cst.Tuple)) and source.elements:
             return min(again(element.value) for element in source.elements)
