@@ -921,6 +921,8 @@ def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site]
         right_value = constant_value(node.right)
         if right_value is not None and right_value < 0:
             return Sign.POSITIVE
+        if _counts_padding(context, node.right) and value_kind(context, node.left, site) == "number":
+            return Sign.POSITIVE  # T - padding_mask.sum(1): the real positions, >= 1 per sequence
         left_value = constant_value(node.left)
         bound = upper_bound(context, node.right, site)
         if left_value is not None and bound is not None and bound < left_value:
@@ -1179,6 +1181,15 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
             returned = returned_values(context, function)
             return bool(returned) and all(is_padding_mask(context, value, at, again) for value, at in returned)
     return False
+
+
+def _counts_padding(context: "FileContext", node: cst.BaseExpression) -> bool:
+    """``padding_mask.sum(dim=1)`` (through casts): how many positions of each sequence are padding."""
+    node = _without_sign_preserving_calls(context, node)
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return False
+    name, source, _ = _call_parts(context, node)
+    return name in _COUNTS and source is not None and _is_pad_mask(_without_sign_preserving_calls(context, source))
 
 
 def _inverted_mask(node: cst.BaseExpression, site: Optional[Site]):
