@@ -594,3 +594,20 @@ def test_a_module_forward_is_judged_by_its_instances_calls():
                 return self.loss(s.exp())
         """
     )
+
+
+def test_only_helpers_the_file_owns_and_loss_functions_are_judged_by_their_callers():
+    check(
+        """
+        import torch
+        def weighted(x, w):
+            return x / w.norm()  # unguarded
+        def _weighted(x, w):
+            return x / w.norm()  # guarded
+        def total(x, w):
+            def nested(v):
+                return x / v.norm()  # guarded
+            return weighted(x, w.exp()) + _weighted(x, w.exp()) + nested(w.exp())
+        """,
+        path="pkg/losses.py",  # every function of a losses module is differentiated code
+    )

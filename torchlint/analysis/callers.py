@@ -12,6 +12,9 @@ public (other modules may call it; the linter cannot see them).
 :func:`call_sites` answers only when the file shows every way it reaches the
 function:
 
+- a helper the file owns (nested in a function, or private: ``_project``)
+  or a loss function (:func:`torchlint.prepass.judged_by_callers`): a public
+  helper serves other modules with values the file does not show;
 - a plain name bound to a ``def`` (module level or nested), or a method
   called as ``self.name(...)`` from a method of its own class;
 - every other mention of the name in the file is one of these calls (of
@@ -47,7 +50,7 @@ import libcst as cst
 
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.returns import classes_of_methods, called_function
-from torchlint.prepass import framework_called, judged_by_instances
+from torchlint.prepass import framework_called, judged_by_callers, judged_by_instances
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -73,6 +76,8 @@ def call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[Tu
     if framework_called(name):
         return None
     index = _index(context)
+    if not judged_by_callers(name, nested=id(function) in index.nested):
+        return None
     if name in index.escaped:
         return None
     found = []
@@ -113,6 +118,7 @@ def argument_for(function: cst.FunctionDef, parameter: str, site: CallSite) -> O
 class _Index:
     calls: Dict[str, List[CallSite]]
     escaped: Set[str]  # names mentioned other than as the callee of a plain or ``self.`` call
+    nested: Set[int]  # ids of the defs inside a def
 
 
 def _index(context: "FileContext") -> _Index:
@@ -131,7 +137,7 @@ def _defined_names(module: cst.Module) -> Set[str]:
 
 
 def _build_index(module: cst.Module, wanted: Set[str]) -> _Index:
-    index = _Index({}, set())
+    index = _Index({}, set(), set())
     path: List[cst.CSTNode] = []
     callees: Set[int] = set()  # ids of the Name/Attribute nodes that are the callee of an indexed call
 
@@ -151,6 +157,8 @@ def _build_index(module: cst.Module, wanted: Set[str]) -> _Index:
                 callees.add(id(node.attr))  # the attribute's own Name is not a mention of a plain name
             elif isinstance(node, cst.FunctionDef):
                 callees.add(id(node.name))  # the definition itself
+                if any(isinstance(outer, cst.FunctionDef) for outer in path):
+                    index.nested.add(id(node))
             path.append(node)
             return True
 
