@@ -611,3 +611,20 @@ def test_only_helpers_the_file_owns_and_loss_functions_are_judged_by_their_calle
         """,
         path="pkg/losses.py",  # every function of a losses module is differentiated code
     )
+
+
+def test_a_lambda_mapped_over_a_tuple_takes_each_element_in_turn():
+    check(
+        """
+        import torch
+        def attention_loss(q, k, x):
+            q = q.clamp_min(1e-6)
+            k = k.exp()
+            qs, ks = map(lambda t: t / torch.linalg.norm(t, dim=-1, keepdim=True), (q, k))  # guarded
+            qx, kx = map(lambda t: t / torch.linalg.norm(t, dim=-1, keepdim=True), (q, x))  # unguarded
+            x = x.clamp_min(1e-6)
+            # A lambda's own parameter is not the outer name it shadows.
+            f = lambda x: x / x.norm(dim=-1, keepdim=True)  # unguarded
+            return qs, ks, qx, kx, f(q)
+        """
+    )

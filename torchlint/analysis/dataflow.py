@@ -32,8 +32,10 @@ site of its own statement, so its value can be analysed in turn.
 - ``unpack``: ``a, b = value`` (``value`` is the whole right-hand side, of
   which the name holds one element: :func:`unpacked_element` gives it when
   both sides are tuples of the same length); ends the search;
-- ``opaque``: ``with ... as``, loop targets, imports, nested ``def``:
-  a value this module cannot see; ends the search.
+- ``each``: a lambda's parameter, one binding per element of ``(a, b)`` in
+  ``map(lambda t: ..., (a, b))`` (the name holds each in turn);
+- ``opaque``: ``with ... as``, loop targets, imports, nested ``def``, a
+  lambda's parameter otherwise: a value this module cannot see; ends the search.
 """
 from __future__ import annotations
 
@@ -51,9 +53,12 @@ class Site:
     function: Optional[cst.FunctionDef]
     frames: Tuple[Frame, ...]
     module: Optional[cst.Module] = None
+    # The parameters of the lambdas around the position, innermost last: (name, the lambda, the
+    # values ``map(lambda t: ..., (a, b))`` hands it with their site, or None when they are unknown).
+    lambda_params: Tuple[Tuple[str, cst.Lambda, Optional[Tuple[Tuple[cst.BaseExpression, ...], "Site"]]], ...] = ()
 
     def at(self, frames: Tuple[Frame, ...]) -> "Site":
-        return Site(self.function, frames, self.module)
+        return Site(self.function, frames, self.module)  # a statement: outside any lambda
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,17 @@ def site_of(ancestors: Sequence[cst.CSTNode]) -> Site:
     function: Optional[cst.FunctionDef] = None
     module = ancestors[0] if ancestors and isinstance(ancestors[0], cst.Module) else None
     frames: List[Frame] = []
+    lambdas: List[Tuple[str, cst.Lambda, object]] = []
     for position, node in enumerate(ancestors):
         if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
             function = node if isinstance(node, cst.FunctionDef) else None
             frames = []
+            lambdas = []
+            continue
+        if isinstance(node, cst.Lambda):
+            names = [param.name.value for param in _lambda_params(node.params)]
+            mapped = _mapped_values(ancestors, position) if len(names) == 1 else None
+            lambdas.extend((name, node, mapped) for name in names)
             continue
         body = _statements_of(node)
         if body is None or position + 1 >= len(ancestors):
@@ -88,12 +100,44 @@ def site_of(ancestors: Sequence[cst.CSTNode]) -> Site:
             if statement is child:
                 frames.append((body, index))
                 break
-    return Site(function, tuple(frames), module)
+    return Site(function, tuple(frames), module, tuple(lambdas))
+
+
+def _lambda_params(params: cst.Parameters) -> List[cst.Param]:
+    found = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            found.append(star)
+    return found
+
+
+def _mapped_values(ancestors: Sequence[cst.CSTNode], position: int):
+    """For the lambda at ``ancestors[position]``: the elements of ``(a, b)`` in ``map(lambda t: ..., (a, b))``
+    and the site of the call, else None."""
+    if position < 2:
+        return None
+    arg, call = ancestors[position - 1], ancestors[position - 2]
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "map"):
+        return None
+    if len(call.args) != 2 or call.args[0] is not arg or any(a.keyword is not None or a.star for a in call.args):
+        return None
+    sequence = call.args[1].value
+    if not isinstance(sequence, (cst.Tuple, cst.List)) or not sequence.elements:
+        return None
+    if any(isinstance(element, cst.StarredElement) for element in sequence.elements):
+        return None
+    return tuple(element.value for element in sequence.elements), site_of(ancestors[: position - 2])
 
 
 def bindings(site: Site, name: str) -> List[Binding]:
     """The bindings of ``name`` that may reach ``site``, latest first (see the module docs)."""
     found: List[Binding] = []
+    for parameter, lambda_node, mapped in reversed(site.lambda_params):
+        if parameter == name:
+            if mapped is None:
+                return [Binding("opaque", None, None, lambda_node)]
+            values, at = mapped
+            return [Binding("each", value, at, value) for value in values]
     frames = site.frames
     for depth in range(len(frames) - 1, -1, -1):
         body, index = frames[depth]

@@ -471,7 +471,7 @@ def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Op
             )
         # ``mask = zeros_like(x, dtype=bool); mask[idx] = True``: masked writes of constants add no gradient.
         return bool(reaching) and all(
-            b.kind in ("assign", "update", "module", "unpack", "masked") and b.value is not None
+            b.kind in ("assign", "update", "module", "unpack", "masked", "each") and b.value is not None
             and _without_gradient(context, b.value, b.site, depth + 1)
             for b in reaching
         )
@@ -533,7 +533,7 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
         for binding in bindings(site, node.value):
             if binding.kind == "param":
                 kinds.add(_parameter_kind(binding.node, site))
-            elif binding.value is not None and binding.kind in ("assign", "update", "inplace", "module", "conditional"):
+            elif binding.value is not None and binding.kind in ("assign", "update", "inplace", "module", "conditional", "each"):
                 kinds.add(value_kind(context, binding.value, binding.site, again))
             elif binding.kind == "unpack" and binding.value is not None:
                 # B, N, C = x.shape: numbers; q, k = x.chunk(2): tensors.
@@ -798,6 +798,7 @@ def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
         return Sign.UNKNOWN
     best = Sign.UNKNOWN
     unconditional = Sign.UNKNOWN
+    each: Optional[Sign] = None
     for binding in bindings(site, node.value):
         if binding.kind == "param":
             if _every_caller_passes(
@@ -817,7 +818,10 @@ def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
             continue
         seen.add(key)
         sign = sign_of(context, value, binding.site, division, depth + 1, seen)
-        if binding.kind in ("assign", "update", "inplace", "module", "unpack"):
+        if binding.kind == "each":  # map(lambda t: ..., (a, b)): t is each of them in turn
+            each = sign if each is None else min(each, sign)
+            unconditional = each
+        elif binding.kind in ("assign", "update", "inplace", "module", "unpack"):
             unconditional = sign
         elif binding.kind == "masked":
             # d[d == 0] = 1 / counts[0] = 1: the author patches the zeros with a positive value.
@@ -1142,7 +1146,7 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
                 )
             values = [unpacked_element(b, node.value) if b.kind == "unpack" else b.value for b in reaching]
             return bool(reaching) and all(
-                b.kind in ("assign", "update", "unpack") and value is not None
+                b.kind in ("assign", "update", "unpack", "each") and value is not None
                 and is_padding_mask(context, value, b.site, again)
                 for b, value in zip(reaching, values)
             )
