@@ -193,7 +193,7 @@ def _bound_around_use(ancestors: Sequence[cst.CSTNode], name: str) -> bool:
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             return False
         if isinstance(node, cst.Lambda):
-            if any(p.name.value == name for p in _all_params(node.params)):
+            if any(p.name.value == name for p in all_params(node.params)):
                 return True
         elif isinstance(node, _COMPREHENSIONS):
             comp = node.for_in
@@ -204,7 +204,8 @@ def _bound_around_use(ancestors: Sequence[cst.CSTNode], name: str) -> bool:
     return False
 
 
-def _all_params(params: cst.Parameters) -> List[cst.Param]:
+def all_params(params: cst.Parameters) -> List[cst.Param]:
+    """Every parameter of a def or lambda: positional-only, ordinary, keyword-only, ``*args``, ``**kwargs``."""
     every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
     for star in (params.star_arg, params.star_kwarg):
         if isinstance(star, cst.Param):

@@ -44,6 +44,8 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.bindings import all_params
+
 # A block's statements and the index of the one holding the position.
 Frame = Tuple[Sequence[cst.CSTNode], int]
 
@@ -88,7 +90,7 @@ def site_of(ancestors: Sequence[cst.CSTNode]) -> Site:
             lambdas = []
             continue
         if isinstance(node, cst.Lambda):
-            names = [param.name.value for param in _lambda_params(node.params)]
+            names = [param.name.value for param in all_params(node.params)]
             mapped = _mapped_values(ancestors, position) if len(names) == 1 else None
             lambdas.extend((name, node, mapped) for name in names)
             continue
@@ -101,14 +103,6 @@ def site_of(ancestors: Sequence[cst.CSTNode]) -> Site:
                 frames.append((body, index))
                 break
     return Site(function, tuple(frames), module, tuple(lambdas))
-
-
-def _lambda_params(params: cst.Parameters) -> List[cst.Param]:
-    found = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            found.append(star)
-    return found
 
 
 def _mapped_values(ancestors: Sequence[cst.CSTNode], position: int):
@@ -292,12 +286,7 @@ def _blocks(statement: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
 
 
 def _parameter(function: cst.FunctionDef, name: str) -> Optional[cst.Param]:
-    params = function.params
-    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
-    for extra in (params.star_arg, params.star_kwarg):
-        if isinstance(extra, cst.Param):
-            every.append(extra)
-    for param in every:
+    for param in all_params(function.params):
         if param.name.value == name:
             return param
     return None
