@@ -628,3 +628,26 @@ def test_a_lambda_mapped_over_a_tuple_takes_each_element_in_turn():
             return qs, ks, qx, kx, f(q)
         """
     )
+
+
+def test_padding_masks_combined_on_some_paths_stay_padding_masks():
+    check(
+        """
+        import torch
+        def loss_a(x, lengths, other):
+            mask = length_to_mask(lengths)
+            if other is not None:
+                mask = mask & length_to_mask(other)
+            return x.sum() / mask.sum()  # guarded
+        def loss_b(x, lengths, labels):
+            mask = length_to_mask(lengths)
+            if labels is not None:
+                mask = mask & (labels != -100)
+            return x.sum() / mask.sum()  # unguarded
+        def loss_c(x, lengths):
+            mask = torch.ones_like(x)
+            if lengths is not None:
+                mask *= length_to_mask(lengths)
+            return x.sum() / mask.sum(-1)  # guarded
+        """
+    )

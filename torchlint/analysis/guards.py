@@ -1146,13 +1146,16 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
                 )
             values = [unpacked_element(b, node.value) if b.kind == "unpack" else b.value for b in reaching]
             return bool(reaching) and all(
-                b.kind in ("assign", "update", "unpack", "each") and value is not None
+                b.kind in ("assign", "update", "unpack", "each", "conditional") and value is not None
                 and is_padding_mask(context, value, b.site, again)
                 for b, value in zip(reaching, values)
             )
         return False
     if isinstance(node, cst.Subscript):
         return is_padding_mask(context, node.value, site, again)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Multiply, cst.BitAnd)):
+        # Two padding masks (prefixes of each sequence) share its first position.
+        return is_padding_mask(context, node.left, site, again) and is_padding_mask(context, node.right, site, again)
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.BitInvert, cst.Not)):
         inverted = _inverted_mask(node.expression, site)
         if inverted is not None:  # ~m with m = ~attention_mask.bool()
@@ -1173,6 +1176,8 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
         if word in _LENGTH_MASK_FUNCTIONS:
             return True
         name, source, is_method = _call_parts(context, node)
+        if name in ("ones", "ones_like", "new_ones"):
+            return True  # every position real
         if name in ("ne", "not_equal") and source is not None:
             other = argument(node, 0 if is_method else 1, "other")
             return other is not None and _names_padding(other.value)
