@@ -44,7 +44,14 @@ API
     ``sigmoid`` and ``softmax``.  Names are followed to their bindings in the
     same function (:mod:`torchlint.analysis.dataflow`: assignments, ``+= eps``,
     in-place ``clamp_``/``add_``, ``d[d == 0] = 1``); a binding made only on
-    some paths counts when it is a guard (the author meant to guard).
+    some paths counts when it is a guard (the author meant to guard), and one
+    that is not a guard is ignored (a known looseness: bench/results/precision_tl1.md,
+    read 8).  Also positive: products (``matmul``, ``@``) of positive factors,
+    ``x ** 2 + delta ** 2`` with ``delta`` a Python number (a smoothing term),
+    ``T - padding_mask.sum(1)``, a lambda's parameter in ``map(lambda t: ...,
+    (a, b))`` when ``a`` and ``b`` are, and a parameter every same-file call
+    passes a positive value (:mod:`torchlint.analysis.callers`; one level of
+    callers, judged where each call stands).
 
 ``value_kind(context, expr, site) -> "tensor" | "number" | "array" | "unknown"``
     What an expression holds: Python numbers (literals, ``math.*``, ``len``,
