@@ -68,6 +68,10 @@ class CallSite:
 
 def call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
     """Every call of ``function`` in the file, or None when the file may reach it otherwise (see module docs)."""
+    return context.memoized("callers.sites", function, lambda node: _call_sites(context, node))
+
+
+def _call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
     name = function.name.value
     if function.decorators or function.asynchronous is not None:
         return None
