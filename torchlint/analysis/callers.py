@@ -6,8 +6,8 @@ differentiated: "what do the callers pass?" (``reduce_loss(loss, mask)``
 called only with masks built from lengths) and "where do the callers run?"
 (``self._project_batch(w)`` called only under ``torch.no_grad()``).  The
 file is taken at its word: a function it calls only with positive
-arguments is not reported for a zero it is never handed here, even if it is
-public (other modules may call it; the linter cannot see them).
+arguments is not reported for a zero it is never handed here, even a public
+loss function that other modules may call too (the linter cannot see them).
 
 :func:`call_sites` answers only when the file shows every way it reaches the
 function:
@@ -62,8 +62,6 @@ class CallSite:
     call: cst.Call
     ancestors: Tuple[cst.CSTNode, ...]  # outermost first (the module), the call excluded
     through_self: bool  # ``self.name(...)``: the call's first argument is the method's second parameter
-
-
 
 
 def call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
