@@ -44,7 +44,7 @@ here are the file's own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -124,21 +124,28 @@ class _Index:
 
 
 def _index(context: "FileContext") -> _Index:
-    return context.memoized("callers.index", context.module, lambda module: _build_index(module, _defined_names(module)))
+    return context.memoized(
+        "callers.index", context.module, lambda module: _build_index(module, defined_function_names(context))
+    )
 
 
-def _defined_names(module: cst.Module) -> Set[str]:
-    names: Set[str] = set()
+def defined_function_names(context: "FileContext") -> FrozenSet[str]:
+    """Names of every function and method defined in the file (``def log(self)`` of a Lie group), once per file."""
 
-    class _Defs(cst.CSTVisitor):
-        def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-            names.add(node.name.value)
+    def compute(module: cst.Module) -> FrozenSet[str]:
+        names: Set[str] = set()
 
-    visit(module, _Defs())
-    return names
+        class _Defs(cst.CSTVisitor):
+            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
+                names.add(node.name.value)
+
+        visit(module, _Defs())
+        return frozenset(names)
+
+    return context.memoized("callers.defined-names", context.module, compute)
 
 
-def _build_index(module: cst.Module, wanted: Set[str]) -> _Index:
+def _build_index(module: cst.Module, wanted: FrozenSet[str]) -> _Index:
     index = _Index({}, set(), set())
     path: List[cst.CSTNode] = []
     callees: Set[int] = set()  # ids of the Name/Attribute nodes that are the callee of an indexed call

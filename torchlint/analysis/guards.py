@@ -100,7 +100,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
 import libcst as cst
 
 from torchlint.analysis import fused
-from torchlint.analysis.callers import argument_for, call_sites, enclosing_function
+from torchlint.analysis.callers import argument_for, call_sites, defined_function_names, enclosing_function
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.dataflow import Site, bindings, earlier_statements, later_statements, site_of, unpacked_element
 from torchlint.analysis.domain import (
@@ -180,7 +180,7 @@ def _operand_kind(context: "FileContext", op: DomainOp, site: Site) -> Optional[
         return None
     if op.is_operator and op.kind != DIV and kind != "tensor":
         return None
-    if op.form == "method" and op.name in user_defined_functions(context) and kind != "tensor":
+    if op.form == "method" and op.name in defined_function_names(context) and kind != "tensor":
         return None  # ``self.so3.log()``: the file defines its own ``log``
     return kind
 
@@ -437,21 +437,6 @@ def defines_optimizer(context: "FileContext") -> bool:
     return cached
 
 
-def user_defined_functions(context: "FileContext") -> FrozenSet[str]:
-    """Names of every function and method defined in the file (``def log(self)`` of a Lie group)."""
-    cached = getattr(context, "_tl1_defined_functions", None)
-    if cached is None:
-        names: Set[str] = set()
-
-        class _Defs(cst.CSTVisitor):
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-                names.add(node.name.value)
-
-        visit(context.module, _Defs())
-        cached = context._tl1_defined_functions = frozenset(names)
-    return cached
-
-
 def _may_be_negative(operand: cst.BaseExpression) -> bool:
     """``E[x^2] - E[x]^2`` style operands: rounding can make them negative, NaN in the forward pass."""
     return (isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, cst.Subtract)) or (
@@ -689,22 +674,22 @@ _NONNEGATIVE_CALLS = frozenset({
     "count_nonzero", "sigmoid", "expit", "softmax", "rand", "rand_like", "cdist", "pairwise_distance", "sqrt",
     "hardsigmoid", "zeros", "zeros_like", "new_zeros", "bincount", "histc",
 })
-_PRESERVING_CALLS = frozenset({
-    "float", "double", "half", "bfloat16", "to", "type", "type_as", "detach", "clone", "contiguous", "view",
-    "view_as", "reshape", "reshape_as", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
-    "permute", "transpose", "t", "repeat", "tile", "flip", "roll", "index_select", "gather", "masked_select",
-    "narrow", "select", "sum", "nansum", "mean", "nanmean", "amax", "amin", "cumsum", "prod", "cumprod",
-    "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-    "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
-    "requires_grad_", "cpu", "cuda", "squeeze_", "unsqueeze_", "movedim", "swapaxes", "diagonal", "diag", "trace",
-    "broadcast_to", "repeat_interleave", "max", "min", "median", "quantile", "nanmedian", "logical_not",
-})
-_CLAMP_CALLS = frozenset({"clamp", "clip", "clamp_min", "clamp_min_", "clamp_", "clip_"})
+# Casts and reshapes: every element keeps its value's sign (sign_of looks through them at no depth).
 _SHAPE_AND_CAST_CALLS = frozenset({
     "float", "double", "half", "bfloat16", "to", "type", "type_as", "detach", "clone", "contiguous", "view",
     "view_as", "reshape", "reshape_as", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
     "permute", "transpose", "t", "movedim", "swapaxes", "broadcast_to",
 })
+# Calls whose result is as signed as their input: the casts and reshapes, selections, sums, means, pools.
+_PRESERVING_CALLS = _SHAPE_AND_CAST_CALLS | frozenset({
+    "repeat", "tile", "flip", "roll", "index_select", "gather", "masked_select",
+    "narrow", "select", "sum", "nansum", "mean", "nanmean", "amax", "amin", "cumsum", "prod", "cumprod",
+    "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+    "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
+    "requires_grad_", "cpu", "cuda", "squeeze_", "unsqueeze_", "diagonal", "diag", "trace",
+    "repeat_interleave", "max", "min", "median", "quantile", "nanmedian", "logical_not",
+})
+_CLAMP_CALLS = frozenset({"clamp", "clip", "clamp_min", "clamp_min_", "clamp_", "clip_"})
 _PRODUCTS = frozenset({"matmul", "mm", "bmm", "einsum", "mv", "inner"})
 
 
@@ -1210,11 +1195,9 @@ def _counts_padding(context: "FileContext", node: cst.BaseExpression) -> bool:
 
 def _inverted_mask(node: cst.BaseExpression, site: Optional[Site]):
     """``(m, site)`` when ``node`` is ``~m`` / ``not m``, or a name bound only to one, else None."""
-    if isinstance(node, cst.Name) and site is not None:
-        reaching = bindings(site, node.value)
-        if len(reaching) != 1 or reaching[0].kind != "assign" or reaching[0].value is None:
-            return None
-        node, site = reaching[0].value, reaching[0].site
+    named = _named_test(node, site)
+    if named is not None:
+        node, site = named
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.BitInvert, cst.Not)):
         return node.expression, site
     return None
