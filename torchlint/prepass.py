@@ -331,7 +331,7 @@ def framework_called(name: str) -> bool:
     return name in _FRAMEWORK_METHODS or name.startswith("__")
 
 
-_LOSS_CLASS = re.compile(r"loss|criterion", re.IGNORECASE)
+_LOSS_WORD = re.compile(r"loss|criterion", re.IGNORECASE)
 
 
 def judged_by_callers(function_name: str, nested: bool) -> bool:
@@ -340,7 +340,7 @@ def judged_by_callers(function_name: str, nested: bool) -> bool:
     called with length masks).  A public helper (``get_timestep_embedding``) serves other modules too,
     and keeping every such callers' region for LibCST made a cold run over diffusers 15% slower."""
     private = function_name.startswith("_") and not function_name.startswith("__")
-    return nested or private or bool(_LOSS_CLASS.search(function_name))
+    return nested or private or bool(_LOSS_WORD.search(function_name))
 
 
 def judged_by_instances(class_name: str) -> bool:
@@ -348,7 +348,7 @@ def judged_by_instances(class_name: str) -> bool:
     which a model calls with predictions it prepared (``self.criterion(sigma.clamp_min(eps), ...)``).
     A layer's ``forward`` gets activations no caller bounds; keeping its callers for LibCST would cost
     much of a model file for nothing (a sample of transformers: 38% of its characters parsed instead of 31%)."""
-    return bool(_LOSS_CLASS.search(class_name))
+    return bool(_LOSS_WORD.search(class_name))
 
 
 def _instance_attributes(root: ast.AST, classes: Set[str]) -> Set[str]:
@@ -441,6 +441,7 @@ def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Opt
     scan = Scan(path, source, tree)
     running: List[Type["Rule"]] = []
     seeds: Set[int] = set()
+    callers_read_in: Set[int] = set()  # seeds of the rules that read callers (Rule.reads_callers)
     whole = False
     for rule_class in rule_classes:
         wanted = rule_class.prepass(scan)
@@ -450,9 +451,11 @@ def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Opt
         if wanted == WHOLE_FILE:
             whole = True
         else:
-            seeds.update(scan.with_mentions(wanted) if rule_class.reads_callers else wanted)
+            (callers_read_in if rule_class.reads_callers else seeds).update(wanted)
     if not running or whole:
         return Plan(running, source)
+    # One search for the regions that mention them: with_mentions of a union is the union of with_mentions.
+    seeds |= scan.with_mentions(frozenset(callers_read_in)) if callers_read_in else set()
     text, lines = reduce_source(source, scan, needed_regions(scan, seeds))
     return Plan(running, text, lines)
 
