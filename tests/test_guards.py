@@ -651,3 +651,28 @@ def test_padding_masks_combined_on_some_paths_stay_padding_masks():
             return x.sum() / mask.sum(-1)  # guarded
         """
     )
+
+
+def test_entries_selected_off_zero_have_a_positive_magnitude():
+    check(
+        """
+        import torch
+        def weighted_loss(w: torch.Tensor, x: torch.Tensor):
+            neg_weight = None
+            pos_mask = w >= 0
+            if pos_mask.sum() < w.numel():
+                neg_weight = w[~pos_mask]
+            if neg_weight is not None:
+                x = x + neg_weight.abs().log()  # guarded
+            a = w[w < 0].abs().log() + w[w != 0].abs().log() + w[~(w <= 0)].abs().log()  # guarded
+            b = w[w >= 0].abs().log()  # unguarded
+            c = w[~(w > 0)].abs().log()  # unguarded
+            d = w[w > -1].abs().log()  # unguarded
+            e = w[~(w >= 1)].abs().log()  # unguarded
+            # Below zero is not positive: a root or a log of the entries themselves stays reported.
+            f = w[w < 0].sqrt()  # unguarded
+            g = w[~(w >= 0)].log()  # unguarded
+            h = w[w < 0] if x.sum() > 0 else w
+            return x, a, b, c, d, e, f, g, h.abs().log()  # unguarded
+        """
+    )

@@ -48,7 +48,8 @@ API
     that is not a guard is ignored (a known looseness: bench/results/precision_tl1.md,
     read 8).  Also positive: products (``matmul``, ``@``) of positive factors,
     ``x ** 2 + delta ** 2`` with ``delta`` a Python number (a smoothing term),
-    ``T - padding_mask.sum(1)``, a lambda's parameter in ``map(lambda t: ...,
+    ``T - padding_mask.sum(1)``, the magnitude of entries selected off zero
+    (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`implies_nonzero`), a lambda's parameter in ``map(lambda t: ...,
     (a, b))`` when ``a`` and ``b`` are, and a parameter every same-file call
     passes a positive value (:mod:`torchlint.analysis.callers`; one level of
     callers, judged where each call stands).
@@ -204,7 +205,11 @@ GRADIENT_ONLY_KINDS = frozenset({SQRT, POW})
 NO_GRAD_CONTEXTS: FrozenSet[str] = frozenset(
     {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
 )
-# Consumers whose output has no gradient (piecewise constant or leaving autograd).
+# Consumers after which no gradient is wanted.  Some leave autograd (``detach``, ``long``, comparisons);
+# the piecewise-constant ones (``floor``, ``round``, ``sign``) pass back a zero gradient, which still
+# meets sqrt's infinite one as NaN when the operand needs a gradient.  Code that rounds a root computes
+# sizes and counts from data that does not: reporting them gave 4 false alarms (kornia's crop-size
+# sampling) and no real finding on the 15-package corpus (bench/results/precision_tl1.md, read 9).
 _NON_DIFFERENTIABLE = frozenset({
     "detach", "item", "tolist", "numpy", "round", "floor", "ceil", "trunc", "long", "int", "bool", "sign",
     "argmax", "argmin", "argsort", "nonzero", "isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le",
@@ -1061,6 +1066,8 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
     if name in _NONNEGATIVE_CALLS:
         if name in ("sqrt",) and source is not None and again(source) is Sign.POSITIVE:
             return Sign.POSITIVE
+        if name == "abs" and source is not None and _selected_off_zero(context, source, site):
+            return Sign.POSITIVE  # w[~(w >= 0)].abs(): the entries the author selected off zero
         if name in ("norm", "vector_norm", "matrix_norm") and source is not None and _is_made_by(context, source, site, "eye"):
             return Sign.POSITIVE  # torch.eye(C).type_as(x) / its norm
         if name in ("norm", "vector_norm", "abs", "std", "var") and source is not None and again(source) is Sign.POSITIVE:
@@ -1372,6 +1379,81 @@ def condition_implies_zero(
             return condition_implies_zero(context, test.args[0].value, operand, site)
         if name in ("eq", "le", "lt", "isclose") and source is not None and _matches(context, source, operand):
             return True
+    return False
+
+
+def implies_nonzero(
+    context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression, site: Optional[Site] = None
+) -> bool:
+    """Whether ``test`` being true means ``operand`` != 0, on either side of it: ``w != 0``, ``w > 0``,
+    ``w < 0``, ``~(w >= 0)``, ``~(w == 0)``.  Off zero is all a division needs; for roots and logs a
+    negative value is no better, so they ask :func:`condition_implies_positive` instead."""
+    named = _named_test(test, site)
+    if named is not None:
+        return implies_nonzero(context, named[0], operand, named[1])
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, (cst.BitInvert, cst.Not)):
+        return _falsity_implies_nonzero(context, test.expression, operand, site)
+    if condition_implies_positive(context, test, operand, True, site):
+        return True
+    return _below_zero(context, test, operand)
+
+
+def _falsity_implies_nonzero(
+    context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression, site: Optional[Site]
+) -> bool:
+    """Whether ``test`` being false means ``operand`` != 0: ``w == 0``, ``w <= 0`` (false: positive), ``w >= 0``
+    (false: negative)."""
+    named = _named_test(test, site)
+    if named is not None:
+        return _falsity_implies_nonzero(context, named[0], operand, named[1])
+    return condition_implies_zero(context, test, operand, site) or _below_zero(context, test, operand, negated=True)
+
+
+_NEGATIONS = {
+    cst.GreaterThanEqual: cst.LessThan,
+    cst.GreaterThan: cst.LessThanEqual,
+    cst.LessThan: cst.GreaterThanEqual,
+    cst.LessThanEqual: cst.GreaterThan,
+}
+
+
+def _below_zero(context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression, negated: bool = False) -> bool:
+    """``w < 0`` / ``w <= -c`` (c > 0): ``operand`` below zero; with ``negated``, the test whose falsity
+    says so (``w >= 0``, ``w > -c``)."""
+    if not (isinstance(test, cst.Comparison) and len(test.comparisons) == 1):
+        return False
+    target = test.comparisons[0]
+    for subject, bound, op in (
+        (test.left, target.comparator, target.operator),
+        (target.comparator, test.left, _flip(target.operator)),
+    ):
+        value = constant_value(bound)
+        if value is None or not _matches(context, subject, operand):
+            continue
+        kind = _NEGATIONS.get(type(op)) if negated else type(op)
+        if (kind is cst.LessThan and value <= 0) or (kind is cst.LessThanEqual and value < 0):
+            return True
+    return False
+
+
+def _selected_off_zero(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
+    """``w[w < 0]``, or a name every binding of which is one (a ``None`` placeholder aside: the op cannot
+    run on it): the entries the author selected are off zero."""
+    if depth > _MAX_DEPTH:
+        return False
+    node = _without_sign_preserving_calls(context, node)
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        return implies_nonzero(context, node.slice[0].slice.value, node.value, site)
+    if isinstance(node, cst.Name) and site is not None:
+        reaching = [
+            b for b in bindings(site, node.value)
+            if not (b.kind == "assign" and isinstance(b.value, cst.Name) and b.value.value == "None")
+        ]
+        return bool(reaching) and all(
+            b.kind in ("assign", "conditional") and b.value is not None
+            and _selected_off_zero(context, b.value, b.site, depth + 1)
+            for b in reaching
+        )
     return False
 
 

@@ -69,9 +69,13 @@ class UnguardedSqrt(UnguardedOpRule):
     `inference_mode`, in initialisation code (`__init__`, `reset_parameters`,
     `*_init`), in files that define an optimizer (their states are running
     means of squares plus eps), on constants and random draws, and on results
-    that only feed `detach()`, `round()`, `long()` or a comparison, unless the
-    operand is written as a difference (`E[x^2] - E[x]^2`, which rounding can
-    make negative: NaN already in the forward pass).
+    that only feed `detach()`, `long()` or a comparison (they leave autograd)
+    or `round()`/`floor()`, unless the operand is written as a difference
+    (`E[x^2] - E[x]^2`, which rounding can make negative: NaN already in the
+    forward pass). `round()` and `floor()` do pass back a gradient, a zero one,
+    and `0 / (2 * sqrt(0))` is still NaN when the operand needs a gradient;
+    code that rounds a root computes sizes and counts from values that do not,
+    so it is not reported (a known false negative).
 
     Nor in schedules and visualisation (`scheduling_*.py`, files in a
     `schedulers/`, `visualize/` or `visualization/` directory), nor in a helper

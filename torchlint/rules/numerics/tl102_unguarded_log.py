@@ -21,6 +21,8 @@ class UnguardedLog(Rule):
     `clamp_min(1e-6)`, `torch.maximum(x, eps)`), is an `exp`, a positive
     constant, a name bound earlier in the function to one of these, or sits
     under `if (x > 0).all():` / `assert` / an earlier `if x == 0: return`.
+    The magnitude of entries selected off zero is positive:
+    `w[w < 0].abs().log()`, and `w[neg].abs()` with `neg = ~(w >= 0)`.
 
     Logs that a fused op replaces are left to their own rules, so one bug
     gives one finding: `log(softmax)` (TL201), `log(sigmoid)` and
