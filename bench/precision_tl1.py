@@ -1,28 +1,47 @@
-"""Precision of TL101-TL107 on real code: list the findings and a deterministic sample to read.
+"""Precision of TL101-TL107 on real code: every finding, scored against the verdicts a person recorded.
 
     python bench/precision_tl1.py [--corpus DIR] [--packages timm,kornia,...] [--codes TL101,...]
-                                  [--sample 60] [--seed 101]
+                                  [--verdicts FILE] [--sample N] [--seed 101]
 
 The corpus is the one ``bench/corpus.py`` assembles (the wheels' Python
 sources of well-known PyTorch libraries, outside the repository; DIR defaults
-to $TORCHLINT_CORPUS or ~/.cache/torchlint-corpus; rebuild it with
-``python bench/corpus.py --set small``).  Every finding of ``--codes``
-(default TL101-TL107, the domain-guard family) is
-counted per rule; then ``--sample`` of them are drawn with a fixed seed
-(sorted by path, line, column and code first, so the draw is the same on every
-machine) and printed with five lines of context each, numbered, for a person
-to read and judge.  The verdicts live in ``bench/results/precision_tl1.md``;
-this script only measures and samples, it never judges.
+to $TORCHLINT_CORPUS or ~/.cache/torchlint-corpus).  Every finding of
+``--codes`` (default TL101-TL107, the domain-guard family) is listed.
+
+This script never judges.  The verdicts are data a person wrote after reading
+each finding in its source: ``bench/results/precision_tl1_verdicts.tsv``, one
+row per finding (code, path, column, the flagged source line, verdict, reason),
+with verdict ``real``, ``real*`` (the norm of a model's feature vector, zero
+only for an all-zero vector, which is possible but rare: the hand-written
+``x / x.norm(...)`` that RULES.md names, or the root of a mean square) or
+``false``.  A row
+is keyed by code, path, column and the flagged line's text, so it survives
+lines moving within a file.  The script prints:
+
+- the precision over the findings that have a verdict, real* counted as real
+  and as false alarms;
+- the findings with no verdict yet, with context, to be read and recorded;
+- the recorded rows of the packages read that no finding matches any more,
+  by verdict: a change to the analysis that drops a ``real`` row has lost a
+  real hazard;
+- with ``--sample N``, N findings drawn with a fixed seed (sorted by path,
+  line, column and code first, so the draw is the same on every machine), for
+  a reading of a sample when the list is long.
+
+Exit status: 0, or 2 when the corpus is missing.
 """
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import random
 import sys
 import time
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -30,8 +49,33 @@ from torchlint import config, engine  # noqa: E402
 
 CODES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107")
 DEFAULT_PACKAGES = (
-    "timm", "torchmetrics", "kornia", "peft", "accelerate", "pytorch-lightning", "sentence-transformers", "einops",
+    "accelerate", "diffusers", "einops", "fairseq", "kornia", "monai", "peft", "pytorch-lightning",
+    "sentence-transformers", "speechbrain", "timm", "torch-geometric", "torchmetrics", "transformers", "ultralytics",
 )
+DEFAULT_VERDICTS = Path(__file__).resolve().parent / "results" / "precision_tl1_verdicts.tsv"
+VERDICTS = ("real", "real*", "false")
+COLUMNS = ("code", "path", "column", "verdict", "line", "reason")
+
+Key = Tuple[str, str, int, str]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Listed:
+    code: str
+    path: str
+    line: int
+    column: int
+    source_lines: Sequence[str]
+
+    @property
+    def key(self) -> Key:
+        return (self.code, self.path, self.column, self.source_lines[self.line - 1].strip())
 
 
 def default_corpus() -> Path:
@@ -46,50 +90,129 @@ def python_files(root: Path):
                 yield Path(directory) / name
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, default=default_corpus())
-    parser.add_argument("--packages", default=",".join(DEFAULT_PACKAGES))
-    parser.add_argument("--codes", default=",".join(CODES))
-    parser.add_argument("--sample", type=int, default=60)
-    parser.add_argument("--seed", type=int, default=101)
-    args = parser.parse_args()
+def read_verdicts(path: Path) -> Dict[Key, Verdict]:
+    """The recorded verdicts; a malformed row stops the run with its line number (a typo must not count)."""
+    if not path.exists():
+        return {}
+    verdicts: Dict[Key, Verdict] = {}
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = csv.reader(handle, delimiter="\t")
+        header = next(rows, None)
+        if header is None:
+            return {}
+        if tuple(header) != COLUMNS:
+            raise SystemExit(f"{path}: the header must be {' '.join(COLUMNS)}")
+        for number, row in enumerate(rows, start=2):
+            if len(row) != len(COLUMNS) or row[3] not in VERDICTS or not row[2].isdigit():
+                raise SystemExit(f"{path}:{number}: expected {len(COLUMNS)} tab-separated fields, verdict one of {VERDICTS}")
+            code, file, column, verdict, line, reason = row
+            verdicts[(code, file, int(column), line)] = Verdict(verdict, reason)
+    return verdicts
 
-    codes = tuple(code.strip() for code in args.codes.split(",") if code.strip())
+
+def lint_corpus(corpus: Path, packages: Sequence[str], codes: Sequence[str]) -> Tuple[List[Listed], int, int]:
+    """Every finding of ``codes`` in ``packages``, sorted by path, line, column and code; files and lines read."""
     settings = config.Settings(enabled=frozenset(codes))
-    findings = []
+    found: List[Tuple[tuple, Listed]] = []
     files = lines = 0
-    started = time.perf_counter()
-    for package in args.packages.split(","):
-        root = args.corpus / package
-        if not root.is_dir():
-            print(f"missing package {root}: run bench/corpus.py first", file=sys.stderr)
-            return 2
-        for path in python_files(root):
+    for package in packages:
+        for path in python_files(corpus / package):
             try:
                 text = path.read_text(encoding="utf-8")
             except (UnicodeDecodeError, OSError):
                 continue
             files += 1
             lines += text.count("\n")
-            result = engine.lint_text(text, str(path.relative_to(args.corpus)), settings)
+            relative = path.relative_to(corpus).as_posix()
             source_lines = text.splitlines()
-            for finding in result.findings:
-                findings.append((finding, source_lines))
-    elapsed = time.perf_counter() - started
-    findings.sort(key=lambda item: item[0].sort_key)
+            for finding in engine.lint_text(text, relative, settings).findings:
+                listed = Listed(finding.code, relative, finding.location.line, finding.location.column, source_lines)
+                found.append((finding.sort_key, listed))
+    found.sort(key=lambda item: item[0])
+    return [listed for _, listed in found], files, lines
 
-    counts = Counter(finding.code for finding, _ in findings)
-    print(f"# {len(findings)} findings in {files} files, {lines} lines ({elapsed:.0f} s): "
-          + ", ".join(f"{code} {counts[code]}" for code in codes))
-    sample = sorted(random.Random(args.seed).sample(range(len(findings)), min(args.sample, len(findings))))
-    for number, index in enumerate(sample, start=1):
-        finding, source_lines = findings[index]
-        line = finding.location.line
-        print(f"\n## {number}. {finding.code} {finding.path}:{line}:{finding.location.column}")
-        for current in range(max(1, line - 5), min(len(source_lines), line + 2) + 1):
-            marker = ">>" if current == line else "  "
-            print(f"{marker}{current:5d} | {source_lines[current - 1]}")
+
+def score(listed: Sequence[Listed], verdicts: Dict[Key, Verdict], packages: Sequence[str]):
+    """(counts of the listed findings' verdicts, the findings with none, the recorded rows of ``packages``
+    nothing matches)."""
+    counts: Counter = Counter()
+    unjudged: List[Listed] = []
+    for finding in listed:
+        verdict = verdicts.get(finding.key)
+        if verdict is None:
+            unjudged.append(finding)
+        else:
+            counts[verdict.verdict] += 1
+    matched = {finding.key for finding in listed}
+    gone = {
+        key: verdict for key, verdict in verdicts.items()
+        if key not in matched and key[1].split("/", 1)[0] in packages
+    }
+    return counts, unjudged, gone
+
+
+def precision_line(counts: Counter) -> str:
+    judged = sum(counts[v] for v in VERDICTS)
+    if not judged:
+        return "no finding has a recorded verdict"
+    real = counts["real"] + counts["real*"]
+    return (
+        f"{judged} judged: real {counts['real']}, real* {counts['real*']}, false alarm {counts['false']}; "
+        f"precision {real}/{judged} = {100 * real / judged:.0f} %, "
+        f"counting real* as false alarms {counts['real']}/{judged} = {100 * counts['real'] / judged:.0f} %"
+    )
+
+
+def show(number: int, finding: Listed, verdict: Optional[Verdict]) -> None:
+    label = f" [{verdict.verdict}: {verdict.reason}]" if verdict is not None else " [no verdict]"
+    print(f"\n## {number}. {finding.code} {finding.path}:{finding.line}:{finding.column}{label}")
+    lines = finding.source_lines
+    for current in range(max(1, finding.line - 5), min(len(lines), finding.line + 2) + 1):
+        marker = ">>" if current == finding.line else "  "
+        print(f"{marker}{current:5d} | {lines[current - 1]}")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, default=default_corpus())
+    parser.add_argument("--packages", default=",".join(DEFAULT_PACKAGES))
+    parser.add_argument("--codes", default=",".join(CODES))
+    parser.add_argument("--verdicts", type=Path, default=DEFAULT_VERDICTS)
+    parser.add_argument("--sample", type=int, default=0, help="also print N findings drawn with --seed")
+    parser.add_argument("--seed", type=int, default=101)
+    args = parser.parse_args(argv)
+
+    codes = tuple(code.strip() for code in args.codes.split(",") if code.strip())
+    packages = [package.strip() for package in args.packages.split(",") if package.strip()]
+    missing = [package for package in packages if not (args.corpus / package).is_dir()]
+    if missing:
+        print(f"missing packages in {args.corpus}: {', '.join(missing)}; run bench/corpus.py first", file=sys.stderr)
+        return 2
+    verdicts = read_verdicts(args.verdicts)
+
+    started = time.perf_counter()
+    listed, files, lines = lint_corpus(args.corpus, packages, codes)
+    elapsed = time.perf_counter() - started
+    per_code = Counter(finding.code for finding in listed)
+    print(f"# {len(listed)} findings in {files} files, {lines} lines ({elapsed:.0f} s): "
+          + ", ".join(f"{code} {per_code[code]}" for code in codes))
+
+    counts, unjudged, gone = score(listed, verdicts, packages)
+    print(f"# verdicts ({args.verdicts.name}): {precision_line(counts)}")
+    print(f"# no verdict yet: {len(unjudged)}")
+    gone_counts = Counter(verdict.verdict for verdict in gone.values())
+    print(f"# recorded rows no finding matches: {len(gone)}"
+          + (" (" + ", ".join(f"{v} {gone_counts[v]}" for v in VERDICTS if gone_counts[v]) + ")" if gone else ""))
+    for (code, path, column, text), verdict in sorted(gone.items()):
+        print(f"#   gone: {code} {path} col {column} [{verdict.verdict}] {text}")
+
+    for number, finding in enumerate(unjudged, start=1):
+        show(number, finding, None)
+    if args.sample:
+        print(f"\n# sample of {min(args.sample, len(listed))}, seed {args.seed}")
+        drawn = sorted(random.Random(args.seed).sample(range(len(listed)), min(args.sample, len(listed))))
+        for number, index in enumerate(drawn, start=1):
+            show(number, listed[index], verdicts.get(listed[index].key))
     return 0
 
 

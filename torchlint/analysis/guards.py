@@ -46,7 +46,7 @@ API
     in-place ``clamp_``/``add_``, ``d[d == 0] = 1``); a binding made only on
     some paths counts when it is a guard (the author meant to guard), and one
     that is not a guard is ignored (a known looseness: bench/results/precision_tl1.md,
-    read 8).  Also positive: products (``matmul``, ``@``) of positive factors,
+    "Tried and not kept").  Also positive: products (``matmul``, ``@``) of positive factors,
     ``x ** 2 + delta ** 2`` with ``delta`` a Python number (a smoothing term),
     ``T - padding_mask.sum(1)``, the magnitude of entries selected off zero
     (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`implies_nonzero`), a lambda's parameter in ``map(lambda t: ...,

@@ -1,0 +1,91 @@
+"""bench/precision_tl1.py scores findings against recorded verdicts: matched rows count, new findings and
+rows whose finding went away are reported, and a malformed row stops the run."""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+LOSSES = '''import torch
+
+
+def masked_mean_loss(x, mask):
+    return (x * mask).sum() / mask.sum()
+
+
+def distance_loss(a, b):
+    return torch.sqrt(((a - b) ** 2).sum(-1))
+'''
+HEADER = "code\tpath\tcolumn\tverdict\tline\treason\n"
+
+
+@pytest.fixture(scope="module")
+def precision():
+    spec = importlib.util.spec_from_file_location("precision_bench", BENCH / "precision_tl1.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while being defined
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    package = tmp_path / "corpus" / "pkg" / "pkg"
+    package.mkdir(parents=True)
+    (package / "losses.py").write_text(LOSSES, encoding="utf-8")
+    return tmp_path / "corpus"
+
+
+def run(precision, capsys, corpus, verdicts):
+    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts)])
+    return status, capsys.readouterr().out
+
+
+def test_findings_are_scored_against_the_recorded_verdicts(precision, capsys, corpus, tmp_path):
+    verdicts = tmp_path / "verdicts.tsv"
+    verdicts.write_text(
+        HEADER
+        + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\n"
+        + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\ta finding the analysis no longer makes\n",
+        encoding="utf-8",
+    )
+    status, out = run(precision, capsys, corpus, verdicts)
+    assert status == 0
+    assert "# 2 findings" in out
+    assert "1 judged: real 1, real* 0, false alarm 0; precision 1/1 = 100 %" in out
+    assert "# no verdict yet: 1" in out
+    assert "TL101 pkg/pkg/losses.py:9:12 [no verdict]" in out
+    assert "# recorded rows no finding matches: 1 (false 1)" in out
+
+
+def test_a_verdict_follows_its_line_when_lines_move(precision, capsys, corpus, tmp_path):
+    losses = corpus / "pkg" / "pkg" / "losses.py"
+    losses.write_text("# a comment that moves every line down\n\n" + LOSSES, encoding="utf-8")
+    verdicts = tmp_path / "verdicts.tsv"
+    verdicts.write_text(
+        HEADER + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt(((a - b) ** 2).sum(-1))\tread at line 9\n",
+        encoding="utf-8",
+    )
+    _, out = run(precision, capsys, corpus, verdicts)
+    assert "1 judged: real 0, real* 0, false alarm 1" in out
+    assert "# recorded rows no finding matches: 0" in out
+
+
+def test_a_malformed_row_stops_the_run_with_its_line(precision, capsys, corpus, tmp_path):
+    verdicts = tmp_path / "verdicts.tsv"
+    verdicts.write_text(HEADER + "TL101\tpkg/pkg/losses.py\t12\tprobably\tx\twhy\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"verdicts.tsv:2:"):
+        run(precision, capsys, corpus, verdicts)
+
+
+def test_a_missing_package_is_an_error(precision, capsys, corpus, tmp_path):
+    status = precision.main(["--corpus", str(corpus), "--packages", "pkg,absent"])
+    assert status == 2
+    assert "absent" in capsys.readouterr().err
