@@ -49,8 +49,9 @@ API
     "Tried and not kept").  Also positive: products (``matmul``, ``@``) of positive factors,
     ``x ** 2 + delta ** 2`` with ``delta`` a Python number (a smoothing term),
     ``T - padding_mask.sum(1)``, the magnitude of entries selected off zero
-    (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`implies_nonzero`), a lambda's parameter in ``map(lambda t: ...,
-    (a, b))`` when ``a`` and ``b`` are, and a parameter every same-file call
+    (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`_implies_nonzero`),
+    a lambda's parameter in ``map(lambda t: ..., (a, b))`` when ``a`` and
+    ``b`` are, and a parameter every same-file call
     passes a positive value (:mod:`torchlint.analysis.callers`; one level of
     callers, judged where each call stands).
 
@@ -1382,7 +1383,7 @@ def condition_implies_zero(
     return False
 
 
-def implies_nonzero(
+def _implies_nonzero(
     context: "FileContext", test: cst.BaseExpression, operand: cst.BaseExpression, site: Optional[Site] = None
 ) -> bool:
     """Whether ``test`` being true means ``operand`` != 0, on either side of it: ``w != 0``, ``w > 0``,
@@ -1390,7 +1391,7 @@ def implies_nonzero(
     negative value is no better, so they ask :func:`condition_implies_positive` instead."""
     named = _named_test(test, site)
     if named is not None:
-        return implies_nonzero(context, named[0], operand, named[1])
+        return _implies_nonzero(context, named[0], operand, named[1])
     if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, (cst.BitInvert, cst.Not)):
         return _falsity_implies_nonzero(context, test.expression, operand, site)
     if condition_implies_positive(context, test, operand, True, site):
@@ -1443,7 +1444,7 @@ def _selected_off_zero(context: "FileContext", node: cst.BaseExpression, site: O
         return False
     node = _without_sign_preserving_calls(context, node)
     if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-        return implies_nonzero(context, node.slice[0].slice.value, node.value, site)
+        return _implies_nonzero(context, node.slice[0].slice.value, node.value, site)
     if isinstance(node, cst.Name) and site is not None:
         reaching = [
             b for b in bindings(site, node.value)
