@@ -1,6 +1,6 @@
 """Assemble a body of real PyTorch code from the package registry, outside the repository.
 
-    python bench/corpus.py [--dest DIR] [--set small|full]
+    python bench/corpus.py [--dest DIR] [--set small|full|training|all]
 
 Downloads the wheels (sdists where no wheel exists) of well-known PyTorch
 libraries with `pip download --no-deps`, unpacks only their Python sources
@@ -39,6 +39,15 @@ FULL = SMALL + [
     "ultralytics==8.4.190",
     "fairseq==0.12.2",
 ]
+# Libraries of losses and training code: what the TL1xx rules are for, measured apart from FULL.
+TRAINING = [
+    "lightly==1.6.0",
+    "pytorch-forecasting==1.8.0",
+    "pytorch-metric-learning==2.9.0",
+    "pytorch-toolbelt==0.8.0",
+    "segmentation-models-pytorch==0.6.0",
+]
+SETS = {"small": SMALL, "full": FULL, "training": TRAINING, "all": FULL + TRAINING}
 
 
 def default_dest() -> Path:
@@ -93,9 +102,9 @@ def count(dest: Path) -> tuple:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", type=Path, default=default_dest())
-    parser.add_argument("--set", choices=("small", "full"), default="full")
+    parser.add_argument("--set", choices=tuple(SETS), default="full")
     args = parser.parse_args(argv)
-    for requirement in SMALL if args.set == "small" else FULL:
+    for requirement in SETS[args.set]:
         try:
             target = fetch(requirement, args.dest)
         except subprocess.CalledProcessError as exc:

@@ -1,12 +1,14 @@
 """Precision of TL101-TL107 on real code: every finding, scored against the verdicts a person recorded.
 
-    python bench/precision_tl1.py [--corpus DIR] [--packages timm,kornia,...] [--codes TL101,...]
-                                  [--verdicts FILE] [--sample N] [--seed 101]
+    python bench/precision_tl1.py [--corpus DIR] [--set full|training|... | --packages timm,kornia,...]
+                                  [--codes TL101,...] [--verdicts FILE] [--sample N] [--seed 101]
 
 The corpus is the one ``bench/corpus.py`` assembles (the wheels' Python
 sources of well-known PyTorch libraries, outside the repository; DIR defaults
-to $TORCHLINT_CORPUS or ~/.cache/torchlint-corpus).  Every finding of
-``--codes`` (default TL101-TL107, the domain-guard family) is listed.
+to $TORCHLINT_CORPUS or ~/.cache/torchlint-corpus), one of its sets at a time:
+``full`` (15 libraries) or ``training`` (5 libraries of losses and training
+code).  Every finding of ``--codes`` (default TL101-TL107, the domain-guard
+family) is listed.
 
 This script never judges.  The verdicts are data a person wrote after reading
 each finding in its source: ``bench/results/precision_tl1_verdicts.tsv``, one
@@ -47,11 +49,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from torchlint import config, engine  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from corpus import SETS  # noqa: E402
+
 CODES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107")
-DEFAULT_PACKAGES = (
-    "accelerate", "diffusers", "einops", "fairseq", "kornia", "monai", "peft", "pytorch-lightning",
-    "sentence-transformers", "speechbrain", "timm", "torch-geometric", "torchmetrics", "transformers", "ultralytics",
-)
 DEFAULT_VERDICTS = Path(__file__).resolve().parent / "results" / "precision_tl1_verdicts.tsv"
 VERDICTS = ("real", "real*", "false")
 COLUMNS = ("code", "path", "column", "verdict", "line", "reason")
@@ -175,7 +177,8 @@ def show(number: int, finding: Listed, verdict: Optional[Verdict]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, default=default_corpus())
-    parser.add_argument("--packages", default=",".join(DEFAULT_PACKAGES))
+    parser.add_argument("--set", choices=tuple(SETS), default="full", help="the packages of a bench/corpus.py set")
+    parser.add_argument("--packages", help="comma-separated package names instead of --set")
     parser.add_argument("--codes", default=",".join(CODES))
     parser.add_argument("--verdicts", type=Path, default=DEFAULT_VERDICTS)
     parser.add_argument("--sample", type=int, default=0, help="also print N findings drawn with --seed")
@@ -183,7 +186,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
 
     codes = tuple(code.strip() for code in args.codes.split(",") if code.strip())
-    packages = [package.strip() for package in args.packages.split(",") if package.strip()]
+    if args.packages:
+        packages = [package.strip() for package in args.packages.split(",") if package.strip()]
+    else:
+        packages = [requirement.split("==")[0] for requirement in SETS[args.set]]
     missing = [package for package in packages if not (args.corpus / package).is_dir()]
     if missing:
         print(f"missing packages in {args.corpus}: {', '.join(missing)}; run bench/corpus.py first", file=sys.stderr)
