@@ -676,3 +676,109 @@ def test_entries_selected_off_zero_have_a_positive_magnitude():
             return x, a, b, c, d, e, f, g, h.abs().log()  # unguarded
         """
     )
+
+
+def test_bounds_written_with_eps_are_strict():
+    check(
+        """
+        import torch
+        class FocalLoss(torch.nn.Module):
+            def forward(self, p, sims, small_val):
+                p = torch.clamp(p, self.eps, 1 - self.eps)
+                a = torch.log(p / (1 - p))  # guarded
+                m = torch.clamp(2.0 * sims, max=2)
+                b = torch.sqrt(2.0 + small_val - m)  # guarded
+                c = torch.sqrt(2.0 - m)  # unguarded
+                d = torch.log(1 - torch.clamp(sims, max=1))  # unguarded
+                e = torch.log(1 - torch.clamp(sims, max=1 + self.eps))  # unguarded
+                return a, b, c, d, e
+        """
+    )
+
+
+def test_functions_named_for_a_small_value_are_guards():
+    check(
+        """
+        import torch
+        def ntxent_loss(num, den, c_f, dtype):
+            a = torch.log(num / den + c_f.small_val(dtype))  # guarded
+            b = torch.log(num / den + get_eps(dtype))  # guarded
+            c = torch.log(num / den + c_f.scale(dtype))  # unguarded
+            return a, b, c
+        """
+    )
+
+
+def test_arithmetic_spelled_as_calls_is_judged_as_the_operator():
+    check(
+        """
+        import torch
+        def mcc_loss(y_pred, y_true, eps: float = 1e-5):
+            tp = torch.sum(torch.mul(y_pred, y_true)) + eps
+            fp = torch.sum(torch.mul(y_pred, 1 - y_true)) + eps
+            a = torch.sqrt(torch.add(tp, fp) * tp.add(fp) * torch.mul(tp, fp))  # guarded
+            b = torch.sqrt(torch.add(y_pred, y_true))  # unguarded
+            c = torch.sqrt(torch.add(tp, fp, alpha=-1))  # unguarded
+            d = torch.sqrt(y_pred.mul(tp))  # unguarded
+            return a, b, c, d
+        """
+    )
+
+
+def test_a_test_on_the_expression_a_name_holds_guards_the_name():
+    check(
+        """
+        import torch
+        def tcm_loss(sims, margin):
+            kept = sims <= margin
+            num = ((margin - sims) * kept).sum()
+            denom = kept.sum()
+            a = 0 if kept.sum() == 0 else num / denom  # guarded
+            b = num / denom if kept.sum() > 0 else 0  # guarded
+            c = num / denom if sims.sum() > 0 else 0  # unguarded
+            return a, b, c
+        """
+    )
+
+
+def test_a_root_whose_name_is_only_compared_is_not_differentiated():
+    check(
+        """
+        import torch
+        def p2s_loss(weight, embeddings, rtol=1e-5):
+            w_norm = weight.pow(2).sum(0).pow(0.5)  # guarded
+            assert torch.all(torch.abs(w_norm - 1.0) < rtol)
+            x_norm = embeddings.pow(2).sum(1).pow(0.5)  # unguarded
+            cos = embeddings.mm(weight) / x_norm.view(-1, 1)
+            never_read = embeddings.abs().sqrt()  # unguarded
+            total = 0
+            for e in embeddings:
+                total = total + carried
+                carried = e.abs().sqrt()  # unguarded
+            return cos, total
+        """
+    )
+
+
+def test_norms_of_random_draws_tests_and_data_transforms():
+    check(
+        """
+        import torch
+        def visreg_loss(z, k: int):
+            slices = torch.randn(z.shape[1], k)
+            a = slices / slices.norm(p=2, dim=0)  # guarded
+            b = z / z.norm(p=2, dim=0)  # unguarded
+            return a, b
+        def test_lognormal_loss(samples):
+            return samples.log().mean()  # guarded
+        class AmplitudeRescaleTransform:
+            def __call__(self, freq):
+                return torch.sqrt(freq.real ** 2 + freq.imag ** 2)  # guarded
+        class SpectralTransform(torch.nn.Module):
+            def forward(self, freq):
+                return torch.sqrt(freq.real ** 2 + freq.imag ** 2)  # unguarded
+        class SpectralLoss:
+            def __call__(self, freq):
+                return torch.sqrt(freq.real ** 2 + freq.imag ** 2)  # unguarded
+        """
+    )

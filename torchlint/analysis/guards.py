@@ -25,10 +25,12 @@ API
     Where TL101-TL104 look: a ``forward``/``__call__``/``training_step``, a
     function or class named for a loss, a ``loss``/``losses`` module, but not
     their initialisation code (``__init__``, ``reset_parameters``, ``*_init``), nor feature
-    extractors and processors (input preparation). Gradient-only hazards (a root of 0) are skipped under
+    extractors and processors (input preparation), nor tests named for a loss
+    (``test_focal_loss``), nor plain classes named ``*Transform`` (data transforms). Gradient-only hazards (a root of 0) are skipped under
     ``no_grad``/``inference_mode``, in initialisation code, in optimizer files,
     on constants/random draws and on results that only feed ``detach``,
-    ``round``, ``long`` or a comparison.
+    ``round``, ``long`` or a comparison, directly or through a name every read
+    of which does.
 
 ``sign_of(context, expr, site, division=False) -> Sign``
     POSITIVE (provably > 0, bounded away from 0 by the author), NONNEGATIVE
@@ -48,7 +50,10 @@ API
     that is not a guard is ignored (a known looseness: bench/results/precision_tl1.md,
     "Tried and not kept").  Also positive: products (``matmul``, ``@``) of positive factors,
     ``x ** 2 + delta ** 2`` with ``delta`` a Python number (a smoothing term),
-    ``T - padding_mask.sum(1)``, the magnitude of entries selected off zero
+    ``T - padding_mask.sum(1)``, ``c + eps - x`` and ``c - x`` when ``x`` is bounded by ``c``
+    or ``c - eps`` (``1 - p.clamp(eps, 1 - eps)``: :func:`upper_bound`), ``torch.add`` /
+    ``mul`` as the operators, calls named for a small value (``c_f.small_val(dtype)``),
+    norms of random draws (``randn``), the magnitude of entries selected off zero
     (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`_implies_nonzero`),
     a lambda's parameter in ``map(lambda t: ..., (a, b))`` when ``a`` and
     ``b`` are, and a parameter every same-file call
@@ -97,7 +102,7 @@ import ast
 
 import enum
 import re
-from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
+from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
@@ -234,17 +239,69 @@ def gradient_cannot_flow(
     if in_no_grad_code(context, ancestors) or _in_custom_autograd_function(context, ancestors):
         return True  # the forward of a torch.autograd.Function: its backward is written by hand
     path = list(ancestors) + [op.node]
+    if _leaves_autograd(context, path):
+        return True
+    site = site or site_of(list(ancestors))
+    return _without_gradient(context, op.operand, site, 0) or _assigned_to_gradient_free_uses(context, path, site)
+
+
+def _leaves_autograd(context: "FileContext", path: Sequence[cst.CSTNode]) -> bool:
+    """Whether the value at the end of ``path`` (outermost first) only feeds, within its statement, a
+    comparison or a :data:`_NON_DIFFERENTIABLE` call."""
     for position in range(len(path) - 2, -1, -1):
         node = path[position]
         if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda)):
-            break
+            return False
         if isinstance(node, cst.Comparison):
             return True
         if isinstance(node, cst.Call):
             name, _, _ = _call_parts(context, node)
             if name in _NON_DIFFERENTIABLE:
                 return True
-    return _without_gradient(context, op.operand, site or site_of(list(ancestors)), 0)
+    return False
+
+
+def _assigned_to_gradient_free_uses(context: "FileContext", path: Sequence[cst.CSTNode], site: Site) -> bool:
+    """``w_norm = w.pow(2).sum(0).sqrt()`` whose every read in the function leaves autograd
+    (``assert torch.all((w_norm - 1).abs() < tol)``): nothing differentiates it.  Reads anywhere in
+    the function count, before the assignment too (a loop may carry the value round)."""
+    function = site.function
+    assign = next((node for node in reversed(path) if isinstance(node, (cst.Assign, cst.BaseStatement))), None)
+    if function is None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return False
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Name):
+        return False
+    reads = _reads_of(context, function).get(target.value, ())
+    # A value never read is left to be reported: that is how snippets and unfinished code look.
+    return bool(reads) and all(_leaves_autograd(context, read) for read in reads)
+
+
+def _reads_of(context: "FileContext", function: cst.FunctionDef):
+    """Every read of each local name in ``function`` (nested functions and lambdas included), as the
+    path from the function's body down to the ``Name``; stores (assignment targets) are not reads."""
+
+    def compute(node: cst.FunctionDef):
+        reads = {}
+        stack: list = []
+        stores: Set[int] = set()
+
+        class _Reads(cst.CSTVisitor):
+            def on_visit(self, visited: cst.CSTNode) -> bool:
+                if isinstance(visited, cst.AssignTarget) and isinstance(visited.target, cst.Name):
+                    stores.add(id(visited.target))
+                if isinstance(visited, cst.Name) and id(visited) not in stores:
+                    reads.setdefault(visited.value, []).append(tuple(stack) + (visited,))
+                stack.append(visited)
+                return True
+
+            def on_leave(self, original_node: cst.CSTNode) -> None:
+                stack.pop()
+
+        visit(node.body, _Reads())
+        return reads
+
+    return context.memoized("guards.reads", function, compute)
 
 
 def backward_never_reaches(context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -261,7 +318,8 @@ def backward_never_reaches(context: "FileContext", op: DomainOp, ancestors: Sequ
 _INITIALISATION = re.compile(r"(^|_)(init|initialize|initialise|reset_parameters)(_|$)|^__init__$", re.IGNORECASE)
 
 
-_DIFFERENTIATED_FUNCTION = re.compile(r"^(forward|__call__|training_step|compute_loss)$|loss", re.IGNORECASE)
+# Named for a loss, but not a test of one (``test_focal_loss``, ``TestDiceLoss``).
+_DIFFERENTIATED_FUNCTION = re.compile(r"^(forward|__call__|training_step|compute_loss)$|^(?!test).*loss", re.IGNORECASE)
 
 
 def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -326,6 +384,9 @@ _AUTOGRAD_FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd
 _PREPROCESSING_BASE = re.compile(
     r"(FeatureExtractor|SequenceFeatureExtractor|ImageProcessor|VideoProcessor|ProcessorMixin|Tokenizer)(Mixin|Base|Fast)?$"
 )
+# A class of no base named for a data transform (``class AmplitudeRescaleTransform:``); modules such as
+# kornia's differentiable augmentations derive from ``nn.Module`` and are not matched.
+_DATA_TRANSFORM_CLASS = re.compile(r"Transform$")
 _PREPROCESSING_FILE = re.compile(r"(^|/)(feature_extraction|image_processing|video_processing|processing|tokenization)_[^/]*\.py$")
 # Code no backward pass runs through, by where it lives: input preparation (above), noise and learning-rate
 # schedules, visualisation.  Directory names a project's own root could carry (``data/``, ``pipelines/``)
@@ -352,6 +413,8 @@ def _in_preprocessing(context: "FileContext", ancestors: Sequence[cst.CSTNode]) 
         return True
     for node in ancestors:
         if isinstance(node, cst.ClassDef):
+            if not node.bases and _DATA_TRANSFORM_CLASS.search(node.name.value):
+                return True  # a plain class named as a data transform: it runs in data loading
             for base in node.bases:
                 name = dotted_name(base.value) or ""
                 if _PREPROCESSING_BASE.search(name.rsplit(".", 1)[-1]):
@@ -665,12 +728,13 @@ def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: O
 # -- signs ----------------------------------------------------------------------------
 
 
-# Smoothing terms (``smooth``, ``self.smooth_dr``, ``SMOOTH_NR``) and ``tiny``: positive constants by convention.
+# Smoothing terms (``smooth``, ``self.smooth_dr``, ``SMOOTH_NR``), ``tiny`` and ``small_val``: positive constants by convention.
 # ``self.minimum_scale`` / ``min_std`` (a floor added to a variance) and ``log_domain_offset`` (an offset
 # added before a log) say the same.
 _EXTRA_GUARD_WORDS = re.compile(
     r"^_*(smooth(ing)?(_[a-z0-9]+)?|tiny|TINY|SMOOTH(_[A-Z0-9]+)?"
-    r"|(min|minimum)_(scale|std|sigma|var|variance|denom|denominator|norm)|log_(domain_)?offset)$"
+    r"|(min|minimum)_(scale|std|sigma|var|variance|denom|denominator|norm)|log_(domain_)?offset"
+    r"|small_?val(ue)?|SMALL_?VAL(UE)?)$"
 )
 _EPS_KEY = re.compile(r"^['\"](eps|EPS|epsilon|smooth[a-z_]*)['\"]$")
 _POSITIVE_CALLS = frozenset({"exp", "exp2", "cosh", "ones", "ones_like", "new_ones"})
@@ -695,6 +759,10 @@ _PRESERVING_CALLS = _SHAPE_AND_CAST_CALLS | frozenset({
     "requires_grad_", "cpu", "cuda", "squeeze_", "unsqueeze_", "diagonal", "diag", "trace",
     "repeat_interleave", "max", "min", "median", "quantile", "nanmedian", "logical_not",
 })
+_CONTINUOUS_DRAWS = ("randn", "rand", "normal", "randn_like", "rand_like")
+_ARITHMETIC_CALLS = {
+    "add": cst.Add, "add_": cst.Add, "mul": cst.Multiply, "mul_": cst.Multiply, "multiply": cst.Multiply,
+}
 _CLAMP_CALLS = frozenset({"clamp", "clip", "clamp_min", "clamp_min_", "clamp_", "clip_"})
 _PRODUCTS = frozenset({"matmul", "mm", "bmm", "einsum", "mv", "inner"})
 
@@ -765,6 +833,10 @@ def is_guard_constant(node: cst.BaseExpression) -> bool:
         key = node.slice[0].slice
         if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
             return bool(_EPS_KEY.match(key.value.value))
+    if isinstance(node, cst.Call):  # c_f.small_val(x.dtype), get_eps(dtype): named for its small positive result
+        node = node.func
+        if isinstance(node, (cst.Name, cst.Attribute)) and is_eps_like(node):
+            return True
     name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
     return bool(name and _EXTRA_GUARD_WORDS.match(name))
 
@@ -864,16 +936,28 @@ def _init_default(context: "FileContext", parameter: str) -> Optional[float]:
     return None
 
 
-def upper_bound(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> Optional[float]:
-    """A literal upper bound of ``node``: ``clamp(lo, hi)``, ``clamp(max=hi)``, ``clamp_max(hi)``, the square
-    of a value clamped on both sides (``cos.clamp(-1 + eps, 1 - eps) ** 2``), names followed."""
+# A bound and whether the value stays strictly beyond it (``clamp(p, eps, 1 - eps)``: below 1, strictly).
+Bound = Tuple[float, bool]
+
+
+def upper_bound(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> Optional[Bound]:
+    """An upper bound of ``node``: ``clamp(lo, hi)``, ``clamp(max=hi)``, ``clamp_max(hi)``, the square
+    of a value clamped on both sides (``cos.clamp(-1 + eps, 1 - eps) ** 2``), names followed.  A bound
+    written ``c - eps`` is ``c``, strictly."""
     return _literal_bound(context, node, site, depth, upper=True)
 
 
-def _literal_bound(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int, upper: bool) -> Optional[float]:
+def lower_bound(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> Optional[Bound]:
+    """The mirror of :func:`upper_bound`: ``clamp(min=lo)``, ``c + eps`` (``c``, strictly), names followed."""
+    return _literal_bound(context, node, site, depth, upper=False)
+
+
+def _literal_bound(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int, upper: bool) -> Optional[Bound]:
     value = constant_value(node)
-    if value is not None or depth > _MAX_DEPTH:
-        return value
+    if value is not None:
+        return value, False
+    if depth > _MAX_DEPTH:
+        return None
     if isinstance(node, cst.Name) and site is not None:
         reaching = bindings(site, node.value)
         if len(reaching) == 1 and reaching[0].kind in ("assign", "inplace") and reaching[0].value is not None:
@@ -888,20 +972,37 @@ def _literal_bound(context: "FileContext", node: cst.BaseExpression, site: Optio
         elif name == ("clamp_max" if upper else "clamp_min"):
             bound = argument(node, 0 if is_method else 1, "max" if upper else "min")
         if bound is not None:
-            return constant_value(bound.value)
+            return _literal_bound(context, bound.value, site, depth + 1, upper)
         if name == "square" or (name == "pow" and _exponent_is_two(argument(node, 0 if is_method else 1, "exponent"))):
             squared = source
     elif isinstance(node, cst.BinaryOperation):
-        if isinstance(node.operator, cst.Power) and constant_value(node.right) == 2:
+        operator = node.operator
+        # ``1 - eps`` bounds from above, ``2 + eps`` from below, strictly.
+        if upper and isinstance(operator, cst.Subtract) and _is_eps_term(node.right):
+            base = _literal_bound(context, node.left, site, depth + 1, upper)
+            return (base[0], True) if base is not None else None
+        if not upper and isinstance(operator, cst.Add):
+            for term, other in ((node.right, node.left), (node.left, node.right)):
+                if _is_eps_term(term):
+                    base = _literal_bound(context, other, site, depth + 1, upper)
+                    return (base[0], True) if base is not None else None
+        if isinstance(operator, cst.Power) and constant_value(node.right) == 2:
             squared = node.left
-        elif isinstance(node.operator, cst.Multiply) and structurally_equal(node.left, node.right):
+        elif isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
             squared = node.left
     if squared is not None and upper:
         high = _literal_bound(context, squared, site, depth + 1, True)
         low = _literal_bound(context, squared, site, depth + 1, False)
         if high is not None and low is not None:
-            return max(high * high, low * low)
+            return max(high[0] * high[0], low[0] * low[0]), False
     return None
+
+
+def _above(low: Optional[Bound], high: Optional[Bound]) -> bool:
+    """Whether a value bounded below by ``low`` is strictly above one bounded above by ``high``."""
+    if low is None or high is None:
+        return False
+    return low[0] > high[0] or (low[0] == high[0] and (low[1] or high[1]))
 
 
 def _exponent_is_two(exponent: Optional[cst.Arg]) -> bool:
@@ -925,10 +1026,8 @@ def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site]
             return Sign.POSITIVE
         if _counts_padding(context, node.right) and value_kind(context, node.left, site) == "number":
             return Sign.POSITIVE  # T - padding_mask.sum(1): the real positions, >= 1 per sequence
-        left_value = constant_value(node.left)
-        bound = upper_bound(context, node.right, site)
-        if left_value is not None and bound is not None and bound < left_value:
-            return Sign.POSITIVE  # 1 - p.clamp(eps, 1 - eps)
+        if _above(lower_bound(context, node.left, site), upper_bound(context, node.right, site)):
+            return Sign.POSITIVE  # 1 - p.clamp(eps, 1 - eps), 2 + eps - cos.clamp(max=2)
         return Sign.UNKNOWN
     if isinstance(operator, (cst.Multiply, cst.Divide, cst.FloorDivide, cst.MatrixMultiply)):
         if isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
@@ -1048,11 +1147,14 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
             return Sign.NONNEGATIVE
         start = again(args[0].value) if args else Sign.UNKNOWN
         return start
-    if name in ("add", "add_") and is_method:
-        other = argument(call, 0, "other")
-        if other is not None and _is_eps_term(other.value):
-            return Sign.POSITIVE
-        return Sign.UNKNOWN
+    if name in _ARITHMETIC_CALLS and keyword_arg(call, "alpha") is None:
+        # torch.add(a, b), a.mul(b): judged as the operator they spell
+        first = source if is_method else (argument(call, 0, "input").value if argument(call, 0, "input") else None)
+        other = argument(call, 0 if is_method else 1, "other")
+        if first is None or other is None:
+            return Sign.UNKNOWN
+        spelled = cst.BinaryOperation(left=first, operator=_ARITHMETIC_CALLS[name](), right=other.value)
+        return _binary_sign(context, spelled, again, site)
     if name in ("pow", "float_power"):
         exponent = argument(call, 0 if is_method else 1, "exponent")
         if exponent is None or source is None:
@@ -1071,6 +1173,10 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
             return Sign.POSITIVE  # w[~(w >= 0)].abs(): the entries the author selected off zero
         if name in ("norm", "vector_norm", "matrix_norm") and source is not None and _is_made_by(context, source, site, "eye"):
             return Sign.POSITIVE  # torch.eye(C).type_as(x) / its norm
+        if name in ("norm", "vector_norm") and source is not None and any(
+            _is_made_by(context, source, site, draw) for draw in _CONTINUOUS_DRAWS
+        ):
+            return Sign.POSITIVE  # random directions: a vector of continuous draws is never all zero
         if name in ("norm", "vector_norm", "abs", "std", "var") and source is not None and again(source) is Sign.POSITIVE:
             return Sign.POSITIVE if name != "std" and name != "var" else Sign.NONNEGATIVE
         return Sign.NONNEGATIVE
@@ -1505,36 +1611,55 @@ def guarded_by_condition(
     """An enclosing test, an earlier ``assert`` or early exit that keeps ``operand`` off zero (module docs).
 
     ``ancestors`` enclose the op; pass the op itself as ``node`` so that
-    ``torch.sqrt(d) if d > 0 else 0`` sees which branch it is in.
+    ``torch.sqrt(d) if d > 0 else 0`` sees which branch it is in.  A name bound once to the expression
+    the test names counts as it: ``num / denom if s.sum() > 0 else 0`` with ``denom = s.sum()``.
     """
     site = site_of(list(ancestors))
+    operands = [operand] + _value_of_name(operand, site)
+
+    def positive(test: cst.BaseExpression) -> bool:
+        return any(condition_implies_positive(context, test, each, division, site) for each in operands)
+
+    def zero(test: cst.BaseExpression) -> bool:
+        return any(condition_implies_zero(context, test, each, site) for each in operands)
+
     path = list(ancestors) + ([node] if node is not None else [])
     for position, node in enumerate(path):
         child = path[position + 1] if position + 1 < len(path) else None
         if isinstance(node, (cst.If, cst.While)) and child is not None:
-            if child is node.body and condition_implies_positive(context, node.test, operand, division, site):
+            if child is node.body and positive(node.test):
                 return True
-            if child is getattr(node, "orelse", None) and condition_implies_zero(context, node.test, operand, site):
+            if child is getattr(node, "orelse", None) and zero(node.test):
                 return True
         elif isinstance(node, cst.IfExp) and child is not None:
-            if child is node.body and condition_implies_positive(context, node.test, operand, division, site):
+            if child is node.body and positive(node.test):
                 return True
-            if child is node.orelse and condition_implies_zero(context, node.test, operand, site):
+            if child is node.orelse and zero(node.test):
                 return True
         elif isinstance(node, cst.BooleanOperation) and child is node.right:
-            if isinstance(node.operator, cst.And) and condition_implies_positive(context, node.left, operand, division, site):
+            if isinstance(node.operator, cst.And) and positive(node.left):
                 return True
-            if isinstance(node.operator, cst.Or) and condition_implies_zero(context, node.left, operand, site):
+            if isinstance(node.operator, cst.Or) and zero(node.left):
                 return True
     for statement, _ in earlier_statements(site):
         if isinstance(statement, cst.If) and statement.orelse is None:
-            if _ends_in_exit(statement.body) and condition_implies_zero(context, statement.test, operand, site):
+            if _ends_in_exit(statement.body) and zero(statement.test):
                 return True
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
-                if isinstance(small, cst.Assert) and condition_implies_positive(context, small.test, operand, division, site):
+                if isinstance(small, cst.Assert) and positive(small.test):
                     return True
     return False
+
+
+def _value_of_name(operand: cst.BaseExpression, site: Optional[Site]) -> list:
+    """``[value]`` when ``operand`` is a local name bound once (``denom = s.sum()``), else ``[]``."""
+    if site is None or not isinstance(operand, cst.Name):
+        return []
+    reaching = bindings(site, operand.value)
+    if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
+        return [reaching[0].value]
+    return []
 
 
 def _ends_in_exit(block: cst.BaseSuite) -> bool:

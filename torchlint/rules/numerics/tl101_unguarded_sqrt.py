@@ -19,7 +19,11 @@ class UnguardedSqrt(UnguardedOpRule):
     is clamped to a positive minimum (`clamp(min=eps)`, `clamp_min(1e-6)`,
     `torch.maximum(x, eps)`), is an `exp`, a positive constant, a name bound
     earlier in the function to one of these, or sits under
-    `if (x > 0).all():` / `assert` / an earlier `if x == 0: return`.
+    `if (x > 0).all():` / `assert` / an earlier `if x == 0: return`. A bound
+    written with eps is kept strictly (`2 + eps - x.clamp(max=2)` is at least
+    eps), `torch.add(a, b)` and `a.mul(b)` are read as the operators they
+    spell, and a function named for a small value (`c_f.small_val(dtype)`,
+    `get_eps(dtype)`) guards like `eps`.
 
     ## Why is this bad?
     The derivative of `sqrt(x)` is `1 / (2 * sqrt(x))`: at `x = 0` it is
@@ -72,7 +76,9 @@ class UnguardedSqrt(UnguardedOpRule):
     that only feed `detach()`, `long()` or a comparison (they leave autograd)
     or `round()`/`floor()`, unless the operand is written as a difference
     (`E[x^2] - E[x]^2`, which rounding can make negative: NaN already in the
-    forward pass). `round()` and `floor()` do pass back a gradient, a zero one,
+    forward pass); the same holds for a name every read of which is such a
+    use (`w_norm = w.pow(2).sum(0).sqrt()` only compared in an `assert`).
+    `round()` and `floor()` do pass back a gradient, a zero one,
     and `0 / (2 * sqrt(0))` is still NaN when the operand needs a gradient;
     code that rounds a root computes sizes and counts from values that do not,
     so it is not reported (a known false negative).
@@ -88,7 +94,11 @@ class UnguardedSqrt(UnguardedOpRule):
     `config.delta`) added under a root is a smoothing term:
     `sqrt(x ** 2 + delta ** 2)` is not reported.
 
-    Not reported either: the `forward` of a `torch.autograd.Function` (its
+    Not reported either: test functions named for the loss they test
+    (`test_focal_loss`, methods of `TestDiceLoss`), the `__call__` of a
+    plain class named as a data transform (`class AmplitudeRescaleTransform:`;
+    `nn.Module` subclasses, such as differentiable augmentations, are still
+    read), the `forward` of a `torch.autograd.Function` (its
     backward is written by hand), feature extractors and processors
     (`feature_extraction_*.py`, `processing_*.py`, subclasses of
     `*FeatureExtractor`/`*ImageProcessor`/`ProcessorMixin`: input preparation,

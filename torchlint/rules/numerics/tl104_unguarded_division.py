@@ -31,6 +31,11 @@ class UnguardedDivision(UnguardedOpRule):
     positive minimum (`mask.sum().clamp_min(1)`, `clamp(min=1e-9)`), is bound
     earlier to such a value (`denom = torch.clamp(mask.sum(1), min=1e-9)`), or
     sits under `if mask.any():` / `if n > 0:` / an earlier `if n == 0: return`.
+    A test of the expression a name holds guards the name:
+    `0 if kept.sum() == 0 else num / denom` with `denom = kept.sum()`. The
+    norm of random draws (`slices = torch.randn(d, k)`, then
+    `slices / slices.norm(dim=0)`) is positive: a column of continuous draws
+    is never all zero.
 
     A sum of values whose sign the linter cannot see (`w / w.sum()`) is not
     flagged: such sums are usually of positive weights, and a clamp would be
