@@ -26,6 +26,8 @@ lines moving within a file.  The script prints:
 - the recorded rows of the packages read that no finding matches any more,
   by verdict: a change to the analysis that drops a ``real`` row has lost a
   real hazard;
+- with ``--prune``, the verdict file rewritten without those rows (once they
+  are accounted for);
 - with ``--sample N``, N findings drawn with a fixed seed (sorted by path,
   line, column and code first, so the draw is the same on every machine), for
   a reading of a sample when the list is long.
@@ -153,6 +155,17 @@ def score(listed: Sequence[Listed], verdicts: Dict[Key, Verdict], packages: Sequ
     return counts, unjudged, gone
 
 
+def prune(path: Path, keys: set) -> None:
+    """Rewrite the verdict file without the rows keyed by ``keys`` (through a temporary file, then a rename)."""
+    with path.open(encoding="utf-8", newline="") as handle:
+        rows = list(csv.reader(handle, delimiter="\t"))
+    kept = [rows[0]] + [row for row in rows[1:] if (row[0], row[1], int(row[2]), row[4]) not in keys]
+    temporary = path.with_suffix(".tmp")
+    with temporary.open("w", encoding="utf-8", newline="") as handle:
+        csv.writer(handle, delimiter="\t", lineterminator="\n").writerows(kept)
+    temporary.replace(path)
+
+
 def precision_line(counts: Counter) -> str:
     judged = sum(counts[v] for v in VERDICTS)
     if not judged:
@@ -182,6 +195,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--codes", default=",".join(CODES))
     parser.add_argument("--verdicts", type=Path, default=DEFAULT_VERDICTS)
     parser.add_argument("--sample", type=int, default=0, help="also print N findings drawn with --seed")
+    parser.add_argument("--prune", action="store_true", help="drop from --verdicts the rows no finding matches")
     parser.add_argument("--seed", type=int, default=101)
     args = parser.parse_args(argv)
 
@@ -212,6 +226,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     for (code, path, column, text), verdict in sorted(gone.items()):
         print(f"#   gone: {code} {path} col {column} [{verdict.verdict}] {text}")
 
+    if args.prune and gone:
+        prune(args.verdicts, set(gone))
+        print(f"# pruned {len(gone)} rows from {args.verdicts}")
     for number, finding in enumerate(unjudged, start=1):
         show(number, finding, None)
     if args.sample:

@@ -89,3 +89,17 @@ def test_a_missing_package_is_an_error(precision, capsys, corpus, tmp_path):
     status = precision.main(["--corpus", str(corpus), "--packages", "pkg,absent"])
     assert status == 2
     assert "absent" in capsys.readouterr().err
+
+
+def test_prune_drops_only_the_rows_no_finding_matches(precision, capsys, corpus, tmp_path):
+    verdicts = tmp_path / "verdicts.tsv"
+    kept_row = "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\n"
+    other_package = "TL101\tother/other/x.py\t5\treal\ty = x.sqrt()\tread elsewhere\n"
+    verdicts.write_text(
+        HEADER + kept_row + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\tgone\n" + other_package,
+        encoding="utf-8",
+    )
+    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--prune"])
+    assert status == 0
+    assert "# pruned 1 rows" in capsys.readouterr().out
+    assert verdicts.read_text(encoding="utf-8") == HEADER + kept_row + other_package
