@@ -46,6 +46,13 @@ TRAINING = [
     "pytorch-metric-learning==2.9.0",
     "pytorch-toolbelt==0.8.0",
     "segmentation-models-pytorch==0.6.0",
+    "catalyst==22.4",
+    "info-nce-pytorch==0.1.4",
+    "lightning-bolts==0.7.0",
+    "mmdet==3.3.0",
+    "mmsegmentation==1.2.2",
+    "pytorch-msssim==1.0.0",
+    "torchvision==0.28.0",
 ]
 SETS = {"small": SMALL, "full": FULL, "training": TRAINING, "all": FULL + TRAINING}
 

@@ -782,3 +782,28 @@ def test_norms_of_random_draws_tests_and_data_transforms():
                 return torch.sqrt(freq.real ** 2 + freq.imag ** 2)  # unguarded
         """
     )
+
+
+def test_an_assert_that_no_element_is_zero_and_squares_of_positives():
+    check(
+        """
+        import torch
+        class SupConLoss(torch.nn.Module):
+            def __init__(self, mu=0.02):
+                super().__init__()
+                self.mu = mu
+            def forward(self, positives, pred, target):
+                n = positives.sum(dim=1) - 1
+                assert (n == 0).sum().item() == 0, "every sample needs another positive"
+                a = torch.log(n.float())  # guarded
+                b = torch.log(positives.sum(dim=1) - 2)  # unguarded
+                mu = self.mu
+                diff = pred - target
+                c = torch.sqrt(diff * diff + mu * mu) - mu  # guarded
+                d = torch.sqrt(diff * diff + diff * diff)  # unguarded
+                return a, b, c, d
+        def counted_loss(x, n):
+            assert (n > 0).sum() == 0
+            return torch.log(n)  # unguarded
+        """
+    )

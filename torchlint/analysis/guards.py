@@ -1031,7 +1031,7 @@ def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site]
         return Sign.UNKNOWN
     if isinstance(operator, (cst.Multiply, cst.Divide, cst.FloorDivide, cst.MatrixMultiply)):
         if isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
-            return Sign.NONNEGATIVE
+            return Sign.POSITIVE if again(node.left) is Sign.POSITIVE else Sign.NONNEGATIVE  # mu * mu
         left, right = again(node.left), again(node.right)
         if Sign.UNKNOWN in (left, right):
             return Sign.UNKNOWN
@@ -1382,7 +1382,7 @@ def _count_source(context, operand: cst.BaseExpression) -> Optional[cst.BaseExpr
     if not isinstance(operand, cst.Call):
         return None
     name, source, _ = _call_parts(context, operand)
-    if name in ("sum", "count_nonzero", "float", "long", "int", "double") and source is not None:
+    if name in ("sum", "count_nonzero", "float", "long", "int", "double", "item") and source is not None:
         inner = _count_source(context, source)
         return inner if inner is not None else source
     return None
@@ -1415,6 +1415,12 @@ def condition_implies_positive(
     if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
         target = test.comparisons[0]
         left, right, operator = test.left, target.comparator, target.operator
+        if isinstance(operator, cst.Equal):
+            # ``(n == 0).sum().item() == 0``: no element meets the test, as ``not (n == 0).any()``
+            for subject, bound in ((left, right), (right, left)):
+                counted = _count_source(context, subject) if constant_value(bound) == 0 else None
+                if counted is not None and condition_implies_zero(context, counted, operand, site):
+                    return True
         for subject, bound, op in ((left, right, operator), (right, left, _flip(operator))):
             if not _matches(context, subject, operand):
                 continue
@@ -1615,7 +1621,8 @@ def guarded_by_condition(
     the test names counts as it: ``num / denom if s.sum() > 0 else 0`` with ``denom = s.sum()``.
     """
     site = site_of(list(ancestors))
-    operands = [operand] + _value_of_name(operand, site)
+    uncast = _without_sign_preserving_calls(context, operand)  # log(n.float()) under a test of n
+    operands = [operand] + ([uncast] if uncast is not operand else []) + _value_of_name(uncast, site)
 
     def positive(test: cst.BaseExpression) -> bool:
         return any(condition_implies_positive(context, test, each, division, site) for each in operands)
