@@ -807,3 +807,18 @@ def test_an_assert_that_no_element_is_zero_and_squares_of_positives():
             return torch.log(n)  # unguarded
         """
     )
+
+
+def test_roots_of_ground_truth_carry_no_gradient():
+    check(
+        """
+        import torch
+        def centerness_loss(pred, bbox_reg_targets, target_logit, targets):
+            left_right = bbox_reg_targets[:, :, [0, 2]]
+            a = torch.sqrt(left_right.min(dim=-1)[0] / left_right.max(dim=-1)[0])  # guarded
+            b = torch.sqrt(1.0 - torch.pow(target_logit, 2))  # unguarded
+            c = torch.log(targets)  # unguarded
+            d = torch.sqrt(pred.abs())  # unguarded
+            return a, b, c, d
+        """
+    )

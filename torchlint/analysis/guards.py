@@ -28,7 +28,7 @@ API
     extractors and processors (input preparation), nor tests named for a loss
     (``test_focal_loss``), nor plain classes named ``*Transform`` (data transforms). Gradient-only hazards (a root of 0) are skipped under
     ``no_grad``/``inference_mode``, in initialisation code, in optimizer files,
-    on constants/random draws and on results that only feed ``detach``,
+    on constants/random draws, on ground truth named as such (``bbox_targets``) and on results that only feed ``detach``,
     ``round``, ``long`` or a comparison, directly or through a name every read
     of which does.
 
@@ -53,6 +53,7 @@ API
     ``T - padding_mask.sum(1)``, ``c + eps - x`` and ``c - x`` when ``x`` is bounded by ``c``
     or ``c - eps`` (``1 - p.clamp(eps, 1 - eps)``: :func:`upper_bound`), ``torch.add`` /
     ``mul`` as the operators, calls named for a small value (``c_f.small_val(dtype)``),
+    squares of positive values (``mu * mu``),
     norms of random draws (``randn``), the magnitude of entries selected off zero
     (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`_implies_nonzero`),
     a lambda's parameter in ``map(lambda t: ..., (a, b))`` when ``a`` and
@@ -72,7 +73,8 @@ API
     An enclosing ``if d > 0:`` / ``if d != 0:`` / ``if (d > 0).all():`` /
     ``if d.min() > 0:`` / ``if mask.any():`` (for a count of ``mask``), the
     ``else`` of ``if d == 0:``, ``d > 0 and ...``, ``... if d > 0 else ...``,
-    an earlier ``assert (d > 0).all()`` or ``if d == 0: return``.
+    an earlier ``assert (d > 0).all()`` / ``assert (d == 0).sum() == 0`` or ``if d == 0: return``;
+    the test may name the expression a local name holds (``denom = s.sum()``; ``if s.sum() > 0:``).
     :func:`condition_implies_positive` / :func:`condition_implies_zero`
     answer it for one test expression (TL106 reads ``where`` conditions with them).
 
@@ -220,6 +222,9 @@ _NON_DIFFERENTIABLE = frozenset({
     "detach", "item", "tolist", "numpy", "round", "floor", "ceil", "trunc", "long", "int", "bool", "sign",
     "argmax", "argmin", "argsort", "nonzero", "isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le",
 })
+# Ground truth by name: ``target``, ``bbox_reg_targets``, ``gt_boxes``, ``y_true`` (not ``target_logit``,
+# the model's logit of the target class).
+_GROUND_TRUTH_NAME = re.compile(r"(^|_)targets?$|^gt(_|$)|(^|_)gt$|^y_true$")
 # Sources that carry no gradient: constants and random draws.
 _NO_GRADIENT_SOURCES = frozenset({
     "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "bernoulli",
@@ -522,6 +527,8 @@ def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Op
     if carries_no_gradient(context, node):
         return True  # comparisons, bool/integer casts and counts of them
     if isinstance(node, cst.Name):
+        if _GROUND_TRUTH_NAME.search(node.value):
+            return True  # ``bbox_reg_targets``, ``gt_boxes``: ground truth is never differentiated
         if site is None:
             return False
         reaching = bindings(site, node.value)

@@ -22,8 +22,11 @@ class UnguardedSqrt(UnguardedOpRule):
     `if (x > 0).all():` / `assert` / an earlier `if x == 0: return`. A bound
     written with eps is kept strictly (`2 + eps - x.clamp(max=2)` is at least
     eps), `torch.add(a, b)` and `a.mul(b)` are read as the operators they
-    spell, and a function named for a small value (`c_f.small_val(dtype)`,
-    `get_eps(dtype)`) guards like `eps`.
+    spell, a function named for a small value (`c_f.small_val(dtype)`,
+    `get_eps(dtype)`) guards like `eps`, the square of a positive value is
+    positive (`sqrt(d * d + mu * mu)` with `self.mu = 0.02`), and an
+    `assert (n == 0).sum().item() == 0` guards `n` as `assert (n != 0).all()`
+    does.
 
     ## Why is this bad?
     The derivative of `sqrt(x)` is `1 / (2 * sqrt(x))`: at `x = 0` it is
@@ -72,7 +75,9 @@ class UnguardedSqrt(UnguardedOpRule):
     under `torch.no_grad()` /
     `inference_mode`, in initialisation code (`__init__`, `reset_parameters`,
     `*_init`), in files that define an optimizer (their states are running
-    means of squares plus eps), on constants and random draws, and on results
+    means of squares plus eps), on constants and random draws, on ground
+    truth (names such as `target`, `bbox_reg_targets`, `gt_boxes`, `y_true`;
+    not `target_logit`, the model's logit of the target class), and on results
     that only feed `detach()`, `long()` or a comparison (they leave autograd)
     or `round()`/`floor()`, unless the operand is written as a difference
     (`E[x^2] - E[x]^2`, which rounding can make negative: NaN already in the
