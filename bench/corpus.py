@@ -53,6 +53,10 @@ TRAINING = [
     "mmsegmentation==1.2.2",
     "pytorch-msssim==1.0.0",
     "torchvision==0.28.0",
+    "asteroid==0.7.0",
+    "auraloss==0.4.0",
+    "geomloss==0.3.1",
+    "piq==0.8.0",
 ]
 SETS = {"small": SMALL, "full": FULL, "training": TRAINING, "all": FULL + TRAINING}
 
