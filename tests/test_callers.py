@@ -185,3 +185,35 @@ def test_a_loss_module_is_called_through_the_attributes_holding_its_instances():
     assert _passed(context, defs["LikelihoodLoss.forward"], "sigma") == ["s.exp()"]
     assert call_sites(context, defs["Layer.forward"]) is None  # not a loss module: its callers are not read
     assert call_sites(context, defs["EscapedLoss.forward"]) is None  # the instance is handed to a list
+
+
+def test_old_style_super_naming_the_class_is_not_a_use_of_it():
+    context = _context(
+        """
+        import torch
+        class SpectralLoss(torch.nn.Module):
+            def __init__(self):
+                super(SpectralLoss, self).__init__()
+            def forward(self, x_mag, y_mag):
+                return x_mag / y_mag
+        class STFTLoss(torch.nn.Module):
+            def __init__(self):
+                super(STFTLoss, self).__init__()
+                self.spectral = SpectralLoss()
+            def forward(self, x, y):
+                return self.spectral(x.exp(), y.exp())
+        class OtherLoss(torch.nn.Module):
+            def forward(self, z):
+                return z
+        class Wrapper(OtherLoss):
+            def __init__(self):
+                super(OtherLoss, self).__init__()
+                self.inner = OtherLoss()
+            def forward(self, z):
+                return self.inner(z)
+        """
+    )
+    defs = _defs(context.module)
+    assert _passed(context, defs["SpectralLoss.forward"], "y_mag") == ["y.exp()"]
+    # a subclass (whose super() names OtherLoss too) may reach OtherLoss.forward through self: no answer
+    assert call_sites(context, defs["OtherLoss.forward"]) is None

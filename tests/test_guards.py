@@ -822,3 +822,27 @@ def test_roots_of_ground_truth_carry_no_gradient():
             return a, b, c, d
         """
     )
+
+
+def test_a_name_unpacked_from_a_helpers_tuple_takes_its_element():
+    check(
+        """
+        import torch
+        class STFTLoss(torch.nn.Module):
+            def stft(self, x):
+                s = torch.stft(x, 512, return_complex=True)
+                return torch.sqrt(torch.clamp(s.real ** 2 + s.imag ** 2, min=self.eps)), torch.angle(s)
+            def raw(self, x):
+                s = torch.stft(x, 512, return_complex=True)
+                if x.dim() > 2:
+                    return s.abs(), None
+                return s.abs().clamp_min(1e-6), torch.angle(s)
+            def forward(self, x, y):
+                x_mag, x_phs = self.stft(x)
+                y_mag, y_phs = self.raw(y)
+                a = torch.log(x_mag)  # guarded
+                b = torch.log(y_mag)  # unguarded
+                c = torch.log(x_phs)  # unguarded
+                return a, b, c
+        """
+    )

@@ -26,7 +26,8 @@ function:
 - the ``forward`` of a loss module class of the file
   (:func:`torchlint.prepass.judged_by_instances`) is reached through its
   instances: every one is stored as ``self.attr = Cls(...)`` (moves such as
-  ``.to(device)`` allowed) in a class of the file, and each such ``self.attr``
+  ``.to(device)`` allowed; ``super(Cls, self)`` inside ``Cls`` is no use of the
+  class) in a class of the file, and each such ``self.attr``
   is only called, tested (``if self.attr``, ``self.attr is not None``) or
   reset to ``None``; its calls ``self.attr(...)`` are the call sites;
 - not a dunder or decorated function, nor another method the framework
@@ -232,6 +233,18 @@ def _module_call_sites(context: "FileContext", function: cst.FunctionDef) -> Opt
     return tuple(found) or None
 
 
+def _names_own_class_in_super(call: cst.Call, owner: Optional[cst.ClassDef]) -> bool:
+    """``super(Cls, self)`` inside ``Cls``."""
+    return (
+        owner is not None
+        and isinstance(call.func, cst.Name)
+        and call.func.value == "super"
+        and bool(call.args)
+        and isinstance(call.args[0].value, cst.Name)
+        and call.args[0].value.value == owner.name.value
+    )
+
+
 def _build_instances(module: cst.Module) -> _Instances:
     classes = {s.name.value for s in module.body if isinstance(s, cst.ClassDef) and not s.decorators}
     found = _Instances({}, set(), set(), {})
@@ -245,6 +258,8 @@ def _build_instances(module: cst.Module) -> _Instances:
             elif isinstance(node, cst.Call):
                 attribute = _self_attribute(node.func)
                 owner = _enclosing_class(path)
+                if _names_own_class_in_super(node, owner):
+                    settled.add(id(node.args[0].value))  # super(Cls, self).__init__(): not a use of the class
                 if attribute is not None and owner is not None:
                     settled.add(id(node.func))
                     key = (id(owner), attribute)

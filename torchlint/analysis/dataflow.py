@@ -331,6 +331,22 @@ def unpacked_element(binding: Binding, name: str) -> Optional[cst.BaseExpression
     return None
 
 
+def unpack_position(binding: Binding, name: str) -> Optional[Tuple[int, int]]:
+    """For ``mag, phase = self.stft(x)`` (an ``unpack`` binding into a flat tuple of names), the index
+    ``name`` takes and the tuple's length; None for starred or nested targets."""
+    if binding.kind != "unpack" or not isinstance(binding.node, cst.Assign) or len(binding.node.targets) != 1:
+        return None
+    target = binding.node.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    if any(isinstance(element, cst.StarredElement) for element in target.elements):
+        return None
+    for index, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return index, len(target.elements)
+    return None
+
+
 def later_statements(site: Site) -> Iterator[Tuple[cst.CSTNode, Site]]:
     """Statements after the site's statement in its enclosing blocks of the same function, nearest first."""
     for depth in range(len(site.frames) - 1, -1, -1):

@@ -41,7 +41,8 @@ API
     / ``masked_fill(x == 0, c)`` with c > 0, ``exp``, ``ones``, sums/means/pools
     of positives, ``torch.where(d > 0, d, 1)``, calls of a helper defined in
     the same file whose every return is positive (``def stft(...)`` that
-    clamps, ``self._norm(x)`` that adds eps: :mod:`torchlint.analysis.returns`);
+    clamps, ``self._norm(x)`` that adds eps: :mod:`torchlint.analysis.returns`),
+    and a name unpacked from the tuples it returns (``mag, phase = self.stft(x)``);
     with ``division=True`` also
     ``sigmoid`` and ``softmax``.  Names are followed to their bindings in the
     same function (:mod:`torchlint.analysis.dataflow`: assignments, ``+= eps``,
@@ -111,7 +112,15 @@ import libcst as cst
 from torchlint.analysis import fused
 from torchlint.analysis.callers import argument_for, call_sites, defined_function_names, enclosing_function
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.dataflow import Site, bindings, earlier_statements, later_statements, site_of, unpacked_element
+from torchlint.analysis.dataflow import (
+    Site,
+    bindings,
+    earlier_statements,
+    later_statements,
+    site_of,
+    unpack_position,
+    unpacked_element,
+)
 from torchlint.analysis.domain import (
     DIV,
     LOG,
@@ -888,6 +897,8 @@ def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
             continue
         value = unpacked_element(binding, node.value) if binding.kind == "unpack" else binding.value
         if value is None:
+            if binding.kind == "unpack":  # mag, phase = self.stft(x): the helper's returned tuples
+                unconditional = _unpacked_return_sign(context, binding, node.value, division, depth)
             continue
         key = id(binding.node)
         seen = set(seen or ())
@@ -907,6 +918,27 @@ def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
         else:
             best = max(best, sign) if sign is Sign.POSITIVE else best
     return max(best, unconditional)
+
+
+def _unpacked_return_sign(context, binding, name: str, division: bool, depth: int) -> Sign:
+    """The least sign of the element ``name`` takes from every tuple a same-file helper returns."""
+    position = unpack_position(binding, name)
+    call = binding.node.value if isinstance(binding.node, cst.Assign) else None
+    if position is None or not isinstance(call, cst.Call):
+        return Sign.UNKNOWN
+    helper = called_function(context, call, binding.site)
+    returned = returned_values(context, helper) if helper is not None else None
+    if not returned:
+        return Sign.UNKNOWN
+    index, length = position
+    signs = []
+    for value, at in returned:
+        if not isinstance(value, cst.Tuple) or len(value.elements) != length:
+            return Sign.UNKNOWN
+        if any(isinstance(element, cst.StarredElement) for element in value.elements):
+            return Sign.UNKNOWN
+        signs.append(sign_of(context, value.elements[index].value, at, division, depth + 1))
+    return min(signs)
 
 
 def _attribute_sign(context, node: cst.Attribute, site, division, depth) -> Sign:

@@ -76,7 +76,8 @@ class UnguardedLog(Rule):
 
     A helper defined in the same file is followed: `torch.log(stft(x))` is
     guarded when every `return` of `stft` (or of `self._energy` in the same
-    class) is positive, e.g. clamped before it returns.
+    class) is positive, e.g. clamped before it returns; so is a name unpacked
+    from the tuples it returns (`mag, phase = self.stft(x)`).
 
     Not detected: logs of values computed in a function of another file or
     stored in attributes, and logs whose operand is guarded in another file.
