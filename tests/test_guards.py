@@ -846,3 +846,19 @@ def test_a_name_unpacked_from_a_helpers_tuple_takes_its_element():
                 return a, b, c
         """
     )
+
+
+def test_a_square_of_a_value_clamped_strictly_inside_one_stays_below_one():
+    check(
+        """
+        import torch
+        class AngularLoss(torch.nn.Module):
+            def forward(self, cos):
+                inside = cos.clamp(-1 + self.eps, 1 - self.eps)
+                a = torch.sqrt(1 - inside ** 2)  # guarded
+                edge = cos.clamp(-1, 1 - self.eps)
+                b = torch.sqrt(1 - edge ** 2)  # unguarded
+                c = torch.sqrt(1 - cos.clamp(-1, 1) ** 2)  # unguarded
+                return a, b, c
+        """
+    )

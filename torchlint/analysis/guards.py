@@ -24,13 +24,14 @@ API
 ``in_differentiated_code(context, ancestors)`` / ``gradient_cannot_flow(context, op, ancestors)``
     Where TL101-TL104 look: a ``forward``/``__call__``/``training_step``, a
     function or class named for a loss, a ``loss``/``losses`` module, but not
-    their initialisation code (``__init__``, ``reset_parameters``, ``*_init``), nor feature
-    extractors and processors (input preparation), nor tests named for a loss
-    (``test_focal_loss``), nor plain classes named ``*Transform`` (data transforms). Gradient-only hazards (a root of 0) are skipped under
+    their initialisation code (``__init__``, ``reset_parameters``, ``*_init``),
+    nor feature extractors and processors (input preparation), nor tests named
+    for a loss (``test_focal_loss``), nor plain classes named ``*Transform``
+    (data transforms). Gradient-only hazards (a root of 0) are skipped under
     ``no_grad``/``inference_mode``, in initialisation code, in optimizer files,
-    on constants/random draws, on ground truth named as such (``bbox_targets``) and on results that only feed ``detach``,
-    ``round``, ``long`` or a comparison, directly or through a name every read
-    of which does.
+    on constants/random draws, on ground truth named as such (``bbox_targets``)
+    and on results that only feed ``detach``, ``round``, ``long`` or a
+    comparison, directly or through a name every read of which does.
 
 ``sign_of(context, expr, site, division=False) -> Sign``
     POSITIVE (provably > 0, bounded away from 0 by the author), NONNEGATIVE
@@ -48,14 +49,15 @@ API
     same function (:mod:`torchlint.analysis.dataflow`: assignments, ``+= eps``,
     in-place ``clamp_``/``add_``, ``d[d == 0] = 1``); a binding made only on
     some paths counts when it is a guard (the author meant to guard), and one
-    that is not a guard is ignored (a known looseness: bench/results/precision_tl1.md,
-    "Tried and not kept").  Also positive: products (``matmul``, ``@``) of positive factors,
-    ``x ** 2 + delta ** 2`` with ``delta`` a Python number (a smoothing term),
-    ``T - padding_mask.sum(1)``, ``c + eps - x`` and ``c - x`` when ``x`` is bounded by ``c``
-    or ``c - eps`` (``1 - p.clamp(eps, 1 - eps)``: :func:`upper_bound`), ``torch.add`` /
-    ``mul`` as the operators, calls named for a small value (``c_f.small_val(dtype)``),
-    squares of positive values (``mu * mu``),
-    norms of random draws (``randn``), the magnitude of entries selected off zero
+    that is not a guard is ignored (a known looseness:
+    bench/results/precision_tl1.md, "Tried and not kept").  Also positive:
+    products (``matmul``, ``@``) of positive factors, ``x ** 2 + delta ** 2``
+    with ``delta`` a Python number (a smoothing term), ``T - padding_mask.sum(1)``,
+    ``c + eps - x`` and ``c - x`` when ``x`` is bounded by ``c`` or ``c - eps``
+    (``1 - p.clamp(eps, 1 - eps)``, ``1 - cos.clamp(-1 + eps, 1 - eps) ** 2``:
+    :func:`upper_bound`), ``torch.add`` / ``mul`` as the operators, calls named
+    for a small value (``c_f.small_val(dtype)``), squares of positive values
+    (``mu * mu``), norms of random draws (``randn``), the magnitude of entries selected off zero
     (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`_implies_nonzero`),
     a lambda's parameter in ``map(lambda t: ..., (a, b))`` when ``a`` and
     ``b`` are, and a parameter every same-file call
@@ -74,8 +76,9 @@ API
     An enclosing ``if d > 0:`` / ``if d != 0:`` / ``if (d > 0).all():`` /
     ``if d.min() > 0:`` / ``if mask.any():`` (for a count of ``mask``), the
     ``else`` of ``if d == 0:``, ``d > 0 and ...``, ``... if d > 0 else ...``,
-    an earlier ``assert (d > 0).all()`` / ``assert (d == 0).sum() == 0`` or ``if d == 0: return``;
-    the test may name the expression a local name holds (``denom = s.sum()``; ``if s.sum() > 0:``).
+    an earlier ``assert (d > 0).all()`` / ``assert (d == 0).sum() == 0`` or
+    ``if d == 0: return``; the test may name the expression a local name holds
+    (``denom = s.sum()``; ``if s.sum() > 0:``).
     :func:`condition_implies_positive` / :func:`condition_implies_zero`
     answer it for one test expression (TL106 reads ``where`` conditions with them).
 
@@ -1033,7 +1036,11 @@ def _literal_bound(context: "FileContext", node: cst.BaseExpression, site: Optio
         high = _literal_bound(context, squared, site, depth + 1, True)
         low = _literal_bound(context, squared, site, depth + 1, False)
         if high is not None and low is not None:
-            return max(high[0] * high[0], low[0] * low[0]), False
+            # x in [low, high] gives x ** 2 <= max(low ** 2, high ** 2), strictly when that side's bound is.
+            top, bottom = (high[0] * high[0], high[1]), (low[0] * low[0], low[1])
+            if top[0] != bottom[0]:
+                return max(top, bottom)
+            return top[0], top[1] and bottom[1]
     return None
 
 
