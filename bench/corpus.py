@@ -57,6 +57,9 @@ TRAINING = [
     "auraloss==0.4.0",
     "geomloss==0.3.1",
     "piq==0.8.0",
+    "mmocr==1.0.1",
+    "mmpose==1.3.2",
+    "mmpretrain==1.2.0",
 ]
 SETS = {"small": SMALL, "full": FULL, "training": TRAINING, "all": FULL + TRAINING}
 

@@ -169,7 +169,7 @@ def test_non_guards():
             a = torch.sqrt(x) + EPS  # unguarded
             b = torch.clamp_min(torch.log(p), -100)  # unguarded
             c = torch.sqrt(x.clamp(min=0))  # unguarded
-            d = torch.sqrt(F.relu(x))  # unguarded
+            d = torch.sqrt(x.clamp_min(0))  # unguarded
             e = torch.log(F.softplus(x))  # unguarded
             g = torch.sqrt(x.abs())  # unguarded
             h = torch.log(x - 1e-6)  # unguarded
@@ -860,5 +860,33 @@ def test_a_square_of_a_value_clamped_strictly_inside_one_stays_below_one():
                 b = torch.sqrt(1 - edge ** 2)  # unguarded
                 c = torch.sqrt(1 - cos.clamp(-1, 1) ** 2)  # unguarded
                 return a, b, c
+        """
+    )
+
+
+def test_roots_of_relu_outputs_are_masked_by_relus_backward():
+    check(
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+        def signed_sqrt_loss(z: torch.Tensor, w: torch.Tensor):
+            a = torch.sqrt(F.relu(z)) - torch.sqrt(F.relu(-z))  # guarded
+            r = z.relu()
+            b = torch.sqrt(r.sum(-1)) + torch.sqrt(nn.ReLU()(z) + F.relu(w))  # guarded
+            c = torch.sqrt(z.clamp(min=0))  # unguarded
+            d = torch.sqrt(z.abs())  # unguarded
+            e = torch.sqrt(F.relu(z) * w)  # unguarded
+            f = torch.log(F.relu(z))  # unguarded
+            g = torch.sqrt(F.relu(z) + w.abs())  # unguarded
+            return a, b, c, d, e, f, g
+        class GeM(nn.Module):
+            def __init__(self, p=3.0):
+                super().__init__()
+                self.p = nn.Parameter(torch.ones(1) * p)
+            def forward(self, x):
+                a = F.adaptive_avg_pool2d(F.relu(x).pow(3), 1).pow(1.0 / 3)  # guarded
+                b = F.adaptive_avg_pool2d(F.relu(x).pow(self.p), 1).pow(1.0 / self.p)  # unguarded
+                return a, b
         """
     )

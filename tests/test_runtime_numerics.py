@@ -115,6 +115,37 @@ def test_rsqrt_at_zero(sqrt_pair, dtype):
     same_forward(bad, good, torch.tensor([0.25, 1.0, 16.0], dtype=dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_relu_masks_a_roots_infinite_derivative_where_clamp_and_abs_do_not(dtype):
+    """Why TL101/TL103 leave ``sqrt(relu(x))`` alone but report ``sqrt(x.clamp(min=0))`` and ``sqrt(x.abs())``:
+    ReLU's backward selects the gradient where its output is positive, clamp's passes x = 0 through,
+    abs's multiplies by sign(0) = 0."""
+    import torch.nn.functional as F
+
+    boundary = torch.tensor([-1.0, 0.0, 4.0], dtype=dtype)
+    _, (grad,) = forward_backward(lambda x: torch.sqrt(F.relu(x)), boundary)
+    assert finite(grad) and grad[0] == 0 and grad[1] == 0
+    _, (grad,) = forward_backward(lambda x: torch.sqrt(F.relu(x).sum()), torch.tensor([-1.0, -2.0], dtype=dtype))
+    assert finite(grad), "a sum of ReLU outputs is 0 only where every one is masked"
+    _, (grad,) = forward_backward(lambda x: torch.sqrt(x.clamp(min=0)), boundary)
+    assert torch.isinf(grad[1].float())
+    _, (grad,) = forward_backward(lambda x: torch.sqrt(x.abs()), boundary)
+    assert torch.isnan(grad[1].float())
+    # A product lets a zero through that ReLU did not make.
+    _, grads = forward_backward(lambda x, w: torch.sqrt(F.relu(x) * w), boundary, torch.tensor([1.0, 1.0, 0.0], dtype=dtype))
+    assert not finite(*grads)
+
+
+def test_a_learnable_exponent_is_not_masked_by_relu():
+    """GeM with a learnable p over a dead (all-zero) ReLU map: the input's gradient is 0, p's is NaN."""
+    import torch.nn.functional as F
+
+    x = torch.tensor([[-1.0, -2.0, -3.0]], requires_grad=True)
+    p = torch.tensor(3.0, requires_grad=True)
+    F.avg_pool1d(F.relu(x).pow(p), 3).pow(1.0 / p).sum().backward()
+    assert finite(x.grad) and torch.isnan(p.grad)
+
+
 def test_sqrt_fix_uses_configured_eps():
     settings = config.Settings(enabled=frozenset({"TL101"}), eps=1e-4)
     pair = fix_and_exec(SQRT, "TL101", settings=settings)

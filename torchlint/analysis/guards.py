@@ -99,8 +99,10 @@ Ownership (who reports what, so one bug gives one finding):
 Not guards (on purpose): ``torch.sqrt(d) + EPS`` (eps after the op),
 ``clamp_min(torch.log(p), -100)`` (clamps the result), ``torch.where(p > 0,
 p * torch.log(p), 0)`` (the unselected branch still back-propagates NaN),
-``clamp(min=0)`` / ``relu`` for sqrt and roots (sqrt(0) has an infinite
-gradient).
+``clamp(min=0)`` / ``abs`` for sqrt and roots (sqrt(0) has an infinite
+gradient, which clamp passes through at 0 and abs turns into NaN).  ``relu``
+is one for roots with a constant exponent (:func:`_relu_masked`): its backward
+zeroes the gradient wherever its output is 0.
 """
 from __future__ import annotations
 
@@ -207,14 +209,70 @@ def _operand_kind(context: "FileContext", op: DomainOp, site: Site) -> Optional[
 
 
 def _unguarded(context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CSTNode], site: Site) -> bool:
-    """Not provably off the edge (:func:`sign_of`), nor kept off it by a condition, nor made of guarded factors."""
+    """Not provably off the edge (:func:`sign_of`), nor kept off it by a condition, nor made of guarded factors,
+    nor a root whose zeros ReLU masks in the backward pass (:func:`_relu_masked`)."""
     operand = op.operand
+    if op.kind in GRADIENT_ONLY_KINDS and _exponent_needs_no_gradient(context, op, site) and _relu_masked(context, operand, site):
+        return False
     division = op.kind == DIV
     if sign_of(context, operand, site, division=division) is Sign.POSITIVE:
         return False
     if guarded_by_condition(context, operand, ancestors, division=division, node=op.node):
         return False
     return not _factors_guarded(context, operand, ancestors, site, division, op.node)
+
+
+# ReLU's backward selects (``where(x > 0, grad, 0)``) rather than multiplies, so the infinite derivative
+# of a root at a zero ReLU made never reaches the input: ``sqrt(relu(x))`` has gradient 0 at x <= 0
+# (tests/test_runtime_numerics.py), where ``sqrt(x.clamp(min=0))`` is inf at x = 0 and
+# ``sqrt(x.abs())`` NaN.  Sums, means and pools of ReLU outputs are 0 only where every one is.
+_RELU_CALLS = frozenset({"relu", "relu6", "ReLU", "ReLU6", "relu_"})
+_ZERO_ONLY_WHERE_ALL_ARE = frozenset({
+    "sum", "nansum", "mean", "nanmean", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+})
+
+
+def _relu_masked(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
+    """Whether ``node`` is 0 only where a ReLU output is: ``F.relu(x)``, ``x.relu()``, ``nn.ReLU()(x)``, through
+    casts and reshapes, sums, means and average pools of them, sums of two of them, their powers with a
+    positive constant exponent, and local names bound once to one."""
+    if depth > _MAX_DEPTH:
+        return False
+    node = _without_sign_preserving_calls(context, node)
+    again = depth + 1
+    if isinstance(node, cst.Name) and site is not None:
+        reaching = bindings(site, node.value)
+        return (
+            len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None
+            and _relu_masked(context, reaching[0].value, reaching[0].site, again)
+        )
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Add):
+            return _relu_masked(context, node.left, site, again) and _relu_masked(context, node.right, site, again)
+        if isinstance(node.operator, cst.Power):
+            exponent = constant_value(node.right)
+            return exponent is not None and exponent > 0 and _relu_masked(context, node.left, site, again)
+        return False
+    if isinstance(node, cst.Call) and not has_star_args(node):
+        name, source, is_method = _call_parts(context, node)
+        if name in _RELU_CALLS:
+            return True
+        if source is None:
+            return False
+        if name in _ZERO_ONLY_WHERE_ALL_ARE:
+            return _relu_masked(context, source, site, again)
+        if name in ("pow", "square"):
+            exponent = argument(node, 0 if is_method else 1, "exponent") if name == "pow" else None
+            value = constant_value(exponent.value) if exponent is not None else (2 if name == "square" else None)
+            return value is not None and value > 0 and _relu_masked(context, source, site, again)
+    return False
+
+
+def _exponent_needs_no_gradient(context: "FileContext", op: DomainOp, site: Optional[Site]) -> bool:
+    """A root, or a power whose exponent is a number: a learnable exponent's own gradient,
+    ``x ** (1 / p) * log(x)``, is NaN at x = 0 whatever masks the base."""
+    return op.kind != POW or (op.exponent is not None and value_kind(context, op.exponent, site) == "number")
 
 
 # -- where gradients flow --------------------------------------------------------------

@@ -36,10 +36,14 @@ class UnguardedSqrt(UnguardedOpRule):
     gradient `inf`, then `NaN` ("Function 'SqrtBackward0' returned nan
     values"), and the next optimizer step writes NaN into every weight. A
     negative operand (rounding in `E[x^2] - E[x]^2`) is NaN already in the
-    forward pass. `rsqrt(0)` is `inf` in the forward pass. `clamp(min=0)` or
-    `relu` does not help: `sqrt(0)` still has an infinite gradient, and eps
-    added after the root (`torch.sqrt(d) + eps`) guards the output, not the
-    derivative.
+    forward pass. `rsqrt(0)` is `inf` in the forward pass. `clamp(min=0)`
+    does not help: it passes 0 through, and `sqrt(0)` still has an infinite
+    gradient (`abs()` gives NaN there). Eps added after the root
+    (`torch.sqrt(d) + eps`) guards the output, not the derivative. A ReLU
+    right before the root does help: its backward zeroes the gradient
+    wherever its output is 0, so `torch.sqrt(F.relu(x))`, and roots of sums,
+    means and average pools of ReLU outputs, are not reported (measured in
+    `tests/test_runtime_numerics.py`).
 
     ## Example
     ```python

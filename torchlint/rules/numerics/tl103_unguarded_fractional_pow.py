@@ -26,10 +26,14 @@ class UnguardedFractionalPow(UnguardedOpRule):
     The derivative of `x ** p` is `p * x ** (p - 1)`; for `p < 1` that is
     `inf` at `x = 0`, and a negative base gives NaN already in the forward
     pass. Generalised-mean pooling written as
-    `F.avg_pool2d(x.pow(p), k).pow(1. / p)` gets NaN gradients from the first
-    all-zero ReLU feature map, and a learnable `p` is NaN after one step.
-    `clamp(min=0)` or `relu` does not help (the root of 0 still has an
-    infinite gradient).
+    `F.avg_pool2d(x.pow(p), k).pow(1. / p)` meets 0 at the first all-zero
+    feature map: a learnable `p` gets a NaN gradient there
+    (`x ** (1/p) * log(x)` at 0) and is NaN after one step, and so does `x`
+    unless a ReLU right before masks it. `clamp(min=0)` does not help: it
+    passes 0 through with the root's infinite derivative. A ReLU does help the
+    base: its backward zeroes the gradient wherever its output is 0, so
+    `F.relu(x).pow(3)` pooled and rooted with a constant exponent is not
+    reported (measured in `tests/test_runtime_numerics.py`).
 
     ## Example
     ```python
