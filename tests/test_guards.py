@@ -890,3 +890,18 @@ def test_roots_of_relu_outputs_are_masked_by_relus_backward():
                 return a, b
         """
     )
+
+
+def test_a_root_that_only_reaches_comparisons_through_names_is_not_differentiated():
+    check(
+        """
+        import torch
+        def silence_mask_loss(x, y):
+            energy = 20 * torch.log10(torch.sqrt(x ** 2) + 1e-8)  # guarded
+            top = torch.max(energy)
+            mask = energy - top + 40 > 0
+            kept = torch.sqrt(y ** 2)  # unguarded
+            scale = torch.max(kept)
+            return (y * mask).sum() / scale
+        """
+    )

@@ -336,20 +336,27 @@ def _leaves_autograd(context: "FileContext", path: Sequence[cst.CSTNode]) -> boo
     return False
 
 
-def _assigned_to_gradient_free_uses(context: "FileContext", path: Sequence[cst.CSTNode], site: Site) -> bool:
+def _assigned_to_gradient_free_uses(
+    context: "FileContext", path: Sequence[cst.CSTNode], site: Site, followed: FrozenSet[str] = frozenset()
+) -> bool:
     """``w_norm = w.pow(2).sum(0).sqrt()`` whose every read in the function leaves autograd
-    (``assert torch.all((w_norm - 1).abs() < tol)``): nothing differentiates it.  Reads anywhere in
-    the function count, before the assignment too (a loop may carry the value round)."""
+    (``assert torch.all((w_norm - 1).abs() < tol)``), itself or through names assigned from it that do
+    (``top = energy.max()``, then only ``energy - top > t``): nothing differentiates it.  Reads anywhere
+    in the function count, before the assignment too (a loop may carry the value round)."""
     function = site.function
     assign = next((node for node in reversed(path) if isinstance(node, (cst.Assign, cst.BaseStatement))), None)
     if function is None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
         return False
     target = assign.targets[0].target
-    if not isinstance(target, cst.Name):
+    if not isinstance(target, cst.Name) or target.value in followed or len(followed) > 3:
         return False
     reads = _reads_of(context, function).get(target.value, ())
+    followed = followed | {target.value}
     # A value never read is left to be reported: that is how snippets and unfinished code look.
-    return bool(reads) and all(_leaves_autograd(context, read) for read in reads)
+    return bool(reads) and all(
+        _leaves_autograd(context, read) or _assigned_to_gradient_free_uses(context, read, site, followed)
+        for read in reads
+    )
 
 
 def _reads_of(context: "FileContext", function: cst.FunctionDef):
