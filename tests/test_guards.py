@@ -905,3 +905,44 @@ def test_a_root_that_only_reaches_comparisons_through_names_is_not_differentiate
             return (y * mask).sum() / scale
         """
     )
+
+
+def test_a_truthy_count_guards_it_and_callers_conditions_guard_parameters():
+    check(
+        """
+        import torch
+        def masked_loss(x, mask):
+            if mask.sum():
+                return (x * mask).sum() / mask.sum()  # guarded
+            return (x * mask).sum() / mask.sum()  # unguarded
+        class SegLoss(torch.nn.Module):
+            def __call__(self, preds, batch):
+                fg_mask = batch["fg"]
+                if fg_mask.sum():
+                    return self.segmentation_loss(fg_mask, preds) + self.other_loss(fg_mask, preds)
+                return self.other_loss(fg_mask, preds)
+            def segmentation_loss(self, fg_mask, preds):
+                return (preds * fg_mask).sum() / fg_mask.sum()  # guarded
+            def other_loss(self, fg_mask, preds):
+                return (preds * fg_mask).sum() / fg_mask.sum()  # unguarded
+        """
+    )
+
+
+def test_an_attention_average_of_positive_values_is_positive():
+    check(
+        """
+        import torch
+        import torch.nn.functional as F
+        class SimPool(torch.nn.Module):
+            def forward(self, q, k, v):
+                shifted = v - v.amin(dim=-2, keepdim=True) + 1e-6
+                attn = ((q * self.scale) @ k.transpose(-2, -1)).softmax(dim=-1)
+                a = (attn @ shifted.pow(self.gamma)).pow(1.0 / self.gamma)  # guarded
+                b = F.scaled_dot_product_attention(q, k, shifted).pow(1.0 / self.gamma)  # guarded
+                gates = torch.sigmoid(q @ k.transpose(-2, -1))
+                c = (gates @ shifted).pow(1.0 / self.gamma)  # unguarded
+                d = F.scaled_dot_product_attention(q, k, shifted, None, 0.1).pow(1.0 / self.gamma)  # unguarded
+                return a, b, c, d
+        """
+    )

@@ -57,7 +57,8 @@ API
     (``1 - p.clamp(eps, 1 - eps)``, ``1 - cos.clamp(-1 + eps, 1 - eps) ** 2``:
     :func:`upper_bound`), ``torch.add`` / ``mul`` as the operators, calls named
     for a small value (``c_f.small_val(dtype)``), squares of positive values
-    (``mu * mu``), norms of random draws (``randn``), the magnitude of entries selected off zero
+    (``mu * mu``), norms of random draws (``randn``), attention averages of positive
+    values (``softmax(s) @ v``, ``scaled_dot_product_attention``), the magnitude of entries selected off zero
     (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`_implies_nonzero`),
     a lambda's parameter in ``map(lambda t: ..., (a, b))`` when ``a`` and
     ``b`` are, and a parameter every same-file call
@@ -78,7 +79,8 @@ API
     ``else`` of ``if d == 0:``, ``d > 0 and ...``, ``... if d > 0 else ...``,
     an earlier ``assert (d > 0).all()`` / ``assert (d == 0).sum() == 0`` or
     ``if d == 0: return``; the test may name the expression a local name holds
-    (``denom = s.sum()``; ``if s.sum() > 0:``).
+    (``denom = s.sum()``; ``if s.sum() > 0:``), and a test around every same-file call guards a
+    parameter, read with the call's arguments (``if fg_mask.sum(): self.seg_loss(fg_mask)``).
     :func:`condition_implies_positive` / :func:`condition_implies_zero`
     answer it for one test expression (TL106 reads ``where`` conditions with them).
 
@@ -219,7 +221,44 @@ def _unguarded(context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CST
         return False
     if guarded_by_condition(context, operand, ancestors, division=division, node=op.node):
         return False
+    if _guarded_at_every_call(context, operand, site, division):
+        return False
     return not _factors_guarded(context, operand, ancestors, site, division, op.node)
+
+
+def _guarded_at_every_call(context: "FileContext", operand: cst.BaseExpression, site: Site, division: bool) -> bool:
+    """An operand made of the function's parameters (``fg_mask.sum()``) that every same-file call guards
+    where it stands, the parameters read as the call's arguments: ``if fg_mask.sum(): self.seg_loss(fg_mask, ...)``."""
+    roots = {dotted.split(".", 1)[0] for dotted in _names(operand)}  # fg_mask.sum -> fg_mask
+    parameters = {name for name in roots if len(bindings(site, name)) == 1 and bindings(site, name)[0].kind == "param"}
+    if not parameters:
+        return False
+
+    def guarded_there(function: cst.FunctionDef, call_site) -> bool:
+        arguments = {name: argument_for(function, name, call_site) for name in parameters}
+        if any(value is None for value in arguments.values()):
+            return False
+        at_call = operand.visit(_Substitute(arguments))
+        return guarded_by_condition(context, at_call, call_site.ancestors, division=division, node=call_site.call)
+
+    return _judged_at_every_call(context, site, guarded_there)
+
+
+class _Substitute(cst.CSTTransformer):
+    """Every ``Name`` of a parameter replaced by the expression a call passes for it."""
+
+    def __init__(self, arguments) -> None:
+        super().__init__()
+        self.arguments = arguments
+
+    def visit_Attribute(self, node: cst.Attribute) -> bool:
+        return True
+
+    def leave_Attribute(self, original_node: cst.Attribute, updated_node: cst.Attribute) -> cst.Attribute:
+        return updated_node.with_changes(attr=original_node.attr)  # the method's name is no parameter
+
+    def leave_Name(self, original_node: cst.Name, updated_node: cst.Name) -> cst.BaseExpression:
+        return self.arguments.get(original_node.value, updated_node)
 
 
 # ReLU's backward selects (``where(x > 0, grad, 0)``) rather than multiplies, so the infinite derivative
@@ -539,7 +578,19 @@ def _only_called_from(context: "FileContext", ancestors: Sequence[cst.CSTNode], 
 def _every_caller_passes(context: "FileContext", name: str, site: Optional[Site], accepts) -> bool:
     """Whether ``name`` is a parameter of the function holding the op being judged and every same-file
     call of it passes a value ``accepts(value, site)`` (``reduce_loss(loss, mask)`` called with length
-    masks only).  One level: the callers' own parameters are not followed to their callers."""
+    masks only)."""
+
+    def passes(function: cst.FunctionDef, call_site) -> bool:
+        value = argument_for(function, name, call_site)
+        return value is not None and accepts(value, site_of(list(call_site.ancestors) + [call_site.call]))
+
+    return _judged_at_every_call(context, site, passes)
+
+
+def _judged_at_every_call(context: "FileContext", site: Optional[Site], judge) -> bool:
+    """Whether the function holding the op being judged has same-file calls and ``judge(function, call_site)``
+    holds at each, judged where the call stands (``self.eps`` there is the calling class's: the engine's
+    ancestors are swapped for the call's).  One level: the callers' own callers are not read."""
     if context.reading_callers or site is None or site.function is None:
         return False
     function = site.function
@@ -552,10 +603,8 @@ def _every_caller_passes(context: "FileContext", name: str, site: Optional[Site]
     context.reading_callers = True
     try:
         for call_site in sites:
-            value = argument_for(function, name, call_site)
-            # Judged where the call stands: ``self.eps`` there is the calling class's.
             context.ancestors = list(call_site.ancestors)
-            if value is None or not accepts(value, site_of(list(call_site.ancestors) + [call_site.call])):
+            if not judge(function, call_site):
                 return False
         return True
     finally:
@@ -1141,6 +1190,9 @@ def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site]
             return Sign.POSITIVE  # 1 - p.clamp(eps, 1 - eps), 2 + eps - cos.clamp(max=2)
         return Sign.UNKNOWN
     if isinstance(operator, (cst.Multiply, cst.Divide, cst.FloorDivide, cst.MatrixMultiply)):
+        if isinstance(operator, cst.MatrixMultiply) and _is_softmax_weights(context, node.left, site):
+            if again(node.right) is Sign.POSITIVE:
+                return Sign.POSITIVE  # attn @ v: a softmax-weighted average of positive rows
         if isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
             return Sign.POSITIVE if again(node.left) is Sign.POSITIVE else Sign.NONNEGATIVE  # mu * mu
         left, right = again(node.left), again(node.right)
@@ -1187,6 +1239,22 @@ def _call_parts(context: "FileContext", call: cst.Call):
         if name is not None and name.startswith("torch.nn."):
             return name.rsplit(".", 1)[-1], (call.args[0].value if call.args else None), False
     return None, None, False
+
+
+def _is_softmax_weights(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
+    """``scores.softmax(-1)`` / ``F.softmax(scores, dim=-1)``, through casts and a local name bound once:
+    rows of non-negative weights that sum to 1 (the largest at least 1/n, whatever underflows)."""
+    node = _without_sign_preserving_calls(context, node)
+    if isinstance(node, cst.Name) and site is not None and depth < _MAX_DEPTH:
+        reaching = bindings(site, node.value)
+        return (
+            len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None
+            and _is_softmax_weights(context, reaching[0].value, reaching[0].site, depth + 1)
+        )
+    if isinstance(node, cst.Call) and not has_star_args(node):
+        name, _, _ = _call_parts(context, node)
+        return name in ("softmax", "Softmax")
+    return False
 
 
 def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
@@ -1300,8 +1368,17 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
         factors = ([source] if is_method and source is not None else []) + [
             arg.value for arg in positional_args(call) if not isinstance(arg.value, cst.SimpleString)
         ]
+        if len(factors) == 2 and _is_softmax_weights(context, factors[0], site) and again(factors[1]) is Sign.POSITIVE:
+            return Sign.POSITIVE  # softmax(scores) @ v: a weighted average of positive rows
         signs = [again(factor) for factor in factors]
         return Sign.UNKNOWN if len(signs) < 2 or Sign.UNKNOWN in signs else min(signs)
+    if name == "scaled_dot_product_attention" and not is_method:
+        value = argument(call, 2, "value")
+        dropout = argument(call, 4, "dropout_p")
+        # Attention averages the value rows with softmax weights: positive values give a positive average.
+        if value is not None and (dropout is None or constant_value(dropout.value) == 0):
+            return Sign.POSITIVE if again(value.value) is Sign.POSITIVE else Sign.UNKNOWN
+        return Sign.UNKNOWN
     if name in ("cat", "stack", "concat", "concatenate", "hstack", "vstack") and source is not None:
         if isinstance(source, (cst.List, cst.Tuple)) and source.elements:
             return min(again(element.value) for element in source.elements)
@@ -1559,7 +1636,6 @@ def condition_implies_positive(
             counted = _count_source(context, operand)
             if counted is not None and structurally_equal(source, counted):
                 return True
-        return False
     # ``if d:`` / ``if mask.sum():``: truthiness is d != 0.
     if division and structurally_equal(test, operand):
         return True

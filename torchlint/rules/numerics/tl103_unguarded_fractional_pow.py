@@ -33,7 +33,10 @@ class UnguardedFractionalPow(UnguardedOpRule):
     passes 0 through with the root's infinite derivative. A ReLU does help the
     base: its backward zeroes the gradient wherever its output is 0, so
     `F.relu(x).pow(3)` pooled and rooted with a constant exponent is not
-    reported (measured in `tests/test_runtime_numerics.py`).
+    reported (measured in `tests/test_runtime_numerics.py`). Nor is an
+    attention average of positive values (`softmax(scores) @ v` or
+    `F.scaled_dot_product_attention(q, k, v)` without dropout, `v` shifted
+    above 0): its rows are weighted averages.
 
     ## Example
     ```python
