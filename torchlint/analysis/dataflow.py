@@ -312,6 +312,17 @@ def _module_binding(module: cst.Module, name: str) -> Optional[Binding]:
     return last
 
 
+def sole_assignment(site: Optional[Site], name: str) -> Optional[Binding]:
+    """The one plain assignment of ``name`` that reaches ``site`` (``denom = s.sum()``), or None when
+    another binding may reach it too (a parameter, an update, a binding on some paths)."""
+    if site is None:
+        return None
+    reaching = bindings(site, name)
+    if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
+        return reaching[0]
+    return None
+
+
 def unpacked_element(binding: Binding, name: str) -> Optional[cst.BaseExpression]:
     """For ``a, m = x, x.ne(pad)`` (an ``unpack`` binding of a tuple of the same length), the element ``name``
     receives (``x.ne(pad)`` for ``m``); None for anything else (``a, b = x.chunk(2)``, starred targets)."""

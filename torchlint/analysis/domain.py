@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional
 import libcst as cst
 
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.dataflow import Site, bindings
+from torchlint.analysis.dataflow import Site, bindings, sole_assignment
 from torchlint.analysis.ops import is_value_receiver, number_value
 from torchlint.walk_order import visit
 
@@ -353,9 +353,9 @@ def is_mask_like(context: "FileContext", node: cst.BaseExpression, site: Optiona
     """
     node = _strip_parens(node)
     if isinstance(node, cst.Name) and site is not None:
-        reaching = bindings(site, node.value)
-        if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
-            return is_mask_like(context, reaching[0].value, reaching[0].site)
+        bound = sole_assignment(site, node.value)
+        if bound is not None:
+            return is_mask_like(context, bound.value, bound.site)
     if isinstance(node, cst.Comparison):
         return all(isinstance(c.operator, _ELEMENTWISE_COMPARISONS) for c in node.comparisons)
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.BitInvert):

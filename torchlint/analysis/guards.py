@@ -125,6 +125,7 @@ from torchlint.analysis.dataflow import (
     earlier_statements,
     later_statements,
     site_of,
+    sole_assignment,
     unpack_position,
     unpacked_element,
 )
@@ -229,6 +230,8 @@ def _unguarded(context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CST
 def _guarded_at_every_call(context: "FileContext", operand: cst.BaseExpression, site: Site, division: bool) -> bool:
     """An operand made of the function's parameters (``fg_mask.sum()``) that every same-file call guards
     where it stands, the parameters read as the call's arguments: ``if fg_mask.sum(): self.seg_loss(fg_mask, ...)``."""
+    if context.reading_callers or site.function is None or not call_sites(context, site.function):
+        return False  # asked at every op left unguarded: the memoized callers answer first
     roots = {dotted.split(".", 1)[0] for dotted in _names(operand)}  # fg_mask.sum -> fg_mask
     parameters = {name for name in roots if len(bindings(site, name)) == 1 and bindings(site, name)[0].kind == "param"}
     if not parameters:
@@ -280,12 +283,9 @@ def _relu_masked(context: "FileContext", node: cst.BaseExpression, site: Optiona
         return False
     node = _without_sign_preserving_calls(context, node)
     again = depth + 1
-    if isinstance(node, cst.Name) and site is not None:
-        reaching = bindings(site, node.value)
-        return (
-            len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None
-            and _relu_masked(context, reaching[0].value, reaching[0].site, again)
-        )
+    if isinstance(node, cst.Name):
+        bound = sole_assignment(site, node.value)
+        return bound is not None and _relu_masked(context, bound.value, bound.site, again)
     if isinstance(node, cst.BinaryOperation):
         if isinstance(node.operator, cst.Add):
             return _relu_masked(context, node.left, site, again) and _relu_masked(context, node.right, site, again)
@@ -1245,12 +1245,9 @@ def _is_softmax_weights(context: "FileContext", node: cst.BaseExpression, site: 
     """``scores.softmax(-1)`` / ``F.softmax(scores, dim=-1)``, through casts and a local name bound once:
     rows of non-negative weights that sum to 1 (the largest at least 1/n, whatever underflows)."""
     node = _without_sign_preserving_calls(context, node)
-    if isinstance(node, cst.Name) and site is not None and depth < _MAX_DEPTH:
-        reaching = bindings(site, node.value)
-        return (
-            len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None
-            and _is_softmax_weights(context, reaching[0].value, reaching[0].site, depth + 1)
-        )
+    if isinstance(node, cst.Name) and depth < _MAX_DEPTH:
+        bound = sole_assignment(site, node.value)
+        return bound is not None and _is_softmax_weights(context, bound.value, bound.site, depth + 1)
     if isinstance(node, cst.Call) and not has_star_args(node):
         name, _, _ = _call_parts(context, node)
         return name in ("softmax", "Softmax")
@@ -1328,11 +1325,12 @@ def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
         return start
     if name in _ARITHMETIC_CALLS and keyword_arg(call, "alpha") is None:
         # torch.add(a, b), a.mul(b): judged as the operator they spell
-        first = source if is_method else (argument(call, 0, "input").value if argument(call, 0, "input") else None)
+        first = source if is_method else argument(call, 0, "input")
         other = argument(call, 0 if is_method else 1, "other")
         if first is None or other is None:
             return Sign.UNKNOWN
-        spelled = cst.BinaryOperation(left=first, operator=_ARITHMETIC_CALLS[name](), right=other.value)
+        left = first if is_method else first.value
+        spelled = cst.BinaryOperation(left=left, operator=_ARITHMETIC_CALLS[name](), right=other.value)
         return _binary_sign(context, spelled, again, site)
     if name in ("pow", "float_power"):
         exponent = argument(call, 0 if is_method else 1, "exponent")
@@ -1524,10 +1522,10 @@ def _is_made_by(context: "FileContext", node: cst.BaseExpression, site: Optional
             node = node.value
             continue
         if isinstance(node, cst.Name) and site is not None:
-            reaching = bindings(site, node.value)
-            if len(reaching) != 1 or reaching[0].kind != "assign" or reaching[0].value is None:
+            bound = sole_assignment(site, node.value)
+            if bound is None:
                 return False
-            node, site = reaching[0].value, reaching[0].site
+            node, site = bound.value, bound.site
             continue
         if not isinstance(node, cst.Call):
             return False
@@ -1759,13 +1757,9 @@ def _selected_off_zero(context: "FileContext", node: cst.BaseExpression, site: O
 
 def _named_test(test: cst.BaseExpression, site: Optional[Site]):
     """(value, its site) for a test held in a local name bound once."""
-    if site is None or not isinstance(test, cst.Name):
-        return None
-    reaching = bindings(site, test.value)
-    if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
-        value = reaching[0].value
-        if isinstance(value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Call)):
-            return value, reaching[0].site
+    bound = sole_assignment(site, test.value) if isinstance(test, cst.Name) else None
+    if bound is not None and isinstance(bound.value, (cst.Comparison, cst.BooleanOperation, cst.UnaryOperation, cst.Call)):
+        return bound.value, bound.site
     return None
 
 
@@ -1809,7 +1803,8 @@ def guarded_by_condition(
     """
     site = site_of(list(ancestors))
     uncast = _without_sign_preserving_calls(context, operand)  # log(n.float()) under a test of n
-    operands = [operand] + ([uncast] if uncast is not operand else []) + _value_of_name(uncast, site)
+    bound = sole_assignment(site, uncast.value) if isinstance(uncast, cst.Name) else None
+    operands = [operand] + ([uncast] if uncast is not operand else []) + ([bound.value] if bound else [])
 
     def positive(test: cst.BaseExpression) -> bool:
         return any(condition_implies_positive(context, test, each, division, site) for each in operands)
@@ -1844,16 +1839,6 @@ def guarded_by_condition(
                 if isinstance(small, cst.Assert) and positive(small.test):
                     return True
     return False
-
-
-def _value_of_name(operand: cst.BaseExpression, site: Optional[Site]) -> list:
-    """``[value]`` when ``operand`` is a local name bound once (``denom = s.sum()``), else ``[]``."""
-    if site is None or not isinstance(operand, cst.Name):
-        return []
-    reaching = bindings(site, operand.value)
-    if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
-        return [reaching[0].value]
-    return []
 
 
 def _ends_in_exit(block: cst.BaseSuite) -> bool:
