@@ -946,3 +946,21 @@ def test_an_attention_average_of_positive_values_is_positive():
                 return a, b, c, d
         """
     )
+
+
+def test_a_mask_in_a_product_is_nonnegative():
+    check(
+        """
+        import torch
+        class NCE(torch.nn.Module):
+            def forward(self, pos, neg, mask_pos):
+                mask_neg = 1.0 - mask_pos
+                top = neg.max(dim=1, keepdim=True)[0]
+                neg_sumexp = (mask_neg * torch.exp(neg - top)).sum(dim=1, keepdim=True)
+                a = torch.log(torch.exp(pos - top) + neg_sumexp)  # guarded
+                b = torch.log((mask_neg * neg.abs()).sum(dim=1))  # unguarded
+                weights = 2.0 - mask_pos
+                c = torch.log(torch.exp(pos - top) + (weights * neg).sum(dim=1))  # unguarded
+                return a, b, c
+        """
+    )

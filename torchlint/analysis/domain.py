@@ -346,7 +346,7 @@ def _sum_kind(context: "FileContext", summed: cst.BaseExpression, site: Optional
 
 
 def is_mask_like(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
-    """A 0/1 tensor: a comparison, a bool cast of one, ``~m``, ``m1 & m2``, or a name that says mask.
+    """A 0/1 tensor: a comparison, a bool cast of one, ``~m``, ``1 - m``, ``m1 & m2``, or a name that says mask.
 
     With a ``site``, a local name is judged by the value it was bound to
     (``g_masks = torch.stack(gaussians)`` is not a mask; ``valid = x != pad`` is).
@@ -364,6 +364,8 @@ def is_mask_like(context: "FileContext", node: cst.BaseExpression, site: Optiona
         return is_mask_like(context, node.left, site) or is_mask_like(context, node.right, site)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
         return is_mask_like(context, node.left, site) and is_mask_like(context, node.right, site)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract) and constant_value(node.left) == 1:
+        return is_mask_like(context, node.right, site)  # 1.0 - mask_pos: the complement of a 0/1 mask
     if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and is_value_receiver(context, node.func.value):
         method = node.func.attr.value
         if method in CAST_METHODS or method in ("unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "flatten", "detach", "t"):

@@ -57,7 +57,9 @@ API
     (``1 - p.clamp(eps, 1 - eps)``, ``1 - cos.clamp(-1 + eps, 1 - eps) ** 2``:
     :func:`upper_bound`), ``torch.add`` / ``mul`` as the operators, calls named
     for a small value (``c_f.small_val(dtype)``), squares of positive values
-    (``mu * mu``), norms of random draws (``randn``), attention averages of positive
+    (``mu * mu``), a positive value plus a masked sum of non-negative ones (``exp(s) +
+    (mask * exp(n)).sum(1)``: a 0/1 mask, or ``1 - mask``, is a non-negative factor of a product),
+    norms of random draws (``randn``), attention averages of positive
     values (``softmax(s) @ v``, ``scaled_dot_product_attention``), the magnitude of entries selected off zero
     (``w[w < 0].abs()``, ``w[~(w >= 0)].abs()``: :func:`_implies_nonzero`),
     a lambda's parameter in ``map(lambda t: ..., (a, b))`` when ``a`` and
@@ -137,6 +139,7 @@ from torchlint.analysis.domain import (
     SQRT,
     DomainOp,
     constant_value,
+    is_mask_like,
     structurally_equal,
 )
 from torchlint.analysis.grad_need import carries_no_gradient, gradient_unlikely
@@ -1196,6 +1199,10 @@ def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site]
         if isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
             return Sign.POSITIVE if again(node.left) is Sign.POSITIVE else Sign.NONNEGATIVE  # mu * mu
         left, right = again(node.left), again(node.right)
+        if isinstance(operator, cst.Multiply):
+            # A factor that says mask, in a product, is a 0/1 multiplicative mask (additive masks are added).
+            left = Sign.NONNEGATIVE if left is Sign.UNKNOWN and is_mask_like(context, node.left, site) else left
+            right = Sign.NONNEGATIVE if right is Sign.UNKNOWN and is_mask_like(context, node.right, site) else right
         if Sign.UNKNOWN in (left, right):
             return Sign.UNKNOWN
         return min(left, right)

@@ -23,9 +23,11 @@ class UnguardedLog(Rule):
     under `if (x > 0).all():` / `assert` / an earlier `if x == 0: return`.
     The magnitude of entries selected off zero is positive:
     `w[w < 0].abs().log()`, and `w[neg].abs()` with `neg = ~(w >= 0)`; so is
-    `p / (1 - p)` after `p = p.clamp(eps, 1 - eps)`. The other guard forms
-    (bounds written with eps, `torch.add`, `c_f.small_val(dtype)`) are as for
-    TL101 (`torchlint rule TL101`).
+    `p / (1 - p)` after `p = p.clamp(eps, 1 - eps)`; and a positive value
+    plus a masked sum of non-negative ones, as in a stable log-sum-exp over
+    the negatives a 0/1 mask keeps: `log(exp(pos - m) + (mask * exp(neg - m)).sum(1))`.
+    The other guard forms (bounds written with eps, `torch.add`,
+    `c_f.small_val(dtype)`) are as for TL101 (`torchlint rule TL101`).
 
     Logs that a fused op replaces are left to their own rules, so one bug
     gives one finding: `log(softmax)` (TL201), `log(sigmoid)` and
