@@ -6,22 +6,30 @@
 The corpus is the one ``bench/corpus.py`` assembles (the wheels' Python
 sources of well-known PyTorch libraries, outside the repository; DIR defaults
 to $TORCHLINT_CORPUS or ~/.cache/torchlint-corpus), one of its sets at a time:
-``full`` (15 libraries) or ``training`` (5 libraries of losses and training
+``full`` (15 libraries) or ``training`` (19 libraries of losses and training
 code).  Every finding of ``--codes`` (default TL101-TL107, the domain-guard
 family) is listed.
 
 This script never judges.  The verdicts are data a person wrote after reading
 each finding in its source: ``bench/results/precision_tl1_verdicts.tsv``, one
-row per finding (code, path, column, the flagged source line, verdict, reason),
-with verdict ``real``, ``real*`` (the norm of a model's feature vector, zero
-only for an all-zero vector, which is possible but rare: the hand-written
+row per finding (code, path, column, verdict, the flagged source line, reason,
+needs), with verdict ``real``, ``real*`` (the norm of a model's feature vector,
+zero only for an all-zero vector, which is possible but rare: the hand-written
 ``x / x.norm(...)`` that RULES.md names, or the root of a mean square) or
-``false``.  A row
-is keyed by code, path, column and the flagged line's text, so it survives
-lines moving within a file.  The script prints:
+``false``.  A false alarm's ``needs`` says where the fact that makes it safe
+lives: ``same-file`` or ``other-file`` source (the analysis could be taught
+it), ``underflow`` (a softmax/sigmoid output, 0 only on float underflow:
+RULES.md does not count those as positive for TL1xx), ``data`` (data,
+configuration or trained values: in no source) or ``no-gradient`` (a gradient
+hazard in code nothing marks as undifferentiated).  A row is keyed by code,
+path, column and the flagged line's text, so it survives lines moving within a
+file.  The script prints:
 
 - the precision over the findings that have a verdict, real* counted as real
   and as false alarms;
+- the false alarms by ``needs``, and the ceiling of teaching the analysis: the
+  precision if every fact written in source were taught and underflow judged
+  as RULES.md judges it;
 - the findings with no verdict yet, with context, to be read and recorded;
 - the recorded rows of the packages read that no finding matches any more,
   by verdict: a change to the analysis that drops a ``real`` row has lost a
@@ -58,7 +66,14 @@ from corpus import SETS  # noqa: E402
 CODES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107")
 DEFAULT_VERDICTS = Path(__file__).resolve().parent / "results" / "precision_tl1_verdicts.tsv"
 VERDICTS = ("real", "real*", "false")
-COLUMNS = ("code", "path", "column", "verdict", "line", "reason")
+# What the analysis would have to know to stay silent on a false alarm, by where that fact lives.
+# Facts in source code can be taught; softmax/sigmoid underflow is RULES.md's call (TL1xx does not count
+# their outputs as positive); facts about data, configuration or how code is used are in no source.
+TEACHABLE = ("same-file", "other-file")
+UNDERFLOW = "underflow"
+UNWRITTEN = ("data", "no-gradient")
+NEEDS = TEACHABLE + (UNDERFLOW,) + UNWRITTEN
+COLUMNS = ("code", "path", "column", "verdict", "line", "reason", "needs")
 
 Key = Tuple[str, str, int, str]
 
@@ -67,6 +82,7 @@ Key = Tuple[str, str, int, str]
 class Verdict:
     verdict: str
     reason: str
+    needs: str = ""
 
 
 @dataclass(frozen=True)
@@ -109,8 +125,10 @@ def read_verdicts(path: Path) -> Dict[Key, Verdict]:
         for number, row in enumerate(rows, start=2):
             if len(row) != len(COLUMNS) or row[3] not in VERDICTS or not row[2].isdigit():
                 raise SystemExit(f"{path}:{number}: expected {len(COLUMNS)} tab-separated fields, verdict one of {VERDICTS}")
-            code, file, column, verdict, line, reason = row
-            verdicts[(code, file, int(column), line)] = Verdict(verdict, reason)
+            code, file, column, verdict, line, reason, needs = row
+            if (verdict == "false") != (needs in NEEDS) or (verdict != "false" and needs):
+                raise SystemExit(f"{path}:{number}: a false alarm's needs is one of {NEEDS}; other verdicts leave it empty")
+            verdicts[(code, file, int(column), line)] = Verdict(verdict, reason, needs)
     return verdicts
 
 
@@ -147,6 +165,8 @@ def score(listed: Sequence[Listed], verdicts: Dict[Key, Verdict], packages: Sequ
             unjudged.append(finding)
         else:
             counts[verdict.verdict] += 1
+            if verdict.needs:
+                counts[verdict.needs] += 1
     matched = {finding.key for finding in listed}
     gone = {
         key: verdict for key, verdict in verdicts.items()
@@ -175,6 +195,20 @@ def precision_line(counts: Counter) -> str:
         f"{judged} judged: real {counts['real']}, real* {counts['real*']}, false alarm {counts['false']}; "
         f"precision {real}/{judged} = {100 * real / judged:.0f} %, "
         f"counting real* as false alarms {counts['real']}/{judged} = {100 * counts['real'] / judged:.0f} %"
+    )
+
+
+def needs_line(counts: Counter) -> str:
+    """The false alarms by what staying silent on them needs, and the precision left if every fact written
+    in source were taught and underflow judged as RULES.md judges it: the ceiling of teaching the analysis."""
+    if not counts["false"]:
+        return "no false alarm"
+    real = counts["real"] + counts["real*"] + counts[UNDERFLOW]
+    left = sum(counts[need] for need in UNWRITTEN)
+    ceiling = f"{real}/{real + left} = {100 * real / (real + left):.0f} %" if real + left else "no finding left"
+    return (
+        "false alarms by what silence needs: " + ", ".join(f"{need} {counts[need]}" for need in NEEDS)
+        + f"; every written fact taught and underflow as RULES.md: precision at most {ceiling}"
     )
 
 
@@ -219,6 +253,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     counts, unjudged, gone = score(listed, verdicts, packages)
     print(f"# verdicts ({args.verdicts.name}): {precision_line(counts)}")
+    print(f"# {needs_line(counts)}")
     print(f"# no verdict yet: {len(unjudged)}")
     gone_counts = Counter(verdict.verdict for verdict in gone.values())
     print(f"# recorded rows no finding matches: {len(gone)}"

@@ -20,7 +20,7 @@ def masked_mean_loss(x, mask):
 def distance_loss(a, b):
     return torch.sqrt(((a - b) ** 2).sum(-1))
 '''
-HEADER = "code\tpath\tcolumn\tverdict\tline\treason\n"
+HEADER = "code\tpath\tcolumn\tverdict\tline\treason\tneeds\n"
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +52,8 @@ def test_findings_are_scored_against_the_recorded_verdicts(precision, capsys, co
     verdicts = tmp_path / "verdicts.tsv"
     verdicts.write_text(
         HEADER
-        + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\n"
-        + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\ta finding the analysis no longer makes\n",
+        + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\t\n"
+        + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\ta finding the analysis no longer makes\tdata\n",
         encoding="utf-8",
     )
     status, out = run(precision, capsys, corpus, verdicts)
@@ -65,12 +65,43 @@ def test_findings_are_scored_against_the_recorded_verdicts(precision, capsys, co
     assert "# recorded rows no finding matches: 1 (false 1)" in out
 
 
+def test_false_alarms_are_counted_by_what_silence_needs_with_the_ceiling(precision, capsys, corpus, tmp_path):
+    verdicts = tmp_path / "verdicts.tsv"
+    verdicts.write_text(
+        HEADER
+        + "TL104\tpkg/pkg/losses.py\t12\tfalse\treturn (x * mask).sum() / mask.sum()\ta mask of fixed ratio\tdata\n"
+        + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt(((a - b) ** 2).sum(-1))\ta caller clamps\tsame-file\n",
+        encoding="utf-8",
+    )
+    _, out = run(precision, capsys, corpus, verdicts)
+    assert "2 judged: real 0, real* 0, false alarm 2; precision 0/2 = 0 %" in out
+    # the same-file one could be taught away; the data one stays: 0 real of 1 left
+    assert "same-file 1, other-file 0, underflow 0, data 1, no-gradient 0" in out
+    assert "precision at most 0/1 = 0 %" in out
+    verdicts.write_text(
+        HEADER
+        + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\t\n"
+        + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt(((a - b) ** 2).sum(-1))\tsoftmax underflow\tunderflow\n",
+        encoding="utf-8",
+    )
+    _, out = run(precision, capsys, corpus, verdicts)
+    assert "precision 1/2 = 50 %" in out
+    assert "precision at most 2/2 = 100 %" in out  # RULES.md counts an underflowing softmax as a hazard
+
+
+def test_a_false_alarm_without_what_it_needs_stops_the_run(precision, capsys, corpus, tmp_path):
+    verdicts = tmp_path / "verdicts.tsv"
+    verdicts.write_text(HEADER + "TL101\tpkg/pkg/losses.py\t12\tfalse\tx\twhy\t\n", encoding="utf-8")
+    with pytest.raises(SystemExit, match=r"verdicts.tsv:2: a false alarm's needs"):
+        run(precision, capsys, corpus, verdicts)
+
+
 def test_a_verdict_follows_its_line_when_lines_move(precision, capsys, corpus, tmp_path):
     losses = corpus / "pkg" / "pkg" / "losses.py"
     losses.write_text("# a comment that moves every line down\n\n" + LOSSES, encoding="utf-8")
     verdicts = tmp_path / "verdicts.tsv"
     verdicts.write_text(
-        HEADER + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt(((a - b) ** 2).sum(-1))\tread at line 9\n",
+        HEADER + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt(((a - b) ** 2).sum(-1))\tread at line 9\tsame-file\n",
         encoding="utf-8",
     )
     _, out = run(precision, capsys, corpus, verdicts)
@@ -80,7 +111,7 @@ def test_a_verdict_follows_its_line_when_lines_move(precision, capsys, corpus, t
 
 def test_a_malformed_row_stops_the_run_with_its_line(precision, capsys, corpus, tmp_path):
     verdicts = tmp_path / "verdicts.tsv"
-    verdicts.write_text(HEADER + "TL101\tpkg/pkg/losses.py\t12\tprobably\tx\twhy\n", encoding="utf-8")
+    verdicts.write_text(HEADER + "TL101\tpkg/pkg/losses.py\t12\tprobably\tx\twhy\t\n", encoding="utf-8")
     with pytest.raises(SystemExit, match=r"verdicts.tsv:2:"):
         run(precision, capsys, corpus, verdicts)
 
@@ -93,10 +124,10 @@ def test_a_missing_package_is_an_error(precision, capsys, corpus, tmp_path):
 
 def test_prune_drops_only_the_rows_no_finding_matches(precision, capsys, corpus, tmp_path):
     verdicts = tmp_path / "verdicts.tsv"
-    kept_row = "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\n"
-    other_package = "TL101\tother/other/x.py\t5\treal\ty = x.sqrt()\tread elsewhere\n"
+    kept_row = "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\t\n"
+    other_package = "TL101\tother/other/x.py\t5\treal\ty = x.sqrt()\tread elsewhere\t\n"
     verdicts.write_text(
-        HEADER + kept_row + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\tgone\n" + other_package,
+        HEADER + kept_row + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\tgone\tdata\n" + other_package,
         encoding="utf-8",
     )
     status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--prune"])
