@@ -1,6 +1,6 @@
 """Assemble a body of real PyTorch code from the package registry, outside the repository.
 
-    python bench/corpus.py [--dest DIR] [--set small|full|training|all]
+    python bench/corpus.py [--dest DIR] [--set small|full|training|recipes|all]
 
 Downloads the wheels (sdists where no wheel exists) of well-known PyTorch
 libraries with `pip download --no-deps`, unpacks only their Python sources
@@ -61,7 +61,19 @@ TRAINING = [
     "mmpose==1.3.2",
     "mmpretrain==1.2.0",
 ]
-SETS = {"small": SMALL, "full": FULL, "training": TRAINING, "all": FULL + TRAINING}
+# Trainers and training recipes: the code closest to a user's own training script.
+RECIPES = [
+    "trl==1.16.0",
+    "torchtune==0.6.1",
+    "yolov5==7.0.14",
+    "pytorch-tabnet==4.1.0",
+    "pykeen==1.11.1",
+    "flair==0.15.1",
+    "litgpt==0.5.13",
+    "mosaicml==0.32.1",
+    "torchrl==0.14.1",
+]
+SETS = {"small": SMALL, "full": FULL, "training": TRAINING, "recipes": RECIPES, "all": FULL + TRAINING + RECIPES}
 
 
 def default_dest() -> Path:
