@@ -964,3 +964,57 @@ def test_a_mask_in_a_product_is_nonnegative():
                 return a, b, c
         """
     )
+
+
+def test_a_test_of_a_name_guards_the_same_expression_recomputed_from_the_same_inputs():
+    check(
+        """
+        import torch
+        def masked_loss(x, labels):
+            mask = (labels != -100).int()
+            count = torch.sum(mask.view(-1), dim=0)
+            if count == 0:
+                return x.sum() * 0
+            a = (x * mask).sum() / torch.sum(mask.view(-1), dim=0)  # guarded
+            b = (x * mask).sum() / torch.sum(mask, dim=0)  # unguarded
+            return a + b
+        def shifted_loss(x, labels):
+            mask = (labels != -100).int()
+            count = mask.sum()
+            if count == 0:
+                return x.sum() * 0
+            mask = mask[:, 1:]
+            return (x[:, 1:] * mask).sum() / mask.sum()  # unguarded
+        """
+    )
+
+
+def test_minus_expm1_of_a_value_bounded_below_zero_is_positive():
+    check(
+        """
+        import torch
+        def tail_loss(log_probs):
+            log_s = torch.logsumexp(log_probs, dim=-1, keepdim=True)
+            capped = torch.clamp(log_s, max=-1e-7)
+            a = torch.log(-torch.expm1(capped))  # guarded
+            b = torch.log(-torch.expm1(log_s))  # unguarded
+            c = torch.log(-torch.expm1(log_s.clamp(max=0)))  # unguarded
+            return a + b + c
+        """
+    )
+
+
+def test_arithmetic_of_constant_tensors_is_a_configuration_value():
+    check(
+        """
+        import torch
+        def mixture_loss(student, teacher, alpha: float):
+            alpha_t = torch.tensor(alpha, dtype=student.dtype, device=student.device)
+            student_part = student + torch.log(1 - alpha_t)  # guarded
+            teacher_part = teacher + torch.log(alpha_t)  # guarded
+            scale = torch.sqrt(torch.FloatTensor([0.5]).to(student.device))  # guarded
+            mixed = torch.logsumexp(torch.stack([student_part, teacher_part]), 0)
+            weight = alpha_t * student.sum()
+            return mixed + torch.log(weight)  # unguarded
+        """
+    )

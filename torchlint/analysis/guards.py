@@ -57,7 +57,8 @@ API
     (``1 - p.clamp(eps, 1 - eps)``, ``1 - cos.clamp(-1 + eps, 1 - eps) ** 2``:
     :func:`upper_bound`), ``torch.add`` / ``mul`` as the operators, calls named
     for a small value (``c_f.small_val(dtype)``), squares of positive values
-    (``mu * mu``), a positive value plus a masked sum of non-negative ones (``exp(s) +
+    (``mu * mu``), ``-expm1(x)`` of an ``x`` bounded strictly below 0 (``log(-expm1(log_s.clamp(max=-1e-7)))``,
+    the stable ``log(1 - exp(x))``), a positive value plus a masked sum of non-negative ones (``exp(s) +
     (mask * exp(n)).sum(1)``: a 0/1 mask, or ``1 - mask``, is a non-negative factor of a product),
     norms of random draws (``randn``), attention averages of positive
     values (``softmax(s) @ v``, ``scaled_dot_product_attention``), the magnitude of entries selected off zero
@@ -73,7 +74,9 @@ API
     (``np.*``), tensors (``torch.*`` calls, tensor methods, parameters
     annotated ``Tensor``, ``forward`` arguments).  :func:`is_not_tensor`
     is the "never flag" test; operator forms (``x ** 0.5``) are reported
-    only when the operand is known to be a tensor.
+    only when the operand is known to be a tensor.  Constant tensors
+    (:func:`is_constant_tensor`: ``torch.tensor(alpha)``, ``torch.FloatTensor([0.5]).to(device)``, names bound to
+    them and arithmetic of them with Python numbers) hold configuration values and are never reported either.
 
 ``guarded_by_condition(context, operand, ancestors, division=False) -> bool``
     An enclosing ``if d > 0:`` / ``if d != 0:`` / ``if (d > 0).all():`` /
@@ -81,7 +84,8 @@ API
     ``else`` of ``if d == 0:``, ``d > 0 and ...``, ``... if d > 0 else ...``,
     an earlier ``assert (d > 0).all()`` / ``assert (d == 0).sum() == 0`` or
     ``if d == 0: return``; the test may name the expression a local name holds
-    (``denom = s.sum()``; ``if s.sum() > 0:``), and a test around every same-file call guards a
+    (``denom = s.sum()``; ``if s.sum() > 0:``), or name a local that holds the operand recomputed from
+    the same inputs (``n = mask.sum()``; ``if n == 0: return``; ``x / mask.sum()``), and a test around every same-file call guards a
     parameter, read with the call's arguments (``if fg_mask.sum(): self.seg_loss(fg_mask)``).
     :func:`condition_implies_positive` / :func:`condition_implies_zero`
     answer it for one test expression (TL106 reads ``where`` conditions with them).
@@ -851,14 +855,33 @@ def is_not_tensor(context: "FileContext", node: cst.BaseExpression, site: Option
 _CONSTANT_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.Tensor", "torch.FloatTensor"})
 
 
-def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
-    """``torch.tensor(d)`` built from a Python value: a constant with no gradient, sized by the author."""
+def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None, depth: int = 0) -> bool:
+    """``torch.tensor(d)`` built from a Python value: a constant with no gradient, sized by the author; also
+    arithmetic of such tensors and Python numbers, and names bound once to either (``alpha_t =
+    torch.tensor(alpha)``, then ``log(1 - alpha_t)``): a configuration value, judged as the number it holds."""
+    if depth > _MAX_DEPTH:
+        return False
+    node = _without_sign_preserving_calls(context, node)  # torch.FloatTensor([0.5]).to(x.device)
+    if isinstance(node, cst.Name):
+        assignment = sole_assignment(site, node.value)
+        return assignment is not None and is_constant_tensor(context, assignment.value, assignment.site, depth + 1)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
+        sides = (node.left, node.right)
+        if not any(_is_constant_part(context, side, site, depth + 1, tensor_only=True) for side in sides):
+            return False
+        return all(_is_constant_part(context, side, site, depth + 1) for side in sides)
     if not isinstance(node, cst.Call):
         return False
     if context.qualified_name(node.func) not in _CONSTANT_CONSTRUCTORS:
         return False
     data = argument(node, 0, "data")
     return data is not None and value_kind(context, data.value, site) != "tensor"
+
+
+def _is_constant_part(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int, tensor_only: bool = False) -> bool:
+    if not tensor_only and value_kind(context, node, site) == "number":
+        return True
+    return is_constant_tensor(context, node, site, depth)
 
 
 # -- signs ----------------------------------------------------------------------------
@@ -944,7 +967,22 @@ def sign_of(
         return min(body, orelse)
     if isinstance(node, cst.Call):
         return _call_sign(context, node, site, division, again)
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return Sign.POSITIVE if _is_expm1_of_negative(context, node.expression, site) else Sign.UNKNOWN
     return Sign.UNKNOWN
+
+
+def _is_expm1_of_negative(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]) -> bool:
+    """``expm1(x)`` of an ``x`` bounded strictly below 0 (``log_s.clamp(max=-1e-7)``): negative, so
+    ``-expm1(x)``, the stable ``1 - exp(x)`` of ``log(1 - exp(x))``, is positive."""
+    node = _without_sign_preserving_calls(context, node)
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return False
+    name, source, is_method = _call_parts(context, node)
+    if name != "expm1" or source is None:
+        return False
+    bound = upper_bound(context, source, site)
+    return bound is not None and (bound[0] < 0 or (bound[0] == 0 and bound[1]))
 
 
 def _without_sign_preserving_calls(context: "FileContext", node: cst.BaseExpression) -> cst.BaseExpression:
@@ -1813,11 +1851,14 @@ def guarded_by_condition(
     bound = sole_assignment(site, uncast.value) if isinstance(uncast, cst.Name) else None
     operands = [operand] + ([uncast] if uncast is not operand else []) + ([bound.value] if bound else [])
 
+    def tested(test: cst.BaseExpression) -> list:
+        return operands + _names_holding(test, operands, site)
+
     def positive(test: cst.BaseExpression) -> bool:
-        return any(condition_implies_positive(context, test, each, division, site) for each in operands)
+        return any(condition_implies_positive(context, test, each, division, site) for each in tested(test))
 
     def zero(test: cst.BaseExpression) -> bool:
-        return any(condition_implies_zero(context, test, each, site) for each in operands)
+        return any(condition_implies_zero(context, test, each, site) for each in tested(test))
 
     path = list(ancestors) + ([node] if node is not None else [])
     for position, node in enumerate(path):
@@ -1846,6 +1887,27 @@ def guarded_by_condition(
                 if isinstance(small, cst.Assert) and positive(small.test):
                     return True
     return False
+
+
+def _names_holding(test: cst.BaseExpression, operands: Sequence[cst.BaseExpression], site: Site) -> list:
+    """The names ``test`` reads that hold one of ``operands``, recomputed from the same inputs:
+    ``n = mask.sum()``, ``if n == 0: return``, then ``x / mask.sum()`` divides by what was tested.  The
+    inputs (``mask``) must be bound by the same bindings at the name's assignment as at the op."""
+    held = []
+    for name in sorted(_names(test)):
+        if "." in name:
+            continue
+        assignment = sole_assignment(site, name)
+        if assignment is None or not any(structurally_equal(assignment.value, each) for each in operands):
+            continue
+        inputs = {dotted.split(".", 1)[0] for dotted in _names(assignment.value)}
+        if all(_same_bindings(bindings(site, each), bindings(assignment.site, each)) for each in inputs):
+            held.append(cst.Name(name))
+    return held
+
+
+def _same_bindings(here, there) -> bool:
+    return len(here) == len(there) and all(a.node is b.node for a, b in zip(here, there))
 
 
 def _ends_in_exit(block: cst.BaseSuite) -> bool:

@@ -25,7 +25,11 @@ class UnguardedLog(Rule):
     `w[w < 0].abs().log()`, and `w[neg].abs()` with `neg = ~(w >= 0)`; so is
     `p / (1 - p)` after `p = p.clamp(eps, 1 - eps)`; and a positive value
     plus a masked sum of non-negative ones, as in a stable log-sum-exp over
-    the negatives a 0/1 mask keeps: `log(exp(pos - m) + (mask * exp(neg - m)).sum(1))`.
+    the negatives a 0/1 mask keeps: `log(exp(pos - m) + (mask * exp(neg - m)).sum(1))`;
+    and `-expm1(x)` of an `x` clamped strictly below 0, the stable
+    `log(1 - exp(x))`: `log(-torch.expm1(log_s.clamp(max=-1e-7)))`. Constant
+    tensors of configured values are never reported: `log(1 - alpha_t)` with
+    `alpha_t = torch.tensor(alpha)`, like `math.log(1 - alpha)`.
     The other guard forms (bounds written with eps, `torch.add`,
     `c_f.small_val(dtype)`) are as for TL101 (`torchlint rule TL101`).
 

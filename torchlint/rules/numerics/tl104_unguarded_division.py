@@ -32,7 +32,9 @@ class UnguardedDivision(UnguardedOpRule):
     earlier to such a value (`denom = torch.clamp(mask.sum(1), min=1e-9)`), or
     sits under `if mask.any():` / `if n > 0:` / an earlier `if n == 0: return`.
     A test of the expression a name holds guards the name:
-    `0 if kept.sum() == 0 else num / denom` with `denom = kept.sum()`; a
+    `0 if kept.sum() == 0 else num / denom` with `denom = kept.sum()`, and a
+    test of a name guards the expression it holds, recomputed from the same
+    inputs (`n = mask.sum()`, `if n == 0: return`, then `loss / mask.sum()`); a
     count's truth guards it (`if mask.sum(): ... / mask.sum()`), and so does
     the test around every same-file call of a loss helper, read with the
     call's arguments (`if fg_mask.sum(): self.seg_loss(fg_mask, ...)` guards
