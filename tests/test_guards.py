@@ -985,6 +985,13 @@ def test_a_test_of_a_name_guards_the_same_expression_recomputed_from_the_same_in
                 return x.sum() * 0
             mask = mask[:, 1:]
             return (x[:, 1:] * mask).sum() / mask.sum()  # unguarded
+        def rebound_loss(x, labels, weights):
+            mask = (labels != -100).int()
+            count = weights.sum()
+            if count == 0:
+                return x.sum() * 0
+            count = mask.sum()
+            return (x * mask).sum() / mask.sum()  # unguarded
         """
     )
 

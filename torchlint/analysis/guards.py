@@ -240,7 +240,7 @@ def _guarded_at_every_call(context: "FileContext", operand: cst.BaseExpression, 
     if context.reading_callers or site.function is None or not call_sites(context, site.function):
         return False  # asked at every op left unguarded: the memoized callers answer first
     roots = {dotted.split(".", 1)[0] for dotted in _names(operand)}  # fg_mask.sum -> fg_mask
-    parameters = {name for name in roots if len(bindings(site, name)) == 1 and bindings(site, name)[0].kind == "param"}
+    parameters = {name for name in roots if [b.kind for b in bindings(site, name)] == ["param"]}
     if not parameters:
         return False
 
@@ -867,21 +867,16 @@ def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: O
         return assignment is not None and is_constant_tensor(context, assignment.value, assignment.site, depth + 1)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
         sides = (node.left, node.right)
-        if not any(_is_constant_part(context, side, site, depth + 1, tensor_only=True) for side in sides):
-            return False
-        return all(_is_constant_part(context, side, site, depth + 1) for side in sides)
+        tensors = [is_constant_tensor(context, side, site, depth + 1) for side in sides]  # each side judged once
+        return any(tensors) and all(
+            tensor or value_kind(context, side, site) == "number" for tensor, side in zip(tensors, sides)
+        )
     if not isinstance(node, cst.Call):
         return False
     if context.qualified_name(node.func) not in _CONSTANT_CONSTRUCTORS:
         return False
     data = argument(node, 0, "data")
     return data is not None and value_kind(context, data.value, site) != "tensor"
-
-
-def _is_constant_part(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int, tensor_only: bool = False) -> bool:
-    if not tensor_only and value_kind(context, node, site) == "number":
-        return True
-    return is_constant_tensor(context, node, site, depth)
 
 
 # -- signs ----------------------------------------------------------------------------
@@ -1851,48 +1846,53 @@ def guarded_by_condition(
     bound = sole_assignment(site, uncast.value) if isinstance(uncast, cst.Name) else None
     operands = [operand] + ([uncast] if uncast is not operand else []) + ([bound.value] if bound else [])
 
-    def tested(test: cst.BaseExpression) -> list:
-        return operands + _names_holding(test, operands, site)
+    # ``test_site`` is where the test stands.
+    def tested(test: cst.BaseExpression, test_site: Site) -> list:
+        return operands + _names_holding(test, operands, site, test_site)
 
-    def positive(test: cst.BaseExpression) -> bool:
-        return any(condition_implies_positive(context, test, each, division, site) for each in tested(test))
+    def positive(test: cst.BaseExpression, test_site: Site) -> bool:
+        return any(condition_implies_positive(context, test, each, division, site) for each in tested(test, test_site))
 
-    def zero(test: cst.BaseExpression) -> bool:
-        return any(condition_implies_zero(context, test, each, site) for each in tested(test))
+    def zero(test: cst.BaseExpression, test_site: Site) -> bool:
+        return any(condition_implies_zero(context, test, each, site) for each in tested(test, test_site))
 
     path = list(ancestors) + ([node] if node is not None else [])
     for position, node in enumerate(path):
         child = path[position + 1] if position + 1 < len(path) else None
-        if isinstance(node, (cst.If, cst.While)) and child is not None:
-            if child is node.body and positive(node.test):
+        if not isinstance(node, (cst.If, cst.While, cst.IfExp, cst.BooleanOperation)) or child is None:
+            continue
+        here = site_of(path[:position])
+        if isinstance(node, (cst.If, cst.While)):
+            if child is node.body and positive(node.test, here):
                 return True
-            if child is getattr(node, "orelse", None) and zero(node.test):
+            if child is getattr(node, "orelse", None) and zero(node.test, here):
                 return True
-        elif isinstance(node, cst.IfExp) and child is not None:
-            if child is node.body and positive(node.test):
+        elif isinstance(node, cst.IfExp):
+            if child is node.body and positive(node.test, here):
                 return True
-            if child is node.orelse and zero(node.test):
+            if child is node.orelse and zero(node.test, here):
                 return True
         elif isinstance(node, cst.BooleanOperation) and child is node.right:
-            if isinstance(node.operator, cst.And) and positive(node.left):
+            if isinstance(node.operator, cst.And) and positive(node.left, here):
                 return True
-            if isinstance(node.operator, cst.Or) and zero(node.left):
+            if isinstance(node.operator, cst.Or) and zero(node.left, here):
                 return True
-    for statement, _ in earlier_statements(site):
+    for statement, at in earlier_statements(site):
         if isinstance(statement, cst.If) and statement.orelse is None:
-            if _ends_in_exit(statement.body) and zero(statement.test):
+            if _ends_in_exit(statement.body) and zero(statement.test, at):
                 return True
         elif isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
-                if isinstance(small, cst.Assert) and positive(small.test):
+                if isinstance(small, cst.Assert) and positive(small.test, at):
                     return True
     return False
 
 
-def _names_holding(test: cst.BaseExpression, operands: Sequence[cst.BaseExpression], site: Site) -> list:
+def _names_holding(test: cst.BaseExpression, operands: Sequence[cst.BaseExpression], site: Site, test_site: Site) -> list:
     """The names ``test`` reads that hold one of ``operands``, recomputed from the same inputs:
     ``n = mask.sum()``, ``if n == 0: return``, then ``x / mask.sum()`` divides by what was tested.  The
-    inputs (``mask``) must be bound by the same bindings at the name's assignment as at the op."""
+    test (at ``test_site``) must read the assignment that reaches the op, and the inputs (``mask``)
+    must be bound by the same bindings at that assignment as at the op."""
     held = []
     for name in sorted(_names(test)):
         if "." in name:
@@ -1900,6 +1900,8 @@ def _names_holding(test: cst.BaseExpression, operands: Sequence[cst.BaseExpressi
         assignment = sole_assignment(site, name)
         if assignment is None or not any(structurally_equal(assignment.value, each) for each in operands):
             continue
+        if not _same_bindings(bindings(test_site, name), [assignment]):
+            continue  # the name was bound again between the test and the op
         inputs = {dotted.split(".", 1)[0] for dotted in _names(assignment.value)}
         if all(_same_bindings(bindings(site, each), bindings(assignment.site, each)) for each in inputs):
             held.append(cst.Name(name))
