@@ -7,10 +7,14 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from torchlint import config, engine, registry
+from torchlint.rule import Confidence, DEFAULT_CONFIDENCE_FLOOR
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-EXPECT = re.compile(r"#\s*expect:\s*(?P<codes>TL\d{3}(?:\s*,\s*TL\d{3})*)")
+_CODE = r"TL\d{3}(?::(?:low|medium|high))?"
+EXPECT = re.compile(rf"#\s*expect:\s*(?P<codes>{_CODE}(?:\s*,\s*{_CODE})*)")
+# Without a level, an expected finding must be shown at the default floor (medium or high).
+DEFAULT_LEVELS = frozenset({"medium", "high"})
 HEADER = re.compile(r"^#\s*fixture:(?P<options>.*)$")
 
 
@@ -26,17 +30,39 @@ def codemod_pairs() -> List[Tuple[Path, Path]]:
 
 
 def expected_findings(text: str) -> Counter:
+    """(line, code, levels) of each `# expect:` annotation: ``TL101`` is shown by default
+    (medium or high), ``TL101:low`` only at ``--confidence-level low``."""
     expected: Counter = Counter()
     for number, line in enumerate(text.splitlines(), start=1):
         match = EXPECT.search(line)
         if match:
-            for code in match.group("codes").split(","):
-                expected[(number, code.strip())] += 1
+            for item in match.group("codes").split(","):
+                code, _, level = item.strip().partition(":")
+                expected[(number, code, frozenset({level}) if level else DEFAULT_LEVELS)] += 1
     return expected
 
 
-def settings_for(codes, target: Optional[Tuple[int, int]] = None) -> config.Settings:
-    return config.Settings(enabled=frozenset(codes), target_torch_version=target)
+def unmatched(expected: Counter, findings) -> Tuple[list, list]:
+    """(missing annotations, unexpected findings): each finding meets at most one annotation of its line,
+    code and level."""
+    left = list(expected.elements())
+    unexpected = []
+    for finding in findings:
+        key = next(
+            (k for k in left if k[0] == finding.location.line and k[1] == finding.code and finding.confidence.value in k[2]),
+            None,
+        )
+        if key is None:
+            unexpected.append((finding.location.line, finding.code, finding.confidence.value))
+        else:
+            left.remove(key)
+    missing = [(line, code, "/".join(sorted(levels))) for line, code, levels in left]
+    return sorted(missing), sorted(unexpected)
+
+
+def settings_for(codes, target: Optional[Tuple[int, int]] = None, floor: Confidence = Confidence.LOW) -> config.Settings:
+    """Checker fixtures see every finding (floor ``low``): a trap must stay silent at every level."""
+    return config.Settings(enabled=frozenset(codes), target_torch_version=target, confidence_floor=floor)
 
 
 def all_rules_settings(target: Optional[Tuple[int, int]] = None) -> config.Settings:
@@ -84,5 +110,5 @@ def codemod_options(source_path: Path, text: str) -> Dict[str, object]:
 def run_codemod(source_path: Path) -> engine.FixResult:
     text = source_path.read_text(encoding="utf-8")
     options = codemod_options(source_path, text)
-    settings = settings_for(registry.expand_selectors(options["select"]), options["target"])
+    settings = settings_for(registry.expand_selectors(options["select"]), options["target"], DEFAULT_CONFIDENCE_FLOOR)
     return engine.fix_text(text, str(source_path), settings, unsafe=bool(options["unsafe"]))

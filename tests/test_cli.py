@@ -188,7 +188,7 @@ def test_github_format(project):
 
 # -- json -----------------------------------------------------------------------------
 
-JSON_KEYS = {"code", "name", "path", "line", "column", "end_line", "end_column", "message", "fix"}
+JSON_KEYS = {"code", "name", "path", "line", "column", "end_line", "end_column", "message", "confidence", "fix"}
 FIX_KEYS = {"applicability", "message", "edits"}
 EDIT_KEYS = {"line", "column", "end_line", "end_column", "content"}
 

@@ -1,8 +1,6 @@
 """Checker fixtures (`# expect:` annotations) and codemod fixtures (in -> out, fixpoint)."""
 from __future__ import annotations
 
-from collections import Counter
-
 import pytest
 
 from fixture_support import (
@@ -15,7 +13,9 @@ from fixture_support import (
     expected_findings,
     run_codemod,
     settings_for,
+    unmatched,
 )
+from torchlint.rule import DEFAULT_CONFIDENCE_FLOOR
 from torchlint import engine, registry
 
 
@@ -24,13 +24,11 @@ def test_checker_fixture(path):
     text = path.read_text(encoding="utf-8")
     result = engine.lint_text(text, str(path), all_rules_settings(checker_target(text)))
     assert result.diagnostics == []
-    found = Counter((f.location.line, f.code) for f in result.findings)
     expected = expected_findings(text)
     if path.name.startswith("good_"):
         assert not expected, "good_ fixtures carry no expectations"
-    missing = expected - found
-    unexpected = found - expected
-    assert not missing and not unexpected, f"missing: {sorted(missing)}; unexpected: {sorted(unexpected)}"
+    missing, unexpected = unmatched(expected, result.findings)
+    assert not missing and not unexpected, f"missing: {missing}; unexpected: {unexpected}"
 
 
 @pytest.mark.parametrize("pair", codemod_pairs(), ids=lambda p: str(p[0].relative_to(FIXTURES)))
@@ -43,7 +41,7 @@ def test_codemod_fixture(pair):
 
     # The output is a fixpoint: running the same codemod on it changes nothing.
     options = codemod_options(source_path, source_path.read_text(encoding="utf-8"))
-    settings = settings_for(registry.expand_selectors(options["select"]), options["target"])
+    settings = settings_for(registry.expand_selectors(options["select"]), options["target"], DEFAULT_CONFIDENCE_FLOOR)
     again = engine.fix_text(result.text, str(expected_path), settings, unsafe=bool(options["unsafe"]))
     assert again.applied == 0
     assert again.text == result.text

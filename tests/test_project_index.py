@@ -34,7 +34,7 @@ def _copy(case: Path, tmp_path: Path) -> Path:
 def _expected(root: Path) -> Counter:
     expected: Counter = Counter()
     for path in sorted(root.rglob("*.py")):
-        for (line, code), count in expected_findings(path.read_text(encoding="utf-8")).items():
+        for (line, code, _levels), count in expected_findings(path.read_text(encoding="utf-8")).items():
             expected[(path.relative_to(root).as_posix(), line, code)] += count
     return expected
 

@@ -68,11 +68,11 @@ from dataclasses import fields
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torchlint
-from torchlint.rule import Applicability, Diagnostic, Edit, Finding, Fix, Location
+from torchlint.rule import Applicability, Confidence, Diagnostic, Edit, Finding, Fix, Location
 
 DEFAULT_DIR_NAME = ".torchlint_cache"
 # Bumped when the entry layout changes (1: one pickle per file).
-FORMAT = 2
+FORMAT = 3  # 3: findings carry their confidence
 RACY_SECONDS = 2
 KEEP_ENTRY_DAYS = 30
 KEEP_OTHER_RUN_DAYS = 7
@@ -143,7 +143,7 @@ def _read_with_stat(path: str) -> Tuple[bytes, List[int], int]:
 # encoding knows, and a cache whose classes grew a field stores nothing rather than losing it.
 
 _SCHEMA = {
-    Finding: ("code", "name", "path", "location", "message", "fix", "fix_edit_locations"),
+    Finding: ("code", "name", "path", "location", "message", "fix", "fix_edit_locations", "confidence"),
     Location: ("line", "column", "end_line", "end_column"),
     Fix: ("applicability", "message", "edits"),
     Edit: ("start", "end", "content"),
@@ -156,14 +156,17 @@ def _encode_finding(finding: Finding) -> list:
     loc, fix = finding.location, finding.fix
     encoded_fix = None if fix is None else [fix.applicability.value, fix.message, [[e.start, e.end, e.content] for e in fix.edits]]
     return [finding.code, finding.name, finding.path, loc.line, loc.column, loc.end_line, loc.end_column, finding.message,
-            encoded_fix, [list(span) for span in finding.fix_edit_locations]]
+            encoded_fix, [list(span) for span in finding.fix_edit_locations], finding.confidence.value]
 
 
 def _decode_finding(item: list) -> Finding:
-    code, name, path, line, column, end_line, end_column, message, fix, spans = item
+    code, name, path, line, column, end_line, end_column, message, fix, spans, confidence = item
     if fix is not None:
         fix = Fix(Applicability(fix[0]), fix[1], tuple(Edit(start, end, content) for start, end, content in fix[2]))
-    return Finding(code, name, path, Location(line, column, end_line, end_column), message, fix, tuple(tuple(s) for s in spans))
+    return Finding(
+        code, name, path, Location(line, column, end_line, end_column), message, fix, tuple(tuple(s) for s in spans),
+        Confidence(confidence),
+    )
 
 
 def _encode_diagnostic(diagnostic: Diagnostic) -> list:

@@ -56,6 +56,12 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--select", type=_selector_list, help="codes, prefixes (TL2), names or ALL; replaces the configured selection")
     check.add_argument("--extend-select", type=_selector_list, action="append", default=[], help="add to the selection")
     check.add_argument("--ignore", type=_selector_list, action="append", default=[], help="remove from the selection")
+    check.add_argument(
+        "--confidence-level",
+        metavar="LEVEL",
+        choices=("low", "medium", "high", "all"),
+        help="report findings of this confidence or higher: low (or all), medium (the default), high",
+    )
     check.add_argument("--output-format", choices=sorted(formatters()), default="text")
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain (errors still exit 2)")
     check.add_argument("--exit-non-zero-on-fix", action="store_true", help="exit 1 when a fix was applied, even if nothing remains")
@@ -147,6 +153,7 @@ def _check(args: argparse.Namespace) -> int:
         extend_select=[s for group in args.extend_select for s in group],
         ignore=[s for group in args.ignore for s in group],
         unsafe_fixes=args.unsafe_fixes,
+        confidence_level=args.confidence_level,
     )
     if args.config is not None and not os.path.isfile(args.config):
         _error(f"configuration file not found: {args.config}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from torchlint import registry
+from torchlint.rule import DEFAULT_CONFIDENCE_FLOOR, Confidence
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -45,6 +46,8 @@ class Settings:
     unsafe_fixes: bool = False
     root: str = "."
     config_path: Optional[str] = None
+    # Findings below this confidence are not reported (``confidence-level``).
+    confidence_floor: Confidence = DEFAULT_CONFIDENCE_FLOOR
 
     def codes_for(self, path: str) -> FrozenSet[str]:
         """The enabled codes minus those that per-file-ignores removes for ``path``."""
@@ -60,7 +63,9 @@ class Settings:
 
     def fingerprint(self) -> str:
         """Everything that changes findings or fixes, for caches."""
-        return repr((sorted(self.enabled), self.per_file_ignores, self.eps, self.target_torch_version))
+        return repr(
+            (sorted(self.enabled), self.per_file_ignores, self.eps, self.target_torch_version, self.confidence_floor.value)
+        )
 
 
 @dataclass
@@ -71,6 +76,20 @@ class Overrides:
     extend_select: List[str] = field(default_factory=list)
     ignore: List[str] = field(default_factory=list)
     unsafe_fixes: Optional[bool] = None
+    confidence_level: Optional[str] = None
+
+
+CONFIDENCE_LEVELS = ("low", "medium", "high")
+
+
+def parse_confidence(value: object, where: str) -> Confidence:
+    """``low``/``medium``/``high`` (any case; ``all`` is ``low``, as in bandit), else a ConfigError naming ``where``."""
+    text = value.strip().lower() if isinstance(value, str) else None
+    if text == "all":
+        text = "low"
+    if text not in CONFIDENCE_LEVELS:
+        raise ConfigError(f"{where} must be one of {', '.join(CONFIDENCE_LEVELS)}, got {value!r}")
+    return Confidence(text)
 
 
 def path_matches(path: str, pattern: str, root: str) -> bool:
@@ -136,7 +155,10 @@ def load_table(path: str) -> Dict[str, Any]:
     return table
 
 
-_KEYS = ("select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "eps", "target-torch-version", "unsafe-fixes")
+_KEYS = (
+    "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "eps",
+    "target-torch-version", "unsafe-fixes", "confidence-level",
+)
 
 
 def _string_list(table: Dict[str, Any], key: str, path: str) -> Optional[List[str]]:
@@ -211,6 +233,12 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
     if overrides.unsafe_fixes is not None:
         unsafe = overrides.unsafe_fixes
 
+    floor = DEFAULT_CONFIDENCE_FLOOR
+    if "confidence-level" in table:
+        floor = parse_confidence(table["confidence-level"], f"{config_path}: [tool.torchlint] confidence-level")
+    if overrides.confidence_level is not None:
+        floor = parse_confidence(overrides.confidence_level, "--confidence-level")
+
     return Settings(
         enabled=frozenset(enabled),
         per_file_ignores=tuple(per_file),
@@ -220,6 +248,7 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
         unsafe_fixes=unsafe,
         root=root,
         config_path=config_path,
+        confidence_floor=floor,
     )
 
 

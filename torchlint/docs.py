@@ -18,8 +18,23 @@ def fix_summary(rule: Type[Rule]) -> str:
     return f"Fix class: {rule.fix_applicability.value}."
 
 
+CONFIDENCE_LEVELS_TEXT = (
+    "Every finding carries a confidence: `high` when the value reaches the hazard by its own "
+    "construction, `medium` when nothing shows it cannot, in code that gradients flow through, "
+    "`low` when nothing shows it cannot, elsewhere. Findings of `medium` and above are shown; "
+    "choose the floor with `--confidence-level low|medium|high` or `confidence-level` in "
+    "`[tool.torchlint]` (JSON has a `confidence` key, SARIF a `rank`)."
+)
+
+
+def confidence_summary(rule: Type[Rule]) -> str:
+    """The rule's own levels (``confidence_levels``), else its single default level, then the general text."""
+    own = rule.confidence_levels or f"This rule's findings are `{rule.confidence.value}` confidence."
+    return f"## Confidence\n{own}\n\n{CONFIDENCE_LEVELS_TEXT}"
+
+
 def page(rule: Type[Rule]) -> str:
-    return f"# {rule.name} ({rule.code})\n\n{fix_summary(rule)}\n\n{rule.documentation()}\n"
+    return f"# {rule.name} ({rule.code})\n\n{fix_summary(rule)}\n\n{rule.documentation()}\n\n{confidence_summary(rule)}\n"
 
 
 def rules_table() -> str:

@@ -220,7 +220,14 @@ def lint_text(
     except RecursionError:
         result.diagnostics.append(Diagnostic(path, "file nested too deeply to analyse", 1, 1, "internal"))
         return result
-    pending = [report for rule in rules if rule.code not in traversal.crashed for report in rule.reports]
+    floor = settings.confidence_floor
+    pending = [
+        report
+        for rule in rules
+        if rule.code not in traversal.crashed
+        for report in rule.reports
+        if report.confidence.at_least(floor)
+    ]
     if not pending:
         return result
     result.findings = _materialize(pending, context, result.diagnostics, parsed_text)
@@ -294,6 +301,7 @@ def _materialize(
                 message=report.message,
                 fix=fix,
                 fix_edit_locations=edit_locations,
+                confidence=report.confidence,
             )
         )
     return [finding for finding in findings if finding.code not in broken] if broken else findings

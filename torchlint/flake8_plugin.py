@@ -2,7 +2,8 @@
 
 flake8 owns selection (``--select TL``), ``exclude`` and ``# noqa``; options
 such as eps and target-torch-version come from ``[tool.torchlint]`` in the
-pyproject.toml nearest to each linted file. A broken ``[tool.torchlint]``
+pyproject.toml nearest to each linted file, and so does the confidence floor
+(``confidence-level``). A broken ``[tool.torchlint]``
 table is reported as ``TL000`` on line 1 of every file it governs (flake8 has
 no other channel for it) and the defaults are used meanwhile.
 """
@@ -36,6 +37,7 @@ def _settings_for_directory(directory: str) -> Tuple[config.Settings, Optional[s
         target_torch_version=base.target_torch_version,
         root=base.root,
         config_path=base.config_path,
+        confidence_floor=base.confidence_floor,
     )
     return settings, error
 

@@ -24,6 +24,31 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchlint.prepass import Scan, Seeds
 
 
+class Confidence(str, enum.Enum):
+    """How sure a finding is that the hazard can happen at run time (see ``torchlint rule CODE``).
+
+    ``high``: the value reaches the edge by its own construction (a norm, a mask count, a
+    probability under a log); ``medium``: nothing says it cannot, in code that gradients flow
+    through; ``low``: nothing says it cannot, elsewhere.  The run shows findings at or above
+    the configured floor (``--confidence-level``, default ``medium``).
+    """
+
+    LOW = "low"
+    MEDIUM = "medium"
+    HIGH = "high"
+
+    @property
+    def rank(self) -> int:
+        return _CONFIDENCE_RANK[self]
+
+    def at_least(self, floor: "Confidence") -> bool:
+        return self.rank >= floor.rank
+
+
+_CONFIDENCE_RANK = {Confidence.LOW: 0, Confidence.MEDIUM: 1, Confidence.HIGH: 2}
+DEFAULT_CONFIDENCE_FLOOR = Confidence.MEDIUM
+
+
 class Applicability(str, enum.Enum):
     """How much a fix may change behaviour; decides which flag applies it."""
 
@@ -106,6 +131,7 @@ class Finding:
     fix: Optional[Fix] = None
     # Edit positions as (line, column, end_line, end_column), 1-based, for reports.
     fix_edit_locations: Tuple[Tuple[int, int, int, int], ...] = ()
+    confidence: Confidence = Confidence.HIGH
 
     @property
     def sort_key(self) -> Tuple[str, int, int, str]:
@@ -136,6 +162,7 @@ class PendingReport:
     # The outermost nodes enclosing the reported one, below the module (at most three: a
     # top-level class, its body, the member): where the engine first computes positions.
     enclosing: Tuple[cst.CSTNode, ...] = ()
+    confidence: Confidence = Confidence.HIGH
 
 
 _CODE_RE = re.compile(r"^TL[1-9][0-9]{2}$")
@@ -151,6 +178,10 @@ class Rule:
     message: ClassVar[str]
     # Class of the rule's fix, or None when the rule never fixes (say why in the docs).
     fix_applicability: ClassVar[Optional[Applicability]] = None
+    # The confidence of a finding that does not say otherwise (``report(confidence=...)``).
+    confidence: ClassVar[Confidence] = Confidence.HIGH
+    # What decides the level of this rule's findings when it varies (a few lines, markdown; for the docs page).
+    confidence_levels: ClassVar[str] = ""
     # Substrings of which at least one must occur in a file for the rule to fire there;
     # the engine skips parsing files that contain no trigger of any enabled rule.
     triggers: ClassVar[Tuple[str, ...]] = ()
@@ -175,10 +206,13 @@ class Rule:
         node: cst.CSTNode,
         message: Optional[str] = None,
         fix: Optional[FixSpec] = None,
+        confidence: Optional[Confidence] = None,
     ) -> None:
         indents = self.context.current_indents() if fix is not None else ()
         enclosing = tuple(self.context.ancestors[1:4])
-        self.reports.append(PendingReport(self, node, message or self.message, fix, indents, enclosing))
+        self.reports.append(
+            PendingReport(self, node, message or self.message, fix, indents, enclosing, confidence or self.confidence)
+        )
 
     @classmethod
     def documentation(cls) -> str:

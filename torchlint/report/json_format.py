@@ -28,6 +28,7 @@ def finding_to_dict(f: Finding) -> Dict[str, Any]:
         "end_line": loc.end_line,
         "end_column": loc.end_column,
         "message": f.message,
+        "confidence": f.confidence.value,
         "fix": fix,
     }
 

@@ -9,8 +9,10 @@ from typing import Any, Dict, List
 from torchlint import __version__, registry
 from torchlint.docs import README_URL, help_uri, page
 from torchlint.report import RunSummary
+from torchlint.rule import Confidence
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+CONFIDENCE_RANK = {Confidence.HIGH: 90.0, Confidence.MEDIUM: 60.0, Confidence.LOW: 30.0}
 
 
 def _uri(path: str) -> str:
@@ -46,6 +48,9 @@ def render(run: RunSummary) -> str:
             "ruleId": f.code,
             "ruleIndex": index[f.code],
             "level": "error",
+            # SARIF's rank (0-100) orders results by how sure the tool is; the level name rides along.
+            "rank": CONFIDENCE_RANK[f.confidence],
+            "properties": {"confidence": f.confidence.value},
             "message": {"text": f.message},
             "locations": [
                 {
