@@ -13,7 +13,7 @@ import libcst as cst
 import pytest
 
 from torchlint import config
-from torchlint.analysis import guards
+from torchlint.analysis import guards, owners, signs
 from torchlint.analysis.dataflow import bindings, site_of
 from torchlint.analysis.domain import DIV, LOG, POW, RSQRT, SQRT, match_domain_op
 from torchlint.analysis.fixes import clamped, float_literal
@@ -298,11 +298,11 @@ def test_ownership_where_filter_and_fused():
     )
     (_, sqrt_op, _, sqrt_anc), (_, log_op, _, log_anc), (_, fused_op, _, fused_anc) = walker.ops
     context.ancestors[:] = sqrt_anc
-    assert guards.where_owner(context, sqrt_op) is not None
+    assert owners.where_owner(context, sqrt_op) is not None
     context.ancestors[:] = log_anc
-    assert guards.filter_owner(context, log_op) is not None
+    assert owners.filter_owner(context, log_op) is not None
     context.ancestors[:] = fused_anc
-    assert guards.fused_log_owner(context, fused_op) == "TL201"
+    assert owners.fused_log_owner(context, fused_op) == "TL201"
     context.ancestors[:] = []
 
 
@@ -330,8 +330,8 @@ def test_gradient_free_code():
 def test_sigmoid_and_softmax_are_positive_only_as_divisors():
     _, _, _, context, _ = analyse("import torch\n")
     node = cst.parse_expression("torch.sigmoid(x).sum()")
-    assert guards.sign_of(context, node, None, division=True) is guards.Sign.POSITIVE
-    assert guards.sign_of(context, node, None) is guards.Sign.NONNEGATIVE
+    assert signs.sign_of(context, node, None, division=True) is signs.Sign.POSITIVE
+    assert signs.sign_of(context, node, None) is signs.Sign.NONNEGATIVE
 
 
 def test_gradient_only_hazards_need_differentiated_code():

@@ -49,7 +49,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set
 
 import libcst as cst
 
-from torchlint.analysis.dataflow import site_of
+from torchlint.analysis.dataflow import Site, site_of
 from torchlint.analysis.returns import classes_of_methods, called_function
 from torchlint.prepass import framework_called, judged_by_callers, judged_by_instances
 from torchlint.walk_order import visit
@@ -335,3 +335,43 @@ def _tested(node: cst.CSTNode, path: Sequence[cst.CSTNode]) -> bool:
             for c in parent.comparisons
         )
     return False
+
+
+# -- judging a function by its callers ---------------------------------------------------
+
+
+def every_caller_passes(context: "FileContext", name: str, site: Optional[Site], accepts) -> bool:
+    """Whether ``name`` is a parameter of the function holding the op being judged and every same-file
+    call of it passes a value ``accepts(value, site)`` (``reduce_loss(loss, mask)`` called with length
+    masks only)."""
+
+    def passes(function: cst.FunctionDef, call_site) -> bool:
+        value = argument_for(function, name, call_site)
+        return value is not None and accepts(value, site_of(list(call_site.ancestors) + [call_site.call]))
+
+    return judged_at_every_call(context, site, passes)
+
+
+def judged_at_every_call(context: "FileContext", site: Optional[Site], judge) -> bool:
+    """Whether the function holding the op being judged has same-file calls and ``judge(function, call_site)``
+    holds at each, judged where the call stands (``self.eps`` there is the calling class's: the engine's
+    ancestors are swapped for the call's).  One level: the callers' own callers are not read."""
+    if context.reading_callers or site is None or site.function is None:
+        return False
+    function = site.function
+    if function is not enclosing_function(context.ancestors):
+        return False
+    sites = call_sites(context, function)
+    if not sites:
+        return False
+    visiting = context.ancestors
+    context.reading_callers = True
+    try:
+        for call_site in sites:
+            context.ancestors = list(call_site.ancestors)
+            if not judge(function, call_site):
+                return False
+        return True
+    finally:
+        context.ancestors = visiting
+        context.reading_callers = False

@@ -16,13 +16,21 @@ where it is known or conventional that it does not:
 """
 from __future__ import annotations
 
+import ast
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
 
 import libcst as cst
 
+from torchlint.analysis.callers import call_sites, enclosing_function, every_caller_passes
+from torchlint.analysis.calls import has_star_args
+from torchlint.analysis.dataflow import Site, bindings, site_of
+from torchlint.analysis.domain import POW, SQRT, DomainOp, constant_value
 from torchlint.analysis.gradflow import in_no_grad_region
+from torchlint.analysis.kinds import MAX_DEPTH, value_kind
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.ops import call_parts
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
@@ -60,8 +68,6 @@ _KEEPING = frozenset({"sum", "float", "double", "half", "to", "type_as", "squeez
 def carries_no_gradient(context: "FileContext", node: cst.BaseExpression, ancestors=None, _depth: int = 0) -> bool:
     """Values autograd never differentiates: comparisons, integer/bool casts, counts of them
     (``torch.sum(logits > t).float()``, ``(m > 0).sum()``, ``count_nonzero``), names bound only to such values."""
-    from torchlint.analysis.dataflow import bindings, site_of
-
     if _depth > 4:
         return False
     again = _depth + 1
@@ -96,3 +102,344 @@ def carries_no_gradient(context: "FileContext", node: cst.BaseExpression, ancest
             carries_no_gradient(context, value, ancestors, again) for value in values
         )
     return False
+
+
+# -- where gradients flow --------------------------------------------------------------
+
+
+# sqrt(0) = 0 and 0 ** (1/3) = 0 are fine values: only their derivative is infinite.
+GRADIENT_ONLY_KINDS = frozenset({SQRT, POW})
+NO_GRAD_CONTEXTS: FrozenSet[str] = frozenset(
+    {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
+)
+# Consumers after which no gradient is wanted.  Some leave autograd (``detach``, ``long``, comparisons);
+# the piecewise-constant ones (``floor``, ``round``, ``sign``) pass back a zero gradient, which still
+# meets sqrt's infinite one as NaN when the operand needs a gradient.  Code that rounds a root computes
+# sizes and counts from data that does not: reporting them gave 4 false alarms (kornia's crop-size
+# sampling) and no real finding on the 15-package corpus (bench/results/precision_tl1.md, read 9).
+_NON_DIFFERENTIABLE = frozenset({
+    "detach", "item", "tolist", "numpy", "round", "floor", "ceil", "trunc", "long", "int", "bool", "sign",
+    "argmax", "argmin", "argsort", "nonzero", "isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le",
+})
+# Ground truth by name: ``target``, ``bbox_reg_targets``, ``gt_boxes``, ``y_true`` (not ``target_logit``,
+# the model's logit of the target class).
+_GROUND_TRUTH_NAME = re.compile(r"(^|_)targets?$|^gt(_|$)|(^|_)gt$|^y_true$")
+# Sources that carry no gradient: constants and random draws.
+_NO_GRADIENT_SOURCES = frozenset({
+    "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "bernoulli",
+    "multinomial", "arange", "linspace", "logspace", "ones", "zeros", "full", "ones_like", "zeros_like",
+    "full_like", "eye", "tensor", "as_tensor", "empty", "poisson",
+})
+
+
+def gradient_cannot_flow(
+    context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CSTNode], site: Optional[Site] = None
+) -> bool:
+    """Whether autograd can never differentiate ``op``: inside ``no_grad``/``inference_mode``
+    (decorator or ``with``), optimizer code (a file defining a ``torch.optim.Optimizer``
+    subclass), the ``forward`` of a ``torch.autograd.Function`` (a hand-written backward),
+    a result that only feeds ``detach``/``round``/``long``/comparisons, or an operand made
+    of constants, random draws and counts of comparisons or boolean masks."""
+    if in_no_grad_code(context, ancestors) or _in_custom_autograd_function(context, ancestors):
+        return True  # the forward of a torch.autograd.Function: its backward is written by hand
+    path = list(ancestors) + [op.node]
+    if _leaves_autograd(context, path):
+        return True
+    site = site or site_of(list(ancestors))
+    return _without_gradient(context, op.operand, site, 0) or _assigned_to_gradient_free_uses(context, path, site)
+
+
+def _leaves_autograd(context: "FileContext", path: Sequence[cst.CSTNode]) -> bool:
+    """Whether the value at the end of ``path`` (outermost first) only feeds, within its statement, a
+    comparison or a :data:`_NON_DIFFERENTIABLE` call."""
+    for position in range(len(path) - 2, -1, -1):
+        node = path[position]
+        if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda)):
+            return False
+        if isinstance(node, cst.Comparison):
+            return True
+        if isinstance(node, cst.Call):
+            name, _, _ = call_parts(context, node)
+            if name in _NON_DIFFERENTIABLE:
+                return True
+    return False
+
+
+def _assigned_to_gradient_free_uses(
+    context: "FileContext", path: Sequence[cst.CSTNode], site: Site, followed: FrozenSet[str] = frozenset()
+) -> bool:
+    """``w_norm = w.pow(2).sum(0).sqrt()`` whose every read in the function leaves autograd
+    (``assert torch.all((w_norm - 1).abs() < tol)``), itself or through names assigned from it that do
+    (``top = energy.max()``, then only ``energy - top > t``): nothing differentiates it.  Reads anywhere
+    in the function count, before the assignment too (a loop may carry the value round)."""
+    function = site.function
+    assign = next((node for node in reversed(path) if isinstance(node, (cst.Assign, cst.BaseStatement))), None)
+    if function is None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return False
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Name) or target.value in followed or len(followed) > 3:
+        return False
+    reads = _reads_of(context, function).get(target.value, ())
+    followed = followed | {target.value}
+    # A value never read is left to be reported: that is how snippets and unfinished code look.
+    return bool(reads) and all(
+        _leaves_autograd(context, read) or _assigned_to_gradient_free_uses(context, read, site, followed)
+        for read in reads
+    )
+
+
+def _reads_of(context: "FileContext", function: cst.FunctionDef):
+    """Every read of each local name in ``function`` (nested functions and lambdas included), as the
+    path from the function's body down to the ``Name``; stores (assignment targets) are not reads."""
+
+    def compute(node: cst.FunctionDef):
+        reads = {}
+        stack: list = []
+        stores: Set[int] = set()
+
+        class _Reads(cst.CSTVisitor):
+            def on_visit(self, visited: cst.CSTNode) -> bool:
+                if isinstance(visited, cst.AssignTarget) and isinstance(visited.target, cst.Name):
+                    stores.add(id(visited.target))
+                if isinstance(visited, cst.Name) and id(visited) not in stores:
+                    reads.setdefault(visited.value, []).append(tuple(stack) + (visited,))
+                stack.append(visited)
+                return True
+
+            def on_leave(self, original_node: cst.CSTNode) -> None:
+                stack.pop()
+
+        visit(node.body, _Reads())
+        return reads
+
+    return context.memoized("guards.reads", function, compute)
+
+
+def backward_never_reaches(context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Where no NaN gradient of ``op`` can happen, for the rules whose hazard is only a gradient (TL106's
+    unselected ``where`` branch, TL107's filtered result): :func:`gradient_cannot_flow`, code where no
+    backward pass is expected (:func:`torchlint.analysis.grad_need.gradient_unlikely`), and ratios of
+    counts of comparisons."""
+    if gradient_unlikely(context) or gradient_cannot_flow(context, op, ancestors):
+        return True
+    parts = [op.operand] + ([op.numerator] if op.numerator is not None else [])
+    return all(carries_no_gradient(context, part, ancestors) for part in parts)
+
+
+_INITIALISATION = re.compile(r"(^|_)(init|initialize|initialise|reset_parameters)(_|$)|^__init__$", re.IGNORECASE)
+
+
+# Named for a loss, but not a test of one (``test_focal_loss``, ``TestDiceLoss``).
+_DIFFERENTIATED_FUNCTION = re.compile(r"^(forward|__call__|training_step|compute_loss)$|^(?!test).*loss", re.IGNORECASE)
+
+
+def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Code whose result autograd differentiates: a ``forward``/``__call__``/``training_step``,
+    a function or class named for a loss, or a file under a ``loss``/``losses`` module.
+
+    Helpers, metrics, statistics and solvers outside these are not assumed to be
+    differentiated: gradient-only hazards (a root of 0) are not reported there.
+    """
+    if any(isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value) for node in ancestors):
+        return False  # __init__ of a loss: buffers and constants, never differentiated
+    if _in_preprocessing(context, ancestors):
+        return False  # feature extractors prepare inputs, schedulers step noise levels: nothing there has a gradient
+    if in_no_grad_code(context, ancestors):
+        return False  # a pipeline's @torch.no_grad() __call__
+    for node in ancestors:
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value):
+            return True
+    return _differentiated_path(context.path)
+
+
+def differentiated_regions(scan, regions: FrozenSet[int]) -> FrozenSet[int]:
+    """The ``ast`` pre-pass's counterpart of :func:`in_differentiated_code`: of ``regions`` (of a
+    torchlint.prepass.Scan), those that may hold differentiated code (a necessary condition): not a
+    function that initialises or runs under ``@torch.no_grad()``, not a preprocessing file."""
+    if _GRADIENT_FREE_FILE.search(scan.path.replace("\\", "/")):
+        return frozenset()
+    regions = frozenset(i for i in regions if not _never_differentiated(scan, scan.regions[i].node))
+    return scan.differentiated(regions, _DIFFERENTIATED_FUNCTION, _differentiated_path(scan.path))
+
+
+def _never_differentiated(scan, node: ast.stmt) -> bool:
+    """A function named for initialisation, or decorated with a no-grad context whatever import its name comes from."""
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    if _INITIALISATION.search(node.name):
+        return True
+    for decorator in node.decorator_list:
+        if isinstance(decorator, ast.Call):
+            if _all_in(scan.qualified(decorator.func), {"torch.set_grad_enabled"}):
+                first = decorator.args[0] if decorator.args else None
+                if isinstance(first, ast.Constant) and first.value is False:
+                    return True
+                continue
+            decorator = decorator.func
+        if _all_in(scan.qualified(decorator), NO_GRAD_CONTEXTS):
+            return True
+    return False
+
+
+def _all_in(candidates, names) -> bool:
+    return bool(candidates) and all(candidate in names for candidate in candidates)
+
+
+def _differentiated_path(path: str) -> bool:
+    path = path.replace("\\", "/").lower()
+    return "loss" in path.rsplit("/", 2)[-1] or "/loss" in path
+
+
+_AUTOGRAD_FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
+# Input preparation, run before the model (transformers-style feature extractors and processors).
+_PREPROCESSING_BASE = re.compile(
+    r"(FeatureExtractor|SequenceFeatureExtractor|ImageProcessor|VideoProcessor|ProcessorMixin|Tokenizer)(Mixin|Base|Fast)?$"
+)
+# A class of no base named for a data transform (``class AmplitudeRescaleTransform:``); modules such as
+# kornia's differentiable augmentations derive from ``nn.Module`` and are not matched.
+_DATA_TRANSFORM_CLASS = re.compile(r"Transform$")
+_PREPROCESSING_FILE = re.compile(r"(^|/)(feature_extraction|image_processing|video_processing|processing|tokenization)_[^/]*\.py$")
+# Code no backward pass runs through, by where it lives: input preparation (above), noise and learning-rate
+# schedules, visualisation.  Directory names a project's own root could carry (``data/``, ``pipelines/``)
+# are left out: a user's whole tree would go silent.
+_GRADIENT_FREE_FILE = re.compile(
+    _PREPROCESSING_FILE.pattern + r"|(^|/)scheduling_[^/]*\.py$|(^|/)(schedulers|visuali[sz]e|visuali[sz]ation)/[^/]*\.py$"
+)
+
+
+def _in_custom_autograd_function(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside the ``forward`` of a ``torch.autograd.Function`` subclass (a hand-written backward)."""
+    for position, node in enumerate(ancestors):
+        if isinstance(node, cst.ClassDef) and any(
+            context.qualified_name(base.value) in _AUTOGRAD_FUNCTION_BASES for base in node.bases
+        ):
+            inner = ancestors[position + 1 :]
+            return any(isinstance(n, cst.FunctionDef) and n.name.value == "forward" for n in inner)
+    return False
+
+
+def _in_preprocessing(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Input preparation, schedules and visualisation: code no backward pass runs through."""
+    if _GRADIENT_FREE_FILE.search(context.path.replace("\\", "/")):
+        return True
+    for node in ancestors:
+        if isinstance(node, cst.ClassDef):
+            if not node.bases and _DATA_TRANSFORM_CLASS.search(node.name.value):
+                return True  # a plain class named as a data transform: it runs in data loading
+            for base in node.bases:
+                name = dotted_name(base.value) or ""
+                if _PREPROCESSING_BASE.search(name.rsplit(".", 1)[-1]):
+                    return True
+    return False
+
+
+def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode], _callers: bool = True) -> bool:
+    """``no_grad``/``inference_mode``, optimizer files, and initialisation code (``__init__``,
+    ``reset_parameters``, ``*_init``): what they compute becomes a leaf, never differentiated through.
+    So is a function every same-file call of which stands in such code (one level of callers)."""
+    for node in ancestors:
+        if isinstance(node, cst.FunctionDef) and any(_is_no_grad(context, d.decorator) for d in node.decorators):
+            return True
+        if isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value):
+            return True
+        if isinstance(node, cst.With) and any(_is_no_grad(context, item.item) for item in node.items):
+            return True
+    # A file that defines an optimizer: its update maths, not the loss functions it may define too
+    # (accelerate's megatron_lm.py wraps an optimizer and computes masked losses).
+    if defines_optimizer(context) and not any(
+        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value)
+        for node in ancestors
+    ):
+        return True
+    # A helper the file only calls with gradients off (``with torch.no_grad(): self._project(w)``).
+    return _only_called_from(context, ancestors, lambda site: in_no_grad_code(context, site.ancestors, _callers=False), _callers)
+
+
+def _only_called_from(context: "FileContext", ancestors: Sequence[cst.CSTNode], accepts, enabled: bool = True) -> bool:
+    """Whether the function around ``ancestors`` has same-file calls and ``accepts`` every one of them
+    (:func:`torchlint.analysis.callers.call_sites`)."""
+    if not enabled:
+        return False
+    function = enclosing_function(ancestors)
+    sites = call_sites(context, function) if function is not None else None
+    return bool(sites) and all(accepts(site) for site in sites)
+
+
+
+def _is_no_grad(context: "FileContext", node: cst.BaseExpression) -> bool:
+    if isinstance(node, cst.Call):
+        qualified = context.qualified_name(node.func)
+        if qualified == "torch.set_grad_enabled" and node.args:
+            value = node.args[0].value
+            return isinstance(value, cst.Name) and value.value == "False"
+        node = node.func
+    return context.qualified_name(node) in NO_GRAD_CONTEXTS
+
+
+def defines_optimizer(context: "FileContext") -> bool:
+    """A file that defines an optimizer: its update maths is never differentiated."""
+    cached = getattr(context, "_tl1_defines_optimizer", None)
+    if cached is None:
+        cached = False
+        for statement in context.module.body:
+            if isinstance(statement, cst.ClassDef):
+                for base in statement.bases:
+                    qualified = context.qualified_name(base.value) or dotted_name(base.value) or ""
+                    if qualified.rsplit(".", 1)[-1].endswith("Optimizer"):
+                        cached = True
+        context._tl1_defines_optimizer = cached
+    return cached
+
+
+def may_be_negative(operand: cst.BaseExpression) -> bool:
+    """``E[x^2] - E[x]^2`` style operands: rounding can make them negative, NaN in the forward pass."""
+    return (isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, cst.Subtract)) or (
+        isinstance(operand, cst.UnaryOperation) and isinstance(operand.operator, cst.Minus)
+    )
+
+
+def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int) -> bool:
+    """Built only from literals, Python numbers, constants and random draws (no parameter or input)."""
+    if depth > 3 * MAX_DEPTH:
+        return False
+    if constant_value(node) is not None or value_kind(context, node, site) == "number":
+        return True
+    if carries_no_gradient(context, node):
+        return True  # comparisons, bool/integer casts and counts of them
+    if isinstance(node, cst.Name):
+        if _GROUND_TRUTH_NAME.search(node.value):
+            return True  # ``bbox_reg_targets``, ``gt_boxes``: ground truth is never differentiated
+        if site is None:
+            return False
+        reaching = bindings(site, node.value)
+        if len(reaching) == 1 and reaching[0].kind == "param":
+            # ``hz_to_mel(torch.tensor([f_min, f_max]))``: every caller hands in a constant
+            return every_caller_passes(
+                context, node.value, site, lambda value, at: _without_gradient(context, value, at, depth + 1)
+            )
+        # ``mask = zeros_like(x, dtype=bool); mask[idx] = True``: masked writes of constants add no gradient.
+        return bool(reaching) and all(
+            b.kind in ("assign", "update", "module", "unpack", "masked", "each") and b.value is not None
+            and _without_gradient(context, b.value, b.site, depth + 1)
+            for b in reaching
+        )
+    if isinstance(node, cst.BinaryOperation):
+        return _without_gradient(context, node.left, site, depth + 1) and _without_gradient(context, node.right, site, depth + 1)
+    if isinstance(node, cst.UnaryOperation):
+        return _without_gradient(context, node.expression, site, depth + 1)
+    if isinstance(node, cst.Call):
+        name, source, is_method = call_parts(context, node)
+        if name in _NO_GRADIENT_SOURCES and not is_method:
+            return True
+        if name in ("detach",):
+            return True
+        if name is None or has_star_args(node):
+            return False
+        # A torch function or tensor method of gradient-free values is gradient-free.
+        inputs = ([source] if is_method and source is not None else []) + [arg.value for arg in node.args]
+        return bool(inputs) and all(_without_gradient(context, value, site, depth + 1) for value in inputs)
+    if isinstance(node, cst.Subscript):
+        return _without_gradient(context, node.value, site, depth + 1)
+    return False
+
+

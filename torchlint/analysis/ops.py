@@ -174,3 +174,44 @@ def strip_clamp_min(context: "FileContext", node: cst.BaseExpression) -> cst.Bas
             if low is not None and is_eps_like(low.value) and not keyword_arg(node, "max") and len(positional_args(node)) <= 1:
                 return func.value
     return node
+
+
+# -- calls as (name, source, is_method) ------------------------------------------------
+
+# Casts and reshapes: every element keeps its value's sign (sign_of looks through them at no depth).
+SHAPE_AND_CAST_CALLS = frozenset({
+    "float", "double", "half", "bfloat16", "to", "type", "type_as", "detach", "clone", "contiguous", "view",
+    "view_as", "reshape", "reshape_as", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
+    "permute", "transpose", "t", "movedim", "swapaxes", "broadcast_to",
+})
+
+def call_parts(context: "FileContext", call: cst.Call):
+    """(short name, source tensor or None, is_method) for a torch function or a tensor method."""
+    func = call.func
+    qualified = context.qualified_name(func)
+    if qualified is not None:
+        if not qualified.startswith("torch."):
+            return None, None, False
+        first = positional_args(call)
+        return qualified.rsplit(".", 1)[-1], (first[0].value if first else None), False
+    if isinstance(func, cst.Attribute) and is_value_receiver(context, func.value):
+        return func.attr.value, func.value, True
+    if isinstance(func, cst.Call):  # nn.Sigmoid()(x), nn.Softmax(1)(x)
+        name = context.qualified_name(func.func)
+        if name is not None and name.startswith("torch.nn."):
+            return name.rsplit(".", 1)[-1], (call.args[0].value if call.args else None), False
+    return None, None, False
+
+
+
+def without_shape_steps(context: "FileContext", node: cst.BaseExpression) -> cst.BaseExpression:
+    """``x.view(b, n, 1).to(dtype).transpose(1, 2)`` -> ``x``: casts and reshapes keep every element's
+    sign and cost no depth (a mask reshaped and cast on its way to a matmul)."""
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and not has_star_args(node):
+        name, source, is_method = call_parts(context, node)
+        if not is_method or source is None or name not in SHAPE_AND_CAST_CALLS:
+            break
+        node = source
+    return node
+
+

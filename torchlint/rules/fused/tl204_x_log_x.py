@@ -16,7 +16,9 @@ from torchlint.analysis.fused import (
 )
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.domain import match_domain_op
-from torchlint.analysis.guards import Sign, guarded_by_condition, sign_of, where_owner
+from torchlint.analysis.conditions import guarded_by_condition
+from torchlint.analysis.owners import where_owner
+from torchlint.analysis.signs import Sign, sign_of
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 

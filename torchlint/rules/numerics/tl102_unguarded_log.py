@@ -4,7 +4,8 @@ import libcst as cst
 
 from torchlint.analysis.domain import LOG, LOG_FUNCTIONS, call_names, match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.guards import differentiated_regions, needs_guard
+from torchlint.analysis.grad_need import differentiated_regions
+from torchlint.analysis.guards import needs_guard
 from torchlint.rule import Applicability, Rule
 
 

@@ -7,8 +7,11 @@ import libcst as cst
 from torchlint.analysis.calls import positional_args
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.domain import DIV, DomainOp, match_domain_op
-from torchlint.analysis.guards import Sign, condition_implies_positive, condition_implies_zero, sign_of, where_owner
-from torchlint.analysis.guards import backward_never_reaches, reaches_edge
+from torchlint.analysis.conditions import condition_implies_positive, condition_implies_zero
+from torchlint.analysis.grad_need import backward_never_reaches
+from torchlint.analysis.guards import reaches_edge
+from torchlint.analysis.owners import where_owner
+from torchlint.analysis.signs import Sign, sign_of
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 

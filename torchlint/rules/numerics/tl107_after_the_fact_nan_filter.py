@@ -21,9 +21,11 @@ from torchlint.analysis.domain import (
 )
 from torchlint.analysis.fixes import clamped, eps_text
 from torchlint.analysis.grad_need import gradient_unlikely
-from torchlint.analysis.guards import NAN_TESTS, filter_owner, is_guard_constant, is_nan_filter
+from torchlint.analysis.owners import NAN_TESTS, filter_owner, is_nan_filter
+from torchlint.analysis.signs import is_guard_constant
 from torchlint.analysis.ops import is_value_receiver
-from torchlint.analysis.guards import backward_never_reaches, reaches_edge
+from torchlint.analysis.grad_need import backward_never_reaches
+from torchlint.analysis.guards import reaches_edge
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 

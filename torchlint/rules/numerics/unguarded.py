@@ -8,7 +8,8 @@ import libcst as cst
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.domain import DomainOp, match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.guards import differentiated_regions, needs_guard
+from torchlint.analysis.grad_need import differentiated_regions
+from torchlint.analysis.guards import needs_guard
 from torchlint.rule import FixSpec, Rule
 
 
