@@ -1,9 +1,57 @@
-"""The sign of a tensor expression: how far from 0 it provably is (see :func:`sign_of`)."""
+"""The abstract domain of the numerics rules: the sign of a tensor expression, and why it can reach 0.
+
+Every TL1xx rule asks one question of an operand: can it reach the edge of the op's domain (0 for a
+root, a log or a divisor; below 0 for a root or a log)?  :func:`evaluate` answers with a
+:class:`Value`:
+
+- ``sign``: :attr:`Sign.POSITIVE` (provably > 0: the author kept it off zero), :attr:`Sign.NONNEGATIVE`
+  (>= 0 but may be 0) or :attr:`Sign.UNKNOWN`;
+- ``edge``: why the value reaches 0 (or below) by its own construction, one of the ``EDGE_*``
+  names (a norm, a count of a mask, a softmax output, ``1 - p``, a difference under a root, a constant
+  0, ...), or None when nothing says it does.  A finding's confidence is read off it: an edge is
+  ``high``, an unknown sign ``medium`` or ``low`` (torchlint/analysis/guards.py);
+- ``unit``: bounded above by 1 (a probability, a 0/1 mask), so ``1 - it`` is non-negative.
+
+How an op turns its operands' values into its result's is data: :data:`TRANSFER` maps a torch
+function or tensor method (by its short name, any spelling: ``torch.sqrt(x)``, ``x.sqrt()``,
+``nn.ReLU()(x)``) to a transfer function, and the operators (``+ - * / ** @``, unary minus) have
+theirs below.  Adding an op is adding a row.  Among the rows:
+
+- positive whatever the input: ``exp``, ``ones``, ``logspace``, ...;
+- zero-capable by construction: ``abs``/``square``/norms/distances (``EDGE_MAGNITUDE``), ``std``/``var``
+  (``EDGE_SPREAD``), ``relu`` (``EDGE_RELU``), ``count_nonzero`` and sums of 0/1 masks (``EDGE_COUNT``),
+  ``softmax``/``sigmoid`` (``EDGE_PROBABILITY``; positive for a divisor), ``zeros``;
+- as signed as their input: casts and reshapes (at no depth), selections, sums, means, pools, ``max``;
+- ``clamp(min=c)``: positive for c > 0, ``EDGE_CLAMPED`` for c = 0 (``clamp`` passes 0 through);
+- ``a + eps`` / ``a + c`` (c > 0) positive; ``1 - p`` of a probability or mask ``EDGE_COMPLEMENT``;
+  ``x.max() - x.min()`` ``EDGE_RANGE``; another difference ``EDGE_DIFFERENCE`` (it can cancel, and
+  rounding makes ``E[x^2] - E[x]^2`` negative); ``x ** p`` of an unknown ``p`` ``EDGE_POWER``.
+
+Names are followed to their bindings in the same function (:mod:`torchlint.analysis.dataflow`:
+assignments, ``+= eps``, in-place ``clamp_``/``add_``, ``d[d == 0] = 1``); a binding made on some
+paths only counts when it is a guard (the author meant to guard), and one that is not is ignored.
+Helpers the file defines are followed through their ``return`` (:mod:`torchlint.analysis.returns`),
+names unpacked from the tuples they return too, and a parameter every same-file call passes a
+positive value is positive (:mod:`torchlint.analysis.callers`).
+
+Also positive, because the author wrote it so: positive literals and eps-like names
+(:func:`is_guard_constant`: ``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``,
+``c_f.small_val(dtype)``), names that say safe (``safe_norm``), ``torch.where(d > 0, d, 1)`` (the
+double where), ``masked_fill(d == 0, 1)``, ``T - padding_mask.sum(1)`` and counts of padding masks
+(every sequence has a token: :func:`is_padding_mask`), ``c + eps - x`` and ``c - x`` for an ``x``
+bounded by ``c`` (:func:`upper_bound`), ``-expm1(x)`` of an ``x`` bounded below 0, squares of
+positive values, the norm of random draws or of ``eye``, attention averages of positive values
+(``softmax(s) @ v``), a positive value plus a masked sum of non-negative ones, and
+``x ** 2 + delta ** 2`` with ``delta`` a Python number (a smoothing term).
+
+Tests that guard a value on a path (``if d > 0:``) are :mod:`torchlint.analysis.conditions`'s.
+"""
 from __future__ import annotations
 
 import enum
 import re
-from typing import TYPE_CHECKING, Optional, Set, Tuple
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
@@ -26,63 +74,665 @@ def _conditions():
     return conditions
 
 
-
-
 class Sign(enum.IntEnum):
     UNKNOWN = 0
     NONNEGATIVE = 1
     POSITIVE = 2
 
 
+# Why a value reaches 0 (or below) by its own construction: the words a finding's message uses.
+EDGE_ZERO = "a constant 0"
+EDGE_NEGATIVE = "a negative constant"
+EDGE_MAGNITUDE = "a norm, absolute value or square: 0 for a zero vector or identical points"
+EDGE_SPREAD = "a standard deviation or variance: 0 for a constant input"
+EDGE_COUNT = "a count of a mask: 0 when the mask is empty"
+EDGE_RELU = "a ReLU output: 0 wherever its input is negative"
+EDGE_PROBABILITY = "a softmax or sigmoid output: 0 once it underflows"
+EDGE_COMPLEMENT = "1 minus a probability: 0 once it saturates"
+EDGE_RANGE = "max minus min: 0 for a constant input"
+EDGE_DIFFERENCE = "a difference: 0 or negative when its terms cancel"
+EDGE_CLAMPED = "clamped at 0, which clamp passes through"
+EDGE_WEIGHTS = "the sum of the averaging weights: 0 when every weight is"
+EDGE_POWER = "a power x ** p of unknown p: 0 where x is, negative for odd p"
 
-_RELU_CALLS = frozenset({"relu", "relu6", "ReLU", "ReLU6", "relu_"})
-_ZERO_ONLY_WHERE_ALL_ARE = frozenset({
-    "sum", "nansum", "mean", "nanmean", "avg_pool1d", "avg_pool2d", "avg_pool3d",
-    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-})
+
+@dataclass(frozen=True)
+class Value:
+    """The abstract value of a tensor expression (see the module docs)."""
+
+    sign: Sign
+    edge: Optional[str] = None
+    unit: bool = False
 
 
-def _relu_masked(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
-    """Whether ``node`` is 0 only where a ReLU output is: ``F.relu(x)``, ``x.relu()``, ``nn.ReLU()(x)``, through
-    casts and reshapes, sums, means and average pools of them, sums of two of them, their powers with a
-    positive constant exponent, and local names bound once to one."""
-    if depth > MAX_DEPTH:
-        return False
+UNKNOWN = Value(Sign.UNKNOWN)
+POSITIVE = Value(Sign.POSITIVE)
+NONNEGATIVE = Value(Sign.NONNEGATIVE)
+
+
+def _nonnegative(edge: Optional[str], unit: bool = False) -> Value:
+    return Value(Sign.NONNEGATIVE, edge, unit)
+
+
+def _weakest(values: Iterable[Value]) -> Value:
+    """The meet: the least sign, with the edge of a value that has it."""
+    values = list(values)
+    if not values:
+        return UNKNOWN
+    least = min(value.sign for value in values)
+    edge = next((value.edge for value in values if value.sign == least and value.edge), None)
+    return Value(least, edge, all(value.unit for value in values))
+
+
+def _strongest(values: Iterable[Value]) -> Value:
+    """The join of alternatives that all hold (``max(a, b)``): the greatest sign."""
+    values = list(values)
+    best = max(values, key=lambda value: value.sign)
+    return best if best.sign is not Sign.UNKNOWN else _weakest(values)
+
+
+# -- the evaluator -----------------------------------------------------------------------
+
+
+def sign_of(
+    context: "FileContext", node: cst.BaseExpression, site: Optional[Site], division: bool = False
+) -> Sign:
+    """How far from 0 ``node`` provably is: :func:`evaluate`'s sign."""
+    return evaluate(context, node, site, division).sign
+
+
+def evaluate(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], division: bool = False) -> Value:
+    """The abstract value of ``node`` read at ``site`` (see the module docs).  ``division``: the value
+    divides, where only 0 matters, so a softmax or sigmoid output (0 only on underflow) is positive."""
+    return _Evaluator(context, division).of(node, site, 0, frozenset())
+
+
+class _Evaluator:
+    def __init__(self, context: "FileContext", division: bool) -> None:
+        self.context = context
+        self.division = division
+
+    def of(self, node: cst.BaseExpression, site: Optional[Site], depth: int, seen: frozenset) -> Value:
+        if depth > MAX_DEPTH:
+            return UNKNOWN
+        context = self.context
+        node = without_shape_steps(context, node)
+        value = constant_value(node)
+        if value is not None:
+            return POSITIVE if value > 0 else _nonnegative(EDGE_ZERO) if value == 0 else Value(Sign.UNKNOWN, EDGE_NEGATIVE)
+        if is_guard_constant(node) or _says_safe(node):
+            return POSITIVE
+        step = _Step(self, site, depth + 1, seen)
+        if isinstance(node, cst.Name):
+            return self._name(node, site, depth, seen)
+        if isinstance(node, cst.Attribute):
+            return self._attribute(node, step)
+        if isinstance(node, cst.Subscript):
+            return self._subscript(node, step)
+        if isinstance(node, cst.BinaryOperation):
+            transfer = _OPERATORS.get(type(node.operator))
+            return transfer(step, node) if transfer is not None else UNKNOWN
+        if isinstance(node, cst.IfExp):
+            conditions = _conditions()
+            body = POSITIVE if conditions.condition_implies_positive(context, node.test, node.body, self.division, site) else step(node.body)
+            return _weakest((body, step(node.orelse)))
+        if isinstance(node, cst.Call):
+            return self._call(node, step)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            return POSITIVE if _is_expm1_of_negative(context, node.expression, site) else UNKNOWN
+        return UNKNOWN
+
+    # -- names and attributes ------------------------------------------------------------
+
+    def _name(self, node: cst.Name, site: Optional[Site], depth: int, seen: frozenset) -> Value:
+        if site is None:
+            return UNKNOWN
+        context = self.context
+        best = UNKNOWN  # positive values bound on some paths: the author's guards
+        unconditional = UNKNOWN
+        each: Optional[Value] = None
+        for binding in bindings(site, node.value):
+            if binding.kind == "param":
+                if every_caller_passes(
+                    context, node.value, site, lambda value, at: evaluate(context, value, at, self.division).sign is Sign.POSITIVE
+                ):
+                    unconditional = POSITIVE  # every same-file caller hands in a positive value
+                elif binding.value is not None and constant_value(binding.value) is not None:
+                    unconditional = POSITIVE if constant_value(binding.value) > 0 else UNKNOWN
+                continue
+            value = unpacked_element(binding, node.value) if binding.kind == "unpack" else binding.value
+            if value is None:
+                if binding.kind == "unpack":  # mag, phase = self.stft(x): the helper's returned tuples
+                    unconditional = self._unpacked_return(binding, node.value, depth)
+                continue
+            key = id(binding.node)
+            if key in seen:
+                continue
+            found = self.of(value, binding.site, depth + 1, seen | {key})
+            if binding.kind == "each":  # map(lambda t: ..., (a, b)): t is each of them in turn
+                each = found if each is None else _weakest((each, found))
+                unconditional = each
+            elif binding.kind in ("assign", "update", "inplace", "module", "unpack"):
+                unconditional = found
+            elif found.sign is Sign.POSITIVE:
+                # d[d == 0] = 1, or a guard on some path: the author patches the zeros with a positive value.
+                best = POSITIVE
+        return best if best.sign > unconditional.sign else unconditional
+
+    def _unpacked_return(self, binding, name: str, depth: int) -> Value:
+        """The weakest value of the element ``name`` takes from every tuple a same-file helper returns."""
+        position = unpack_position(binding, name)
+        call = binding.node.value if isinstance(binding.node, cst.Assign) else None
+        if position is None or not isinstance(call, cst.Call):
+            return UNKNOWN
+        helper = called_function(self.context, call, binding.site)
+        returned = returned_values(self.context, helper) if helper is not None else None
+        if not returned:
+            return UNKNOWN
+        index, length = position
+        values = []
+        for value, at in returned:
+            if not isinstance(value, cst.Tuple) or len(value.elements) != length:
+                return UNKNOWN
+            if any(isinstance(element, cst.StarredElement) for element in value.elements):
+                return UNKNOWN
+            values.append(self.of(value.elements[index].value, at, depth + 1, frozenset()))
+        return _weakest(values)
+
+    def _attribute(self, node: cst.Attribute, step: "_Step") -> Value:
+        context = self.context
+        if node.attr.value in FINFO_ATTRIBUTES and isinstance(node.value, cst.Call):
+            if context.qualified_name(node.value.func) in ("torch.finfo", "numpy.finfo"):
+                return POSITIVE if node.attr.value in ("eps", "tiny", "max", "smallest_normal", "resolution") else UNKNOWN
+        qualified = context.qualified_name(node)
+        if qualified in ("math.pi", "math.e", "math.inf", "numpy.pi", "numpy.e", "numpy.inf", "torch.pi", "torch.e", "torch.inf"):
+            return POSITIVE
+        if node.attr.value in ("data", "values", "T", "mT"):
+            return step(_values_of(context, node.value) if node.attr.value == "values" else node.value)
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            value = context.self_attribute_value(node.attr.value)
+            if value is not None and constant_value(value) is not None:
+                return POSITIVE if constant_value(value) > 0 else UNKNOWN
+            if isinstance(value, cst.Name):
+                default = _init_default(context, value.value)
+                if default is not None and default > 0:
+                    return POSITIVE  # self.clip_val = clip_val, with ``clip_val=1e-5`` in __init__
+        return UNKNOWN
+
+    def _subscript(self, node: cst.Subscript, step: "_Step") -> Value:
+        context = self.context
+        if value_kind(context, node, step.site) == "number":
+            return POSITIVE  # a size
+        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            index = node.slice[0].slice.value
+            if _conditions().condition_implies_positive(context, index, node.value, self.division, step.site):
+                return POSITIVE  # depth[depth > 0], target[valid] with valid = target > eps
+            if constant_value(index) == 0 and _is_reduction_pair(context, node.value):
+                return step(_values_of(context, node.value))  # x.max(dim)[0]: the values
+        return step(node.value)
+
+    # -- calls ---------------------------------------------------------------------------
+
+    def _call(self, call: cst.Call, step: "_Step") -> Value:
+        context = self.context
+        if has_star_args(call):
+            return UNKNOWN
+        func = call.func
+        if isinstance(func, cst.Name) and func.value == "max" and len(call.args) >= 2:
+            return _strongest(step(arg.value) for arg in call.args)
+        if isinstance(func, cst.Name) and func.value in NUMBER_BUILTINS | {"abs"}:
+            return POSITIVE if func.value == "len" and value_kind(context, call, step.site) == "number" else UNKNOWN
+        helper = called_function(context, call, step.site)
+        if helper is not None:
+            return _return_value(context, helper, self.division)
+        name, source, is_method = call_parts(context, call)
+        if name is None:
+            return UNKNOWN
+        if name in NUMBER_METHODS and value_kind(context, call, step.site) == "number":
+            return POSITIVE  # sizes and counts of dimensions
+        transfer = TRANSFER.get(name)
+        if transfer is None:
+            return UNKNOWN
+        return transfer(step, _Call(call, name, source, is_method))
+
+
+@dataclass(frozen=True)
+class _Call:
+    """A torch function or tensor method call: its short name and its first tensor operand."""
+
+    node: cst.Call
+    name: str
+    source: Optional[cst.BaseExpression]
+    is_method: bool
+
+    def arg(self, position: int, keyword: str) -> Optional[cst.Arg]:
+        """The argument after the source: ``position`` counts from it (``x.clamp(lo)`` and ``torch.clamp(x, lo)``)."""
+        return argument(self.node, position if self.is_method else position + 1, keyword)
+
+
+class _Step:
+    """Evaluation one level down, at a site: ``step(child)``."""
+
+    def __init__(self, evaluator: _Evaluator, site: Optional[Site], depth: int, seen: frozenset) -> None:
+        self.evaluator = evaluator
+        self.site = site
+        self.depth = depth
+        self.seen = seen
+
+    @property
+    def context(self) -> "FileContext":
+        return self.evaluator.context
+
+    @property
+    def division(self) -> bool:
+        return self.evaluator.division
+
+    def __call__(self, node: Optional[cst.BaseExpression], site: Optional[Site] = None) -> Value:
+        if node is None:
+            return UNKNOWN
+        return self.evaluator.of(node, self.site if site is None else site, self.depth, self.seen)
+
+
+def _return_value(context: "FileContext", function: cst.FunctionDef, division: bool) -> Value:
+    """The weakest value a same-file helper returns (``def stft(...)`` that clamps), once per file."""
+    in_progress = context.memoized("signs.return-value.in-progress", context.module, lambda _: set())
+    key = (id(function), division)
+    if key in in_progress:
+        return UNKNOWN  # recursion: nothing proven
+
+    def compute(_: cst.CSTNode) -> Value:
+        in_progress.add(key)
+        try:
+            values = returned_values(context, function)
+            if not values:
+                return UNKNOWN
+            return _weakest(evaluate(context, value, value_site, division) for value, value_site in values)
+        finally:
+            in_progress.discard(key)
+
+    return context.memoized("signs.return-value" + (".division" if division else ""), function, compute)
+
+
+# -- transfer functions of calls ------------------------------------------------------------
+
+TRANSFER: Dict[str, Callable[[_Step, _Call], Value]] = {}
+
+
+def _rows(names: Iterable[str], transfer: Callable[[_Step, _Call], Value]) -> None:
+    for name in names:
+        TRANSFER[name] = transfer
+
+
+def _constant(value: Value) -> Callable[[_Step, _Call], Value]:
+    return lambda step, call: value
+
+
+def _preserving(step: _Step, call: _Call) -> Value:
+    """As signed as the source: selections, reductions, pools, moves."""
+    if call.source is None:
+        return UNKNOWN
+    if call.name in ("max", "min", "median", "quantile", "nanmedian") and _is_dim_argument(call.node, call.is_method):
+        return UNKNOWN  # a (values, indices) tuple: its [0] and .values are read where they are taken
+    return step(call.source)
+
+
+def _summing(step: _Step, call: _Call) -> Value:
+    """A sum or mean: of a padding mask at least 1 per sequence, of a 0/1 mask a count, else as signed as its terms."""
+    source = call.source
+    if source is None:
+        return UNKNOWN
+    if call.name in ("sum", "nansum", "count_nonzero") and is_padding_mask(step.context, source, step.site):
+        return POSITIVE  # tokens per sequence, sequences per position
+    found = step(source)
+    if found.sign is Sign.UNKNOWN and is_mask_like(step.context, source, step.site):
+        return _nonnegative(EDGE_COUNT)
+    if found.sign is Sign.NONNEGATIVE and found.unit and is_mask_like(step.context, source, step.site):
+        return _nonnegative(EDGE_COUNT)
+    return replace(found, unit=found.unit and call.name in ("mean", "nanmean"))
+
+
+def _magnitude(step: _Step, call: _Call) -> Value:
+    context, source, site = step.context, call.source, step.site
+    if source is None:
+        return _nonnegative(EDGE_MAGNITUDE)
+    name = call.name
+    if name == "abs" and _conditions().selected_off_zero(context, source, site):
+        return POSITIVE  # w[~(w >= 0)].abs(): the entries the author selected off zero
+    if name in ("norm", "vector_norm", "matrix_norm"):
+        if _is_made_by(context, source, site, "eye") or any(_is_made_by(context, source, site, draw) for draw in _CONTINUOUS_DRAWS):
+            return POSITIVE  # the identity; random directions: continuous draws are never all zero
+    if step(source).sign is Sign.POSITIVE and name in ("norm", "vector_norm", "abs", "absolute"):
+        return POSITIVE
+    return _nonnegative(EDGE_MAGNITUDE)
+
+
+def _spread(step: _Step, call: _Call) -> Value:
+    return _nonnegative(EDGE_SPREAD)
+
+
+def _relu(step: _Step, call: _Call) -> Value:
+    return _nonnegative(EDGE_RELU)
+
+
+def _count(step: _Step, call: _Call) -> Value:
+    return _nonnegative(EDGE_COUNT)
+
+
+def _probability(step: _Step, call: _Call) -> Value:
+    # p > 0 in exact arithmetic: a divisor of one is 0 only on underflow, which the division ignores
+    # (but 1 - p is 0 once p rounds to 1: ``unit`` keeps that known).
+    return Value(Sign.POSITIVE, None, True) if step.division else _nonnegative(EDGE_PROBABILITY, unit=True)
+
+
+def _root(step: _Step, call: _Call) -> Value:
+    found = step(call.source)
+    return POSITIVE if found.sign is Sign.POSITIVE else _nonnegative(found.edge)
+
+
+def _clamp(step: _Step, call: _Call) -> Value:
+    source = call.source
+    low = call.arg(0, "min")
+    if low is None or (isinstance(low.value, cst.Name) and low.value.value == "None"):
+        return step(source)  # clamp(max=...) keeps the lower side
+    bound = step(low.value)
+    if bound.sign is Sign.POSITIVE:
+        return POSITIVE
+    if source is not None and bound.sign is Sign.NONNEGATIVE:
+        found = step(source)
+        return found if found.sign is Sign.POSITIVE else _nonnegative(EDGE_CLAMPED, found.unit)
+    return UNKNOWN
+
+
+def _maximum(step: _Step, call: _Call) -> Value:
+    if call.name == "max" and (len(call.node.args) != (1 if call.is_method else 2) or _is_dim_argument(call.node, call.is_method)):
+        return _preserving(step, call)
+    values = ([call.source] if call.is_method else []) + [arg.value for arg in call.node.args if arg.keyword is None]
+    return _strongest(step(value) for value in values) if values else UNKNOWN
+
+
+def _where(step: _Step, call: _Call) -> Value:
+    args = positional_args(call.node)
+    if len(args) != 3 or call.is_method:
+        return UNKNOWN
+    conditions = _conditions()
+    context, site = step.context, step.site
+    cond, first, second = (arg.value for arg in args)
+    first_value, second_value = step(first), step(second)
+    if conditions.condition_implies_positive(context, cond, first, step.division, site):
+        first_value = POSITIVE
+    if conditions.condition_implies_zero(context, cond, second, site):
+        second_value = POSITIVE
+    # torch.where(ok, x, 1): the author swapped a safe value in where x is not ok (the double where);
+    # the mask is trusted even when the linter cannot read it.
+    if Sign.POSITIVE in (first_value.sign, second_value.sign):
+        return POSITIVE
+    return _weakest((first_value, second_value))
+
+
+def _masked_fill(step: _Step, call: _Call) -> Value:
+    if not call.is_method:
+        return UNKNOWN
+    value = argument(call.node, 1, "value")
+    if value is not None and step(value.value).sign is Sign.POSITIVE:
+        mask = argument(call.node, 0, "mask")
+        if step(call.source).sign is not Sign.UNKNOWN or (
+            mask is not None and _conditions().condition_implies_zero(step.context, mask.value, call.source)
+        ):
+            return POSITIVE
+    return UNKNOWN
+
+
+def _filled(step: _Step, call: _Call) -> Value:
+    """``full(size, c)``, ``x.new_full(size, c)``, ``torch.Tensor(n, m).fill_(c)``: the value of ``c``."""
+    if call.name in ("fill_", "fill"):
+        fill = argument(call.node, 0 if call.is_method else 1, "value")
+    else:
+        fill = argument(call.node, 1, "fill_value")
+    return step(fill.value) if fill is not None else UNKNOWN
+
+
+def _constructed(step: _Step, call: _Call) -> Value:
+    """``torch.tensor(data)``: the value of its data."""
+    return step(call.source)
+
+
+def _ranged(step: _Step, call: _Call) -> Value:
+    args = positional_args(call.node)
+    if call.name == "logspace":
+        return POSITIVE
+    if call.name == "arange" and len(args) == 1:
+        return _nonnegative(EDGE_ZERO)  # starts at 0
+    return step(args[0].value) if args else UNKNOWN
+
+
+def _spelled_operator(step: _Step, call: _Call) -> Value:
+    """``torch.add(a, b)``, ``a.mul(b)``: judged as the operator they spell."""
+    if keyword_arg(call.node, "alpha") is not None:
+        return UNKNOWN
+    first = call.source if call.is_method else (argument(call.node, 0, "input").value if argument(call.node, 0, "input") else None)
+    other = call.arg(0, "other")
+    if first is None or other is None:
+        return UNKNOWN
+    spelled = cst.BinaryOperation(left=first, operator=_ARITHMETIC_CALLS[call.name](), right=other.value)
+    return _OPERATORS[type(spelled.operator)](step, spelled)
+
+
+def _power_call(step: _Step, call: _Call) -> Value:
+    exponent = call.arg(0, "exponent")
+    if exponent is None or call.source is None:
+        return UNKNOWN
+    return _power(step, call.source, exponent.value)
+
+
+def _product(step: _Step, call: _Call) -> Value:
+    """Sums of products over a non-empty inner dim: as signed as the least signed factor."""
+    factors = ([call.source] if call.is_method and call.source is not None else []) + [
+        arg.value for arg in positional_args(call.node) if not isinstance(arg.value, cst.SimpleString)
+    ]
+    if len(factors) == 2 and _is_softmax_weights(step.context, factors[0], step.site) and step(factors[1]).sign is Sign.POSITIVE:
+        return POSITIVE  # softmax(scores) @ v: a weighted average of positive rows
+    values = [step(factor) for factor in factors]
+    if len(values) < 2 or any(value.sign is Sign.UNKNOWN for value in values):
+        return UNKNOWN
+    return _weakest(values)
+
+
+def _attention(step: _Step, call: _Call) -> Value:
+    if call.is_method:
+        return UNKNOWN
+    value = argument(call.node, 2, "value")
+    dropout = argument(call.node, 4, "dropout_p")
+    # Attention averages the value rows with softmax weights: positive values give a positive average.
+    if value is not None and (dropout is None or constant_value(dropout.value) == 0):
+        return POSITIVE if step(value.value).sign is Sign.POSITIVE else UNKNOWN
+    return UNKNOWN
+
+
+def _joined(step: _Step, call: _Call) -> Value:
+    source = call.source
+    if isinstance(source, (cst.List, cst.Tuple)) and source.elements:
+        return _weakest(step(element.value) for element in source.elements)
+    return UNKNOWN
+
+
+_CONTINUOUS_DRAWS = ("randn", "rand", "normal", "randn_like", "rand_like")
+_ARITHMETIC_CALLS = {"add": cst.Add, "add_": cst.Add, "mul": cst.Multiply, "mul_": cst.Multiply, "multiply": cst.Multiply}
+
+_rows(("exp", "exp2", "cosh", "ones", "ones_like", "new_ones"), _constant(POSITIVE))
+_rows(("abs", "absolute", "square", "norm", "vector_norm", "matrix_norm", "cdist", "pairwise_distance", "dist"), _magnitude)
+_rows(("std", "var"), _spread)
+_rows(("relu", "relu6", "ReLU", "ReLU6", "relu_", "hardsigmoid", "Hardsigmoid"), _relu)
+_rows(("count_nonzero", "bincount", "histc"), _count)
+_rows(("softmax", "sigmoid", "expit", "Softmax", "Sigmoid"), _probability)
+_rows(("softplus", "Softplus"), _constant(NONNEGATIVE))  # 0 only on underflow
+_rows(("rand", "rand_like"), _constant(_nonnegative(None, unit=True)))
+_rows(("zeros", "zeros_like", "new_zeros"), _constant(_nonnegative(EDGE_ZERO)))
+_rows(("sqrt",), _root)
+_rows(("sum", "nansum", "mean", "nanmean"), _summing)
+_rows(tuple(SHAPE_AND_CAST_CALLS) + (
+    "repeat", "tile", "flip", "roll", "index_select", "gather", "masked_select", "narrow", "select", "amax", "amin",
+    "cumsum", "prod", "cumprod", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
+    "interpolate", "requires_grad_", "cpu", "cuda", "squeeze_", "unsqueeze_", "diagonal", "diag", "trace",
+    "repeat_interleave", "min", "median", "quantile", "nanmedian", "logical_not",
+), _preserving)
+_rows(("max", "maximum", "fmax"), _maximum)
+_rows(("clamp", "clip", "clamp_min", "clamp_min_", "clamp_", "clip_"), _clamp)
+_rows(("where",), _where)
+_rows(("masked_fill", "masked_fill_"), _masked_fill)
+_rows(("full", "full_like", "new_full", "fill_", "fill"), _filled)
+_rows(("tensor", "as_tensor", "scalar_tensor", "Tensor", "FloatTensor"), _constructed)
+_rows(("arange", "linspace", "logspace"), _ranged)
+_rows(tuple(_ARITHMETIC_CALLS), _spelled_operator)
+_rows(("pow", "float_power"), _power_call)
+_rows(("matmul", "mm", "bmm", "einsum", "mv", "inner"), _product)
+_rows(("scaled_dot_product_attention",), _attention)
+_rows(("cat", "stack", "concat", "concatenate", "hstack", "vstack"), _joined)
+
+
+# -- transfer functions of operators ----------------------------------------------------------
+
+
+def _add(step: _Step, node: cst.BinaryOperation) -> Value:
+    if _is_eps_term(node.left) or _is_eps_term(node.right):
+        return POSITIVE
+    left, right = step(node.left), step(node.right)
+    if Sign.UNKNOWN in (left.sign, right.sign):
+        return UNKNOWN
+    if _is_smoothing_number(step.context, node.left, step.site) or _is_smoothing_number(step.context, node.right, step.site):
+        return POSITIVE  # sqrt(x ** 2 + delta ** 2): the author's smoothing term
+    if Sign.POSITIVE in (left.sign, right.sign):
+        return POSITIVE
+    return _nonnegative(left.edge or right.edge)
+
+
+def _subtract(step: _Step, node: cst.BinaryOperation) -> Value:
+    context, site = step.context, step.site
+    right_value = constant_value(node.right)
+    if right_value is not None and right_value < 0:
+        return POSITIVE
+    if _counts_padding(context, node.right) and value_kind(context, node.left, site) == "number":
+        return POSITIVE  # T - padding_mask.sum(1): the real positions, >= 1 per sequence
+    if _above(lower_bound(context, node.left, site), upper_bound(context, node.right, site)):
+        return POSITIVE  # 1 - p.clamp(eps, 1 - eps), 2 + eps - cos.clamp(max=2)
+    if constant_value(node.left) == 1 and step(node.right).unit:
+        return _nonnegative(EDGE_COMPLEMENT, unit=True)  # 1 - p: 0 once p saturates at 1
+    if _is_range(context, node, site):
+        return _nonnegative(EDGE_RANGE)
+    return Value(Sign.UNKNOWN, EDGE_DIFFERENCE)
+
+
+def _multiply(step: _Step, node: cst.BinaryOperation) -> Value:
+    context, site = step.context, step.site
+    if isinstance(node.operator, cst.MatrixMultiply) and _is_softmax_weights(context, node.left, site):
+        if step(node.right).sign is Sign.POSITIVE:
+            return POSITIVE  # attn @ v: a softmax-weighted average of positive rows
+    if isinstance(node.operator, cst.Multiply) and structurally_equal(node.left, node.right):
+        return POSITIVE if step(node.left).sign is Sign.POSITIVE else _nonnegative(EDGE_MAGNITUDE)  # mu * mu
+    left, right = step(node.left), step(node.right)
+    if isinstance(node.operator, cst.Multiply):
+        # A factor that says mask, in a product, is a 0/1 multiplicative mask (additive masks are added).
+        if left.sign is Sign.UNKNOWN and is_mask_like(context, node.left, site):
+            left = _nonnegative(None, unit=True)
+        if right.sign is Sign.UNKNOWN and is_mask_like(context, node.right, site):
+            right = _nonnegative(None, unit=True)
+    if Sign.UNKNOWN in (left.sign, right.sign):
+        return UNKNOWN
+    found = _weakest((left, right))
+    # A product of values in [0, 1] stays in it; a quotient does not.
+    return replace(found, unit=left.unit and right.unit and isinstance(node.operator, cst.Multiply))
+
+
+def _power_operator(step: _Step, node: cst.BinaryOperation) -> Value:
+    return _power(step, node.left, node.right)
+
+
+def _power(step: _Step, base: cst.BaseExpression, exponent: cst.BaseExpression) -> Value:
+    found = step(base)
+    if found.sign is Sign.POSITIVE:
+        return POSITIVE
+    value = constant_value(exponent)
+    if value is not None and value > 0 and value % 2 == 0:
+        return _nonnegative(found.edge or EDGE_MAGNITUDE)
+    if found.sign is Sign.NONNEGATIVE and (value is None or value > 0):
+        return _nonnegative(found.edge, found.unit)
+    if value is None:
+        return Value(Sign.UNKNOWN, EDGE_POWER)
+    return UNKNOWN
+
+
+_OPERATORS: Dict[type, Callable[[_Step, cst.BinaryOperation], Value]] = {
+    cst.Add: _add,
+    cst.Subtract: _subtract,
+    cst.Multiply: _multiply,
+    cst.Divide: _multiply,
+    cst.FloorDivide: _multiply,
+    cst.MatrixMultiply: _multiply,
+    cst.Power: _power_operator,
+}
+
+
+# -- structures the transfer functions recognise ---------------------------------------------
+
+
+_EXTREMA = {"max": "max", "amax": "max", "min": "min", "amin": "min"}
+
+
+def _is_reduction_pair(context: "FileContext", node: cst.BaseExpression) -> bool:
+    """``x.max(dim)`` / ``torch.min(x, dim=1)``: a (values, indices) pair."""
     node = without_shape_steps(context, node)
-    again = depth + 1
-    if isinstance(node, cst.Name):
-        bound = sole_assignment(site, node.value)
-        return bound is not None and _relu_masked(context, bound.value, bound.site, again)
-    if isinstance(node, cst.BinaryOperation):
-        if isinstance(node.operator, cst.Add):
-            return _relu_masked(context, node.left, site, again) and _relu_masked(context, node.right, site, again)
-        if isinstance(node.operator, cst.Power):
-            exponent = constant_value(node.right)
-            return exponent is not None and exponent > 0 and _relu_masked(context, node.left, site, again)
+    if not isinstance(node, cst.Call) or has_star_args(node):
         return False
-    if isinstance(node, cst.Call) and not has_star_args(node):
-        name, source, is_method = call_parts(context, node)
-        if name in _RELU_CALLS:
-            return True
-        if source is None:
-            return False
-        if name in _ZERO_ONLY_WHERE_ALL_ARE:
-            return _relu_masked(context, source, site, again)
-        if name in ("pow", "square"):
-            exponent = argument(node, 0 if is_method else 1, "exponent") if name == "pow" else None
-            value = constant_value(exponent.value) if exponent is not None else (2 if name == "square" else None)
-            return value is not None and value > 0 and _relu_masked(context, source, site, again)
-    return False
+    name, source, is_method = call_parts(context, node)
+    return name in ("max", "min", "median", "mode", "kthvalue", "sort", "topk") and source is not None and (
+        name not in ("max", "min") or _is_dim_argument(node, is_method)
+    )
 
 
-def _exponent_needs_no_gradient(context: "FileContext", op: DomainOp, site: Optional[Site]) -> bool:
-    """A root, or a power whose exponent is a number: a learnable exponent's own gradient,
-    ``x ** (1 / p) * log(x)``, is NaN at x = 0 whatever masks the base."""
-    return op.kind != POW or (op.exponent is not None and value_kind(context, op.exponent, site) == "number")
+def _values_of(context: "FileContext", pair: cst.BaseExpression) -> cst.BaseExpression:
+    """``x`` for ``x.max(dim)`` (its values are as signed as ``x``), else ``pair``."""
+    node = without_shape_steps(context, pair)
+    if isinstance(node, cst.Call) and _is_reduction_pair(context, node):
+        _, source, _ = call_parts(context, node)
+        return source
+    return pair
 
 
+def _extremum(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]):
+    """("max" or "min", the reduced tensor) for ``x.max()``, ``torch.amin(x)``, ``x.max(dim)[0]``, or a name
+    bound to one (also by ``lo, hi = x.min(), x.max()``)."""
+    for _ in range(MAX_DEPTH):
+        node = without_shape_steps(context, node)
+        if isinstance(node, cst.Name) and site is not None:
+            reaching = bindings(site, node.value)
+            if len(reaching) != 1 or reaching[0].kind not in ("assign", "unpack"):
+                return None
+            value = unpacked_element(reaching[0], node.value) if reaching[0].kind == "unpack" else reaching[0].value
+            if value is None:
+                return None
+            node, site = value, reaching[0].site
+            continue
+        if isinstance(node, cst.Subscript):
+            node = node.value
+            continue
+        if isinstance(node, cst.Attribute) and node.attr.value == "values":
+            node = node.value
+            continue
+        if isinstance(node, cst.Call) and not has_star_args(node):
+            name, source, _ = call_parts(context, node)
+            if name in _EXTREMA and source is not None:
+                return _EXTREMA[name], source
+        return None
+    return None
 
-# -- signs ----------------------------------------------------------------------------
+
+def _is_range(context: "FileContext", node: cst.BinaryOperation, site: Optional[Site]) -> bool:
+    """``x.max() - x.min()``: the extremes of one tensor."""
+    high, low = _extremum(context, node.left, site), _extremum(context, node.right, site)
+    return high is not None and low is not None and high[0] == "max" and low[0] == "min" and structurally_equal(high[1], low[1])
+
+
+# -- guard constants ------------------------------------------------------------------
 
 
 # Smoothing terms (``smooth``, ``self.smooth_dr``, ``SMOOTH_NR``), ``tiny`` and ``small_val``: positive constants by convention.
@@ -94,89 +744,6 @@ _EXTRA_GUARD_WORDS = re.compile(
     r"|small_?val(ue)?|SMALL_?VAL(UE)?)$"
 )
 _EPS_KEY = re.compile(r"^['\"](eps|EPS|epsilon|smooth[a-z_]*)['\"]$")
-_POSITIVE_CALLS = frozenset({"exp", "exp2", "cosh", "ones", "ones_like", "new_ones"})
-_DIVISION_POSITIVE_CALLS = frozenset({"sigmoid", "expit", "softmax", "Sigmoid", "Softmax"})
-_NONNEGATIVE_CALLS = frozenset({
-    "abs", "absolute", "relu", "relu6", "softplus", "square", "norm", "vector_norm", "matrix_norm", "std", "var",
-    "count_nonzero", "sigmoid", "expit", "softmax", "rand", "rand_like", "cdist", "pairwise_distance", "sqrt",
-    "hardsigmoid", "zeros", "zeros_like", "new_zeros", "bincount", "histc",
-})
-# Calls whose result is as signed as their input: the casts and reshapes, selections, sums, means, pools.
-_PRESERVING_CALLS = SHAPE_AND_CAST_CALLS | frozenset({
-    "repeat", "tile", "flip", "roll", "index_select", "gather", "masked_select",
-    "narrow", "select", "sum", "nansum", "mean", "nanmean", "amax", "amin", "cumsum", "prod", "cumprod",
-    "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
-    "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d", "interpolate",
-    "requires_grad_", "cpu", "cuda", "squeeze_", "unsqueeze_", "diagonal", "diag", "trace",
-    "repeat_interleave", "max", "min", "median", "quantile", "nanmedian", "logical_not",
-})
-_CONTINUOUS_DRAWS = ("randn", "rand", "normal", "randn_like", "rand_like")
-_ARITHMETIC_CALLS = {
-    "add": cst.Add, "add_": cst.Add, "mul": cst.Multiply, "mul_": cst.Multiply, "multiply": cst.Multiply,
-}
-_CLAMP_CALLS = frozenset({"clamp", "clip", "clamp_min", "clamp_min_", "clamp_", "clip_"})
-_PRODUCTS = frozenset({"matmul", "mm", "bmm", "einsum", "mv", "inner"})
-
-
-def sign_of(
-    context: "FileContext",
-    node: cst.BaseExpression,
-    site: Optional[Site],
-    division: bool = False,
-    _depth: int = 0,
-    _seen: Optional[Set[int]] = None,
-) -> Sign:
-    """How far from 0 ``node`` provably is (see module docs)."""
-    if _depth > MAX_DEPTH:
-        return Sign.UNKNOWN
-    node = without_shape_steps(context, node)
-
-    def again(child: cst.BaseExpression, child_site: Optional[Site] = site) -> Sign:
-        return sign_of(context, child, child_site, division, _depth + 1, _seen)
-
-    value = constant_value(node)
-    if value is not None:
-        return Sign.POSITIVE if value > 0 else Sign.NONNEGATIVE if value == 0 else Sign.UNKNOWN
-    if is_guard_constant(node) or _says_safe(node):
-        return Sign.POSITIVE
-    if isinstance(node, cst.Name):
-        return _name_sign(context, node, site, division, _depth, _seen)
-    if isinstance(node, cst.Attribute):
-        return _attribute_sign(context, node, site, division, _depth)
-    if isinstance(node, cst.Subscript):
-        if value_kind(context, node, site) == "number":
-            return Sign.POSITIVE  # a size
-        if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
-            index = node.slice[0].slice.value
-            if _conditions().condition_implies_positive(context, index, node.value, division, site):
-                return Sign.POSITIVE  # depth[depth > 0], target[valid] with valid = target > eps
-        return again(node.value)
-    if isinstance(node, cst.BinaryOperation):
-        return _binary_sign(context, node, again, site)
-    if isinstance(node, cst.IfExp):
-        body = Sign.POSITIVE if _conditions().condition_implies_positive(context, node.test, node.body, division, site) else again(node.body)
-        orelse = again(node.orelse)
-        return min(body, orelse)
-    if isinstance(node, cst.Call):
-        return _call_sign(context, node, site, division, again)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
-        return Sign.POSITIVE if _is_expm1_of_negative(context, node.expression, site) else Sign.UNKNOWN
-    return Sign.UNKNOWN
-
-
-def _is_expm1_of_negative(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]) -> bool:
-    """``expm1(x)`` of an ``x`` bounded strictly below 0 (``log_s.clamp(max=-1e-7)``): negative, so
-    ``-expm1(x)``, the stable ``1 - exp(x)`` of ``log(1 - exp(x))``, is positive."""
-    node = without_shape_steps(context, node)
-    if not isinstance(node, cst.Call) or has_star_args(node):
-        return False
-    name, source, is_method = call_parts(context, node)
-    if name != "expm1" or source is None:
-        return False
-    bound = upper_bound(context, source, site)
-    return bound is not None and (bound[0] < 0 or (bound[0] == 0 and bound[1]))
-
-
 def is_guard_constant(node: cst.BaseExpression) -> bool:
     """A positive literal or a name that says eps (``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``)."""
     if is_eps_like(node):
@@ -218,88 +785,6 @@ def _is_eps_term(node: cst.BaseExpression) -> bool:
     return False
 
 
-def _name_sign(context, node: cst.Name, site, division, depth, seen) -> Sign:
-    if site is None:
-        return Sign.UNKNOWN
-    best = Sign.UNKNOWN
-    unconditional = Sign.UNKNOWN
-    each: Optional[Sign] = None
-    for binding in bindings(site, node.value):
-        if binding.kind == "param":
-            if every_caller_passes(
-                context, node.value, site,
-                lambda value, at: sign_of(context, value, at, division, depth + 1) is Sign.POSITIVE,
-            ):
-                unconditional = Sign.POSITIVE  # every same-file caller hands in a positive value
-            elif binding.value is not None and constant_value(binding.value) is not None:
-                unconditional = Sign.POSITIVE if constant_value(binding.value) > 0 else Sign.UNKNOWN
-            continue
-        value = unpacked_element(binding, node.value) if binding.kind == "unpack" else binding.value
-        if value is None:
-            if binding.kind == "unpack":  # mag, phase = self.stft(x): the helper's returned tuples
-                unconditional = _unpacked_return_sign(context, binding, node.value, division, depth)
-            continue
-        key = id(binding.node)
-        seen = set(seen or ())
-        if key in seen:
-            continue
-        seen.add(key)
-        sign = sign_of(context, value, binding.site, division, depth + 1, seen)
-        if binding.kind == "each":  # map(lambda t: ..., (a, b)): t is each of them in turn
-            each = sign if each is None else min(each, sign)
-            unconditional = each
-        elif binding.kind in ("assign", "update", "inplace", "module", "unpack"):
-            unconditional = sign
-        elif binding.kind == "masked":
-            # d[d == 0] = 1 / counts[0] = 1: the author patches the zeros with a positive value.
-            if sign is Sign.POSITIVE:
-                best = max(best, Sign.POSITIVE)
-        else:
-            best = max(best, sign) if sign is Sign.POSITIVE else best
-    return max(best, unconditional)
-
-
-def _unpacked_return_sign(context, binding, name: str, division: bool, depth: int) -> Sign:
-    """The least sign of the element ``name`` takes from every tuple a same-file helper returns."""
-    position = unpack_position(binding, name)
-    call = binding.node.value if isinstance(binding.node, cst.Assign) else None
-    if position is None or not isinstance(call, cst.Call):
-        return Sign.UNKNOWN
-    helper = called_function(context, call, binding.site)
-    returned = returned_values(context, helper) if helper is not None else None
-    if not returned:
-        return Sign.UNKNOWN
-    index, length = position
-    signs = []
-    for value, at in returned:
-        if not isinstance(value, cst.Tuple) or len(value.elements) != length:
-            return Sign.UNKNOWN
-        if any(isinstance(element, cst.StarredElement) for element in value.elements):
-            return Sign.UNKNOWN
-        signs.append(sign_of(context, value.elements[index].value, at, division, depth + 1))
-    return min(signs)
-
-
-def _attribute_sign(context, node: cst.Attribute, site, division, depth) -> Sign:
-    if node.attr.value in FINFO_ATTRIBUTES and isinstance(node.value, cst.Call):
-        if context.qualified_name(node.value.func) in ("torch.finfo", "numpy.finfo"):
-            return Sign.POSITIVE if node.attr.value in ("eps", "tiny", "max", "smallest_normal", "resolution") else Sign.UNKNOWN
-    qualified = context.qualified_name(node)
-    if qualified in ("math.pi", "math.e", "math.inf", "numpy.pi", "numpy.e", "numpy.inf", "torch.pi", "torch.e", "torch.inf"):
-        return Sign.POSITIVE
-    if node.attr.value in ("data", "values", "T", "mT"):
-        return sign_of(context, node.value, site, division, depth + 1)
-    if isinstance(node.value, cst.Name) and node.value.value == "self":
-        value = context.self_attribute_value(node.attr.value)
-        if value is not None and constant_value(value) is not None:
-            return Sign.POSITIVE if constant_value(value) > 0 else Sign.UNKNOWN
-        if isinstance(value, cst.Name):
-            default = _init_default(context, value.value)
-            if default is not None and default > 0:
-                return Sign.POSITIVE  # self.clip_val = clip_val, with ``clip_val=1e-5`` in __init__
-    return Sign.UNKNOWN
-
-
 def _init_default(context: "FileContext", parameter: str) -> Optional[float]:
     """The literal default of ``parameter`` in the enclosing class's ``__init__``."""
     class_def = context.enclosing(cst.ClassDef)
@@ -312,6 +797,20 @@ def _init_default(context: "FileContext", parameter: str) -> Optional[float]:
                 if param.name.value == parameter and param.default is not None:
                     return constant_value(param.default)
     return None
+
+
+def _is_expm1_of_negative(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]) -> bool:
+    """``expm1(x)`` of an ``x`` bounded strictly below 0 (``log_s.clamp(max=-1e-7)``): negative, so
+    ``-expm1(x)``, the stable ``1 - exp(x)`` of ``log(1 - exp(x))``, is positive."""
+    node = without_shape_steps(context, node)
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return False
+    name, source, is_method = call_parts(context, node)
+    if name != "expm1" or source is None:
+        return False
+    bound = upper_bound(context, source, site)
+    return bound is not None and (bound[0] < 0 or (bound[0] == 0 and bound[1]))
+
 
 
 # A bound and whether the value stays strictly beyond it (``clamp(p, eps, 1 - eps)``: below 1, strictly).
@@ -391,62 +890,12 @@ def _exponent_is_two(exponent: Optional[cst.Arg]) -> bool:
     return exponent is not None and constant_value(exponent.value) == 2
 
 
-def _binary_sign(context, node: cst.BinaryOperation, again, site: Optional[Site] = None) -> Sign:
-    operator = node.operator
-    if isinstance(operator, cst.Add):
-        if _is_eps_term(node.left) or _is_eps_term(node.right):
-            return Sign.POSITIVE
-        left, right = again(node.left), again(node.right)
-        if Sign.UNKNOWN in (left, right):
-            return Sign.UNKNOWN
-        if _is_smoothing_number(context, node.left, site) or _is_smoothing_number(context, node.right, site):
-            return Sign.POSITIVE  # sqrt(x ** 2 + delta ** 2): the author's smoothing term
-        return max(left, right)
-    if isinstance(operator, cst.Subtract):
-        right_value = constant_value(node.right)
-        if right_value is not None and right_value < 0:
-            return Sign.POSITIVE
-        if _counts_padding(context, node.right) and value_kind(context, node.left, site) == "number":
-            return Sign.POSITIVE  # T - padding_mask.sum(1): the real positions, >= 1 per sequence
-        if _above(lower_bound(context, node.left, site), upper_bound(context, node.right, site)):
-            return Sign.POSITIVE  # 1 - p.clamp(eps, 1 - eps), 2 + eps - cos.clamp(max=2)
-        return Sign.UNKNOWN
-    if isinstance(operator, (cst.Multiply, cst.Divide, cst.FloorDivide, cst.MatrixMultiply)):
-        if isinstance(operator, cst.MatrixMultiply) and _is_softmax_weights(context, node.left, site):
-            if again(node.right) is Sign.POSITIVE:
-                return Sign.POSITIVE  # attn @ v: a softmax-weighted average of positive rows
-        if isinstance(operator, cst.Multiply) and structurally_equal(node.left, node.right):
-            return Sign.POSITIVE if again(node.left) is Sign.POSITIVE else Sign.NONNEGATIVE  # mu * mu
-        left, right = again(node.left), again(node.right)
-        if isinstance(operator, cst.Multiply):
-            # A factor that says mask, in a product, is a 0/1 multiplicative mask (additive masks are added).
-            left = Sign.NONNEGATIVE if left is Sign.UNKNOWN and is_mask_like(context, node.left, site) else left
-            right = Sign.NONNEGATIVE if right is Sign.UNKNOWN and is_mask_like(context, node.right, site) else right
-        if Sign.UNKNOWN in (left, right):
-            return Sign.UNKNOWN
-        return min(left, right)
-    if isinstance(operator, cst.Power):
-        return _power_sign(node.right, again(node.left))
-    return Sign.UNKNOWN
-
-
 def _is_smoothing_number(context: "FileContext", term: cst.BaseExpression, site: Optional[Site]) -> bool:
     """A Python number (a hyperparameter, not a literal) added to a non-negative tensor: ``delta ** 2`` in
     pseudo-Huber's ``sqrt(x ** 2 + delta ** 2)``, ``sigma_data ** 2`` in EDM's preconditioning.  The
     linter never flags numbers, and a zero there is a configuration that breaks the model as a whole,
     not a value that data can reach."""
     return constant_value(term) is None and value_kind(context, term, site) == "number"
-
-
-def _power_sign(exponent: cst.BaseExpression, base: Sign) -> Sign:
-    if base is Sign.POSITIVE:
-        return Sign.POSITIVE
-    value = constant_value(exponent)
-    if value is not None and value > 0 and value % 2 == 0:
-        return Sign.NONNEGATIVE
-    if base is Sign.NONNEGATIVE and value is not None and value > 0:
-        return Sign.NONNEGATIVE
-    return Sign.UNKNOWN
 
 
 def _is_softmax_weights(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
@@ -462,153 +911,56 @@ def _is_softmax_weights(context: "FileContext", node: cst.BaseExpression, site: 
     return False
 
 
-def _call_sign(context, call: cst.Call, site, division, again) -> Sign:
-    if has_star_args(call):
-        return Sign.UNKNOWN
-    if isinstance(call.func, cst.Name) and call.func.value in ("max",) and len(call.args) >= 2:
-        return max(again(arg.value) for arg in call.args)
-    if isinstance(call.func, cst.Name) and call.func.value in NUMBER_BUILTINS | {"abs"}:
-        return Sign.POSITIVE if value_kind(context, call, site) == "number" and call.func.value == "len" else Sign.UNKNOWN
-    helper = called_function(context, call, site)
-    if helper is not None:
-        return _return_sign(context, helper, division)
-    name, source, is_method = call_parts(context, call)
-    if name is None:
-        return Sign.UNKNOWN
-    if value_kind(context, call, site) == "number" and name in NUMBER_METHODS:
-        return Sign.POSITIVE  # sizes and counts of dimensions
-    if name in _CLAMP_CALLS:
-        low = argument(call, 0 if is_method else 1, "min")
-        if name in ("clamp_min", "clamp_min_"):
-            low = argument(call, 0 if is_method else 1, "min")
-        if low is None or (isinstance(low.value, cst.Name) and low.value.value == "None"):
-            return again(source) if source is not None else Sign.UNKNOWN
-        low_sign = again(low.value)
-        if low_sign is Sign.POSITIVE:
-            return Sign.POSITIVE
-        if source is not None and low_sign is Sign.NONNEGATIVE:
-            return max(Sign.NONNEGATIVE, again(source))
-        return Sign.UNKNOWN
-    if name in ("maximum", "fmax") or (name == "max" and len(call.args) == (1 if is_method else 2) and not _is_dim_argument(call, is_method)):
-        others = [arg.value for arg in call.args if arg.keyword is None]
-        values = ([source] if is_method else []) + others
-        if values:
-            return max(again(value) for value in values)
-        return Sign.UNKNOWN
-    if name == "where":
-        args = positional_args(call)
-        if len(args) == 3 and not is_method:
-            cond, first, second = (arg.value for arg in args)
-            first_sign, second_sign = again(first), again(second)
-            if _conditions().condition_implies_positive(context, cond, first, division, site):
-                first_sign = Sign.POSITIVE
-            if _conditions().condition_implies_zero(context, cond, second, site):
-                second_sign = Sign.POSITIVE
-            # torch.where(ok, x, 1): the author swapped a safe value in where x is not ok (the
-            # double-where idiom); the mask is trusted even when the linter cannot read it.
-            if Sign.POSITIVE in (first_sign, second_sign):
-                return Sign.POSITIVE
-            return min(first_sign, second_sign)
-        return Sign.UNKNOWN
-    if name in ("masked_fill", "masked_fill_") and is_method:
-        value = argument(call, 1, "value")
-        if value is not None and again(value.value) is Sign.POSITIVE:
-            mask = argument(call, 0, "mask")
-            source_sign = again(source)
-            if source_sign is not Sign.UNKNOWN or (mask is not None and _conditions().condition_implies_zero(context, mask.value, source)):
-                return Sign.POSITIVE
-        return Sign.UNKNOWN
-    if name in ("full", "full_like", "new_full"):
-        fill = argument(call, 1 if name != "new_full" else 1, "fill_value")
-        return again(fill.value) if fill is not None else Sign.UNKNOWN
-    if name in ("tensor", "as_tensor", "scalar_tensor"):
-        return again(source) if source is not None else Sign.UNKNOWN
-    if name in ("arange", "linspace", "logspace"):
-        args = positional_args(call)
-        if name == "logspace":
-            return Sign.POSITIVE
-        if name == "arange" and len(args) == 1:
-            return Sign.NONNEGATIVE
-        start = again(args[0].value) if args else Sign.UNKNOWN
-        return start
-    if name in _ARITHMETIC_CALLS and keyword_arg(call, "alpha") is None:
-        # torch.add(a, b), a.mul(b): judged as the operator they spell
-        first = source if is_method else argument(call, 0, "input")
-        other = argument(call, 0 if is_method else 1, "other")
-        if first is None or other is None:
-            return Sign.UNKNOWN
-        left = first if is_method else first.value
-        spelled = cst.BinaryOperation(left=left, operator=_ARITHMETIC_CALLS[name](), right=other.value)
-        return _binary_sign(context, spelled, again, site)
-    if name in ("pow", "float_power"):
-        exponent = argument(call, 0 if is_method else 1, "exponent")
-        if exponent is None or source is None:
-            return Sign.UNKNOWN
-        return _power_sign(exponent.value, again(source))
-    if name in _COUNTS and source is not None and is_padding_mask(context, source, site):
-        return Sign.POSITIVE  # tokens per sequence, sequences per position
-    if name in _POSITIVE_CALLS:
-        return Sign.POSITIVE
-    if division and name in _DIVISION_POSITIVE_CALLS:
-        return Sign.POSITIVE
-    if name in _NONNEGATIVE_CALLS:
-        if name in ("sqrt",) and source is not None and again(source) is Sign.POSITIVE:
-            return Sign.POSITIVE
-        if name == "abs" and source is not None and _conditions().selected_off_zero(context, source, site):
-            return Sign.POSITIVE  # w[~(w >= 0)].abs(): the entries the author selected off zero
-        if name in ("norm", "vector_norm", "matrix_norm") and source is not None and _is_made_by(context, source, site, "eye"):
-            return Sign.POSITIVE  # torch.eye(C).type_as(x) / its norm
-        if name in ("norm", "vector_norm") and source is not None and any(
-            _is_made_by(context, source, site, draw) for draw in _CONTINUOUS_DRAWS
-        ):
-            return Sign.POSITIVE  # random directions: a vector of continuous draws is never all zero
-        if name in ("norm", "vector_norm", "abs", "std", "var") and source is not None and again(source) is Sign.POSITIVE:
-            return Sign.POSITIVE if name != "std" and name != "var" else Sign.NONNEGATIVE
-        return Sign.NONNEGATIVE
-    if name in _PRESERVING_CALLS and source is not None:
-        if name in ("max", "min", "median", "quantile", "nanmedian") and _is_dim_argument(call, is_method):
-            return Sign.UNKNOWN  # a (values, indices) tuple
-        return again(source)
-    if name in _PRODUCTS:
-        # Sums of products over a non-empty inner dim: as signed as the least signed factor.
-        factors = ([source] if is_method and source is not None else []) + [
-            arg.value for arg in positional_args(call) if not isinstance(arg.value, cst.SimpleString)
-        ]
-        if len(factors) == 2 and _is_softmax_weights(context, factors[0], site) and again(factors[1]) is Sign.POSITIVE:
-            return Sign.POSITIVE  # softmax(scores) @ v: a weighted average of positive rows
-        signs = [again(factor) for factor in factors]
-        return Sign.UNKNOWN if len(signs) < 2 or Sign.UNKNOWN in signs else min(signs)
-    if name == "scaled_dot_product_attention" and not is_method:
-        value = argument(call, 2, "value")
-        dropout = argument(call, 4, "dropout_p")
-        # Attention averages the value rows with softmax weights: positive values give a positive average.
-        if value is not None and (dropout is None or constant_value(dropout.value) == 0):
-            return Sign.POSITIVE if again(value.value) is Sign.POSITIVE else Sign.UNKNOWN
-        return Sign.UNKNOWN
-    if name in ("cat", "stack", "concat", "concatenate", "hstack", "vstack") and source is not None:
-        if isinstance(source, (cst.List, cst.Tuple)) and source.elements:
-            return min(again(element.value) for element in source.elements)
-    return Sign.UNKNOWN
+
+# -- roots of ReLU outputs -------------------------------------------------------------------
 
 
-def _return_sign(context: "FileContext", function: cst.FunctionDef, division: bool) -> Sign:
-    """The least sign of every value a same-file helper returns (``def stft(...)`` that clamps), once per file."""
-    in_progress = context.memoized("guards.return-sign.in-progress", context.module, lambda _: set())
-    key = (id(function), division)
-    if key in in_progress:
-        return Sign.UNKNOWN  # recursion: nothing proven
+_RELU_CALLS = frozenset({"relu", "relu6", "ReLU", "ReLU6", "relu_"})
+_ZERO_ONLY_WHERE_ALL_ARE = frozenset({
+    "sum", "nansum", "mean", "nanmean", "avg_pool1d", "avg_pool2d", "avg_pool3d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d",
+})
 
-    def compute(_: cst.CSTNode) -> Sign:
-        in_progress.add(key)
-        try:
-            values = returned_values(context, function)
-            if not values:
-                return Sign.UNKNOWN
-            return min(sign_of(context, value, value_site, division) for value, value_site in values)
-        finally:
-            in_progress.discard(key)
 
-    return context.memoized("guards.return-sign" + (".division" if division else ""), function, compute)
+def _relu_masked(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
+    """Whether ``node`` is 0 only where a ReLU output is: ``F.relu(x)``, ``x.relu()``, ``nn.ReLU()(x)``, through
+    casts and reshapes, sums, means and average pools of them, sums of two of them, their powers with a
+    positive constant exponent, and local names bound once to one."""
+    if depth > MAX_DEPTH:
+        return False
+    node = without_shape_steps(context, node)
+    again = depth + 1
+    if isinstance(node, cst.Name):
+        bound = sole_assignment(site, node.value)
+        return bound is not None and _relu_masked(context, bound.value, bound.site, again)
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Add):
+            return _relu_masked(context, node.left, site, again) and _relu_masked(context, node.right, site, again)
+        if isinstance(node.operator, cst.Power):
+            exponent = constant_value(node.right)
+            return exponent is not None and exponent > 0 and _relu_masked(context, node.left, site, again)
+        return False
+    if isinstance(node, cst.Call) and not has_star_args(node):
+        name, source, is_method = call_parts(context, node)
+        if name in _RELU_CALLS:
+            return True
+        if source is None:
+            return False
+        if name in _ZERO_ONLY_WHERE_ALL_ARE:
+            return _relu_masked(context, source, site, again)
+        if name in ("pow", "square"):
+            exponent = argument(node, 0 if is_method else 1, "exponent") if name == "pow" else None
+            value = constant_value(exponent.value) if exponent is not None else (2 if name == "square" else None)
+            return value is not None and value > 0 and _relu_masked(context, source, site, again)
+    return False
+
+
+def _exponent_needs_no_gradient(context: "FileContext", op: DomainOp, site: Optional[Site]) -> bool:
+    """A root, or a power whose exponent is a number: a learnable exponent's own gradient,
+    ``x ** (1 / p) * log(x)``, is NaN at x = 0 whatever masks the base."""
+    return op.kind != POW or (op.exponent is not None and value_kind(context, op.exponent, site) == "number")
+
+
 
 
 # A padding mask marks the real positions of sequences padded to the longest one: every sequence
