@@ -170,6 +170,11 @@ def entropy_method(p):
 def softmax_entropy(logits):
     p = torch.softmax(logits, dim=-1)
     return -(p * torch.log(p)).sum(-1)
+
+
+def entropy_from_log_probabilities(logits):
+    logps = torch.log_softmax(logits, dim=-1)
+    return -(torch.exp(logps) * logps).sum(-1)
 '''
 
 
@@ -209,6 +214,17 @@ def test_tl204_softmax_entropy_gets_a_finite_gradient(tl204):
     assert value.item() == pytest.approx(0.6931472) and torch.isfinite(grad).all()
 
 
+def test_tl204_masked_logits_no_longer_make_a_nan_entropy(tl204):
+    """exp(logp) * logp at a masked logit (-inf) is 0 * -inf: the fix's xlogy(exp(l), exp(l)) is 0 there."""
+    bad, good = tl204.functions("entropy_from_log_probabilities")
+    assert "xlogy" in tl204.fixed_source
+    z = ordinary(3, 5)
+    assert_close(bad(z), good(z))
+    masked = torch.tensor([[float("-inf"), 0.0, 0.0]])
+    assert torch.isnan(bad(masked)).all()
+    assert good(masked).item() == pytest.approx(0.6931472)
+
+
 # -- TL205 expm1-log1p -----------------------------------------------------------------------
 
 TL205_SNIPPET = '''
@@ -238,7 +254,8 @@ def rate(x):
 
 @pytest.fixture(scope="module")
 def tl205():
-    return fix_and_exec(TL205_SNIPPET, "TL205", applicability="safe")
+    # log(1 + exp(x)) is TL203's softplus; the others are TL205's.
+    return fix_and_exec(TL205_SNIPPET, ("TL203", "TL205"), applicability="safe")
 
 
 @pytest.mark.parametrize("name", ["log_one_plus", "exp_minus_one", "one_minus_exp", "softplus_by_hand", "rate"])
@@ -264,7 +281,7 @@ def test_tl205_rate_is_one_not_zero_near_zero(tl205):
     assert good(x).item() == pytest.approx(1.0, rel=1e-6)
 
 
-def test_tl205_softplus_does_not_overflow(tl205):
+def test_tl203_softplus_does_not_overflow(tl205):
     bad, good = tl205.functions("softplus_by_hand")
     for large, dtype in ((100.0, torch.float32), (12.0, torch.float16)):
         x = torch.tensor([large, 1.0], dtype=dtype)

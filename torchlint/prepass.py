@@ -179,11 +179,8 @@ class Scan:
         classes: Set[str] = set()
         for index in regions:
             region = self.regions[index]
-            own = region.node.name if isinstance(region.node, _DEFS) else None
-            names.update(
-                name for name in region.function_names
-                if not framework_called(name) and judged_by_callers(name, nested=own is not None and name != own)
-            )
+            # Every function, owned or public: where the file calls it says whether gradients flow there.
+            names.update(name for name in region.function_names if not framework_called(name))
             if region.enclosing_class is not None and isinstance(region.node, _DEFS) and region.node.name == "forward":
                 if judged_by_instances(region.enclosing_class):
                     classes.add(region.enclosing_class)  # reached through ``self.attr = Cls(...)``, ``self.attr(...)``

@@ -34,11 +34,14 @@ Calls that mutate an argument (``fill(logits)``) are not seen.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 import libcst as cst
 
 from torchlint.walk_order import visit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.context import FileContext
 
 _LOOPS = (cst.For, cst.While)
 _COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
@@ -356,3 +359,58 @@ def _touches(statement: cst.CSTNode, roots: Set[str]) -> bool:
     visitor = _Touches(roots)
     visit(statement, visitor)
     return visitor.found
+
+
+# -- the call a name holds (``sm = nn.Softmax(1)``, ``crit = nn.BCELoss()``) -----------------------
+
+
+def named_call(context: "FileContext", name: str) -> Optional[Tuple[cst.Call, str]]:
+    """(the call, "local" or "module") that ``name`` holds where the engine stands: the one assignment
+    that reaches it in the function or script (:func:`reaching_definition`), else, inside a function
+    that does not bind the name, the module's only top-level ``name = Call(...)``."""
+    definition = reaching_definition(context.ancestors, name)
+    if definition is not None:
+        return (definition.value, "local") if isinstance(definition.value, cst.Call) else None
+    if context.enclosing(cst.FunctionDef) is not None and not _bound_in_function(context, name):
+        value = _module_level_value(context, name)
+        if value is not None:
+            return value, "module"
+    return None
+
+
+def _bound_in_function(context: "FileContext", name: str) -> bool:
+    function = context.enclosing(cst.FunctionDef)
+    params = function.params
+    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    if any(p.name.value == name for p in every):
+        return True
+    return name in context.memoized("names bound in body", function, _names_bound_in_body)
+
+
+def _names_bound_in_body(function: cst.FunctionDef) -> FrozenSet[str]:
+    return frozenset(name for stmt in function.body.body for name in bound_names(stmt))
+
+
+def _module_level_value(context: "FileContext", name: str) -> Optional[cst.Call]:
+    """The value of the only top-level ``name = Call(...)`` of the module, if there is exactly one binding."""
+    found = None
+    for stmt in context.memoized("top-level binders", context.module, _top_level_binders).get(name, ()):
+        if found is not None or not isinstance(stmt, cst.SimpleStatementLine):
+            return None
+        small = stmt.body[0] if len(stmt.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            return None
+        found = small.value
+    return found if isinstance(found, cst.Call) else None
+
+
+def _top_level_binders(module: cst.Module) -> Dict[str, Tuple[cst.CSTNode, ...]]:
+    """name -> the top-level statements that bind it, in order."""
+    binders: Dict[str, List[cst.CSTNode]] = {}
+    for stmt in module.body:
+        for name in bound_names(stmt):
+            binders.setdefault(name, []).append(stmt)
+    return {name: tuple(stmts) for name, stmts in binders.items()}

@@ -95,6 +95,37 @@ def _call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[T
     return tuple(found) or None
 
 
+def file_calls(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
+    """Every call the file makes of ``function``, owned or public, or None when it makes none or may reach
+    it otherwise (passed as a value, recursion, a call the lookup cannot tie to a def).  Unlike
+    :func:`call_sites`, a public function qualifies: this answers where the file itself runs it."""
+
+    def compute(node: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
+        name = node.name.value
+        if node.decorators or framework_called(name) or name == "forward":
+            return None
+        index = _index(context)
+        if name in index.escaped:
+            return None
+        found = []
+        for site in index.calls.get(name, ()):
+            if any(outer is node for outer in site.ancestors):
+                return None
+            callee = called_function(context, site.call, site_of(list(site.ancestors) + [site.call]))
+            if callee is None:
+                return None
+            if callee is node:
+                found.append(site)
+        return tuple(found) or None
+
+    return context.memoized("callers.file-calls", function, compute)
+
+
+def calls_named(context: "FileContext", name: str) -> Tuple[CallSite, ...]:
+    """Every plain or ``self.`` call of a function the file defines as ``name`` (whichever def it reaches)."""
+    return tuple(_index(context).calls.get(name, ()))
+
+
 def argument_for(function: cst.FunctionDef, parameter: str, site: CallSite) -> Optional[cst.BaseExpression]:
     """What ``site`` passes for ``parameter`` of ``function`` (its default when the call omits it), or None."""
     params = function.params

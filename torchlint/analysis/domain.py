@@ -2,11 +2,12 @@
 
 Every form is one :class:`DomainOp`, so rules and fixes never look at call shapes:
 
-    kind "sqrt":   torch.sqrt(x), x.sqrt(), x ** 0.5, torch.pow(x, 0.5), x.pow(.5)
+    kind "sqrt":   torch.sqrt(x), x.sqrt()
     kind "rsqrt":  torch.rsqrt(x), x.rsqrt()
     kind "log":    torch.log/log2/log10(x), x.log()/log2()/log10()
-    kind "pow":    torch.pow(x, p), x.pow(p), x ** p with p in (0, 1) other than 0.5
-                   (``1 / 3``, ``0.25``) or an unknown reciprocal (``1 / p``, ``1. / self.p``)
+    kind "pow":    torch.pow(x, p), x.pow(p), x ** p with p in (0, 1), 0.5 included
+                   (``0.5``, ``1 / 3``), a reciprocal ``1 / p``, or an exponent held in a name,
+                   attribute or tensor (``gamma``, ``self.p``: it may be below 1)
     kind "div":    a / d, a /= d, torch.div(a, d), a.div(d) where d is a tensor
                    reduction that can be 0 (see :class:`Divisor`)
 
@@ -95,6 +96,8 @@ class Divisor:
     cosine_operands: Optional[tuple] = None
     # True when the divisor was reached through a name (``n = mask.sum(); x / n``).
     through_name: bool = False
+    # Why it reaches 0 by construction (a ``signs.EDGE_*`` text), or None when its sign is unknown.
+    edge: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -119,7 +122,14 @@ class DomainOp:
 
 
 def match_domain_op(context: "FileContext", node: cst.CSTNode, site: Optional[Site] = None) -> Optional[DomainOp]:
-    """The domain-edge op ``node`` is, if any (``site`` lets divisors be followed through names)."""
+    """The domain-edge op ``node`` is, if any (``site`` lets divisors and exponents be followed through names)."""
+    op = _match(context, node, site)
+    if op is not None and op.kind == POW and integer_exponent(context, op.exponent, site):
+        return None  # x ** p with p: int = 3
+    return op
+
+
+def _match(context: "FileContext", node: cst.CSTNode, site: Optional[Site]) -> Optional[DomainOp]:
     if isinstance(node, cst.Call):
         return _match_call(context, node, site)
     if isinstance(node, cst.BinaryOperation):
@@ -203,23 +213,52 @@ def _match_call(context: "FileContext", call: cst.Call, site: Optional[Site]) ->
 # -- pow ------------------------------------------------------------------------------
 
 
+def integer_exponent(context: "FileContext", exponent: Optional[cst.BaseExpression], site: Optional[Site]) -> bool:
+    """An exponent held in a name that is an integer: a parameter annotated ``int`` or defaulting to an
+    integer literal, a name or ``self.p`` bound to one (``x ** p`` with ``p: int = 3`` has no root)."""
+    if isinstance(exponent, cst.Attribute) and isinstance(exponent.value, cst.Name) and exponent.value.value == "self":
+        value = context.self_attribute_value(exponent.attr.value)
+        return isinstance(value, cst.Integer)
+    if not isinstance(exponent, cst.Name) or site is None:
+        return False
+    reaching = bindings(site, exponent.value)
+    if len(reaching) != 1:
+        return False
+    binding = reaching[0]
+    if binding.kind == "param":
+        annotation = binding.node.annotation
+        if annotation is not None and isinstance(annotation.annotation, cst.Name) and annotation.annotation.value == "int":
+            return True
+        return isinstance(binding.value, cst.Integer)
+    return binding.kind in ("assign", "module") and isinstance(binding.value, cst.Integer)
+
+
 def exponent_class(exponent: cst.BaseExpression) -> Optional[str]:
-    """"sqrt" for 0.5, "pow" for another exponent in (0, 1) or an unknown reciprocal ``1 / p``, else None."""
+    """"pow" for an exponent that may lie in (0, 1): a literal such as ``0.5`` or ``1 / 3``, a reciprocal
+    ``1 / p``, or a value held in a name, attribute or tensor (``gamma``, ``self.p``); None for literals
+    outside (0, 1).  A root spelled as a power (``x ** 0.5``, ``x.pow(.5)``) is a power: its finding
+    follows the spelling (TL103), ``sqrt`` and ``rsqrt`` are TL101's."""
     value = constant_value(exponent)
     if value is not None:
-        if value == 0.5:
-            return SQRT
-        if 0 < value < 1:
-            return POW
+        return POW if 0 < value < 1 else None
+    if isinstance(exponent, (cst.SimpleString, cst.ConcatenatedString, cst.FormattedString, cst.List, cst.Tuple, cst.Dict)):
         return None
-    reciprocal = _strip_parens(exponent)
-    if isinstance(reciprocal, cst.BinaryOperation) and isinstance(reciprocal.operator, cst.Divide):
-        numerator = constant_value(reciprocal.left)
-        if numerator == 1:
-            denominator = constant_value(reciprocal.right)
-            # 1 / 2.0 is known; 1 / p with p unknown is a root of unknown order (GeM pooling).
-            return None if denominator is not None else POW
-    return None
+    if isinstance(exponent, cst.UnaryOperation) and isinstance(exponent.operator, cst.Minus):
+        return None  # a negative power: no root at 0
+    return POW
+
+
+def is_reciprocal_exponent(exponent: Optional[cst.BaseExpression]) -> bool:
+    """A literal fraction or ``1 / p``: an exponent known to lie in (0, 1) (``p > 1``, GeM pooling)."""
+    if exponent is None:
+        return False
+    if constant_value(exponent) is not None:
+        return True
+    return (
+        isinstance(exponent, cst.BinaryOperation)
+        and isinstance(exponent.operator, cst.Divide)
+        and constant_value(exponent.left) == 1
+    )
 
 
 def constant_value(node: cst.BaseExpression) -> Optional[float]:
@@ -269,8 +308,14 @@ def classify_divisor(
     numerator: Optional[cst.BaseExpression] = None,
     site: Optional[Site] = None,
 ) -> Optional[Divisor]:
-    """What kind of zero-able reduction ``divisor`` is, or None when it is not one."""
-    node = _strip_parens(divisor)
+    """What kind of reduction ``divisor`` is, or None when it is none that can be 0 (see the module docs).
+
+    A divisor is a candidate when it is a reduction (a sum, mean, norm, std, var, count or extremum,
+    through reshapes and ``[:, None]``), a product of reductions, or a difference; its kind and edge
+    come from the sign domain (:mod:`torchlint.analysis.signs`)."""
+    from torchlint.analysis import signs
+
+    node = _divisor_core(context, divisor)
     if isinstance(node, cst.Name) and site is not None:
         reaching = bindings(site, node.value)
         # The value comes from one assignment, perhaps repaired afterwards (``n[n == 0] = 1``, an
@@ -281,68 +326,123 @@ def classify_divisor(
             and reaching[-1].value is not None
             and all(b.kind in ("masked", "conditional") for b in reaching[:-1])
         ):
-            found = classify_divisor(context, reaching[-1].value, None, reaching[-1].site)
-            if found is not None and found.kind in ("count", "magnitude", "product"):
-                return Divisor(found.kind, found.reduction, through_name=True)
+            found = classify_divisor(context, reaching[-1].value, numerator, reaching[-1].site)
+            if found is not None and found.kind not in ("normalize", "cosine"):
+                return Divisor(found.kind, found.reduction, through_name=True, edge=found.edge)
         return None
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
-        left = classify_divisor(context, node.left)
-        right = classify_divisor(context, node.right)
+        left = classify_divisor(context, node.left, None, site)
+        right = classify_divisor(context, node.right, None, site)
         if left is None or right is None:
             return None
         norms = _norm_parts(context, node.left), _norm_parts(context, node.right)
         if numerator is not None and all(part is not None for part in norms):
             cosine = _cosine(context, numerator, norms[0], norms[1])
             if cosine is not None:
-                return Divisor("cosine", node, dim=cosine.dim, cosine_operands=cosine.cosine_operands)
-        return Divisor("product", node)
-    reduction = _reduction_kind(context, node, site)
-    if reduction is None:
+                return Divisor("cosine", node, dim=cosine.dim, cosine_operands=cosine.cosine_operands, edge=signs.EDGE_MAGNITUDE)
+        value = signs.evaluate(context, node, site, division=True)
+        return Divisor("product", node, edge=value.edge if value.sign is not signs.Sign.UNKNOWN else None)
+    difference = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract)
+    summed = _reduced(context, node)
+    if summed is None and not difference:
         return None
-    if reduction == "magnitude" and numerator is not None:
+    value = signs.evaluate(context, node, site, division=True)
+    edge = value.edge if value.sign is not signs.Sign.UNKNOWN else None
+    if edge is None and summed is not None and numerator is not None and _averages_with(context, numerator, summed):
+        edge = signs.EDGE_WEIGHTS  # mm(w, x) / w.sum(1): a weighted mean, 0 / 0 when every weight is
+    if edge == signs.EDGE_COUNT:
+        kind = "count"
+    elif edge is not None or value.sign is signs.Sign.POSITIVE:
+        kind = "magnitude"
+    elif summed is not None and _reduction_name(context, node) in _SUMS:
+        kind = "sum"  # a sum of unknown sign: it can cancel to 0, and no clamp is a correct fix
+    else:
+        return None  # a mean, extremum or difference of unknown sign: nothing says it reaches 0
+    if kind == "magnitude" and numerator is not None:
         parts = _norm_parts(context, node)
         if parts is not None:
             tensor, dim, keepdim, order = parts
             if keepdim and dim is not None and structurally_equal(tensor, numerator):
-                return Divisor("normalize", node, normalized=tensor, dim=dim, norm_order=order)
-    return Divisor(reduction, node)
+                return Divisor("normalize", node, normalized=tensor, dim=dim, norm_order=order, edge=edge)
+    return Divisor(kind, node, edge=edge)
 
 
-def _reduction_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> Optional[str]:
-    """"count" / "magnitude" for a reduction that can be 0, else None."""
+_SUMS = frozenset({"sum", "nansum"})
+# Reductions a divisor can be: what they reduce may make them 0.
+_REDUCTIONS = frozenset({
+    "sum", "nansum", "mean", "nanmean", "norm", "vector_norm", "matrix_norm", "std", "var", "count_nonzero",
+    "max", "amax", "min", "amin", "logsumexp", "prod",
+})
+
+
+def _divisor_core(context: "FileContext", node: cst.BaseExpression) -> cst.BaseExpression:
+    """``d`` for ``d[:, None]``, ``d.unsqueeze(1).expand(-1, n)``, ``d.view(b, 1, 1)``: reshapes keep its values."""
+    from torchlint.analysis.ops import without_shape_steps
+
+    for _ in range(8):
+        node = without_shape_steps(context, node)
+        if isinstance(node, cst.Subscript) and all(_is_reshaping_index(element) for element in node.slice):
+            node = node.value
+            continue
+        return node
+    return node
+
+
+def _is_reshaping_index(element: cst.SubscriptElement) -> bool:
+    """``None``, ``:`` or ``...`` in ``d[:, None]``: a new axis or a whole one, no selection."""
+    index = element.slice
+    if isinstance(index, cst.Slice):
+        return index.lower is None and index.upper is None and index.step is None
+    value = index.value
+    return isinstance(value, cst.Ellipsis) or (isinstance(value, cst.Name) and value.value == "None")
+
+
+def _reduction_name(context: "FileContext", node: cst.BaseExpression) -> Optional[str]:
+    from torchlint.analysis.ops import call_parts
+
+    return call_parts(context, node)[0] if isinstance(node, cst.Call) else None
+
+
+def _reduced(context: "FileContext", node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """What ``node`` reduces, when it is a reduction (``x.sum(1)``, ``torch.norm(x)``, ``x.max(1)[0]``)."""
+    from torchlint.analysis.ops import call_parts
+
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1:
+        node = node.value  # x.max(dim)[0]
+    elif isinstance(node, cst.Attribute) and node.attr.value == "values":
+        node = node.value
     if not isinstance(node, cst.Call) or has_star_args(node):
         return None
-    func = node.func
-    qualified = context.qualified_name(func)
-    if qualified is not None:
-        if qualified in NORM_FUNCTIONS or qualified in SPREAD_FUNCTIONS:
-            return "magnitude"
-        if qualified in COUNT_FUNCTIONS:
-            return "count"
-        if qualified in SUM_FUNCTIONS:
-            summed = argument(node, 0, "input")
-            return _sum_kind(context, summed.value, site) if summed is not None else None
-        return None
-    if not isinstance(func, cst.Attribute) or not is_value_receiver(context, func.value):
-        return None
-    method = func.attr.value
-    if method in NORM_METHODS or method in SPREAD_METHODS:
-        return "magnitude"
-    if method == "count_nonzero":
-        return "count"
-    if method == "sum":
-        return _sum_kind(context, func.value, site)
-    if method in CAST_METHODS:
-        return _reduction_kind(context, func.value, site)
-    return None
+    name, source, _ = call_parts(context, node)
+    return source if name in _REDUCTIONS else None
 
 
-def _sum_kind(context: "FileContext", summed: cst.BaseExpression, site: Optional[Site] = None) -> Optional[str]:
-    if is_mask_like(context, summed, site):
-        return "count"
-    if _nonnegative_terms(context, summed):
-        return "magnitude"
-    return None
+def _averages_with(context: "FileContext", numerator: cst.BaseExpression, weights: cst.BaseExpression) -> bool:
+    """Whether ``numerator`` sums products with ``weights``: ``mm(w, x)``, ``w @ x``, ``(w * x).sum(d)``."""
+    from torchlint.analysis.ops import call_parts, without_shape_steps
+
+    weights = without_shape_steps(context, weights)
+
+    def is_weights(factor: cst.BaseExpression) -> bool:
+        return structurally_equal(without_shape_steps(context, factor), weights)
+
+    node = without_shape_steps(context, numerator)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.MatrixMultiply):
+        return is_weights(node.left) or is_weights(node.right)
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return False
+    name, source, is_method = call_parts(context, node)
+    if name in ("mm", "matmul", "bmm", "einsum"):
+        factors = ([source] if is_method and source is not None else []) + [arg.value for arg in positional_args(node)]
+        return any(is_weights(factor) for factor in factors if not isinstance(factor, cst.SimpleString))
+    if name in ("sum", "nansum") and source is not None:
+        product = without_shape_steps(context, source)
+        return (
+            isinstance(product, cst.BinaryOperation)
+            and isinstance(product.operator, cst.Multiply)
+            and (is_weights(product.left) or is_weights(product.right))
+        )
+    return False
 
 
 def is_mask_like(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
@@ -393,30 +493,6 @@ def is_mask_like(context: "FileContext", node: cst.BaseExpression, site: Optiona
 
 
 _ELEMENTWISE_COMPARISONS = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqual, cst.GreaterThan, cst.GreaterThanEqual)
-
-
-def _nonnegative_terms(context: "FileContext", node: cst.BaseExpression) -> bool:
-    """abs(x), x ** 2, x * x, x.square(), x.pow(2): a sum of these can be 0 and cannot be negative."""
-    node = _strip_parens(node)
-    if isinstance(node, cst.BinaryOperation):
-        if isinstance(node.operator, cst.Power):
-            value = constant_value(node.right)
-            return value is not None and value > 0 and value % 2 == 0
-        if isinstance(node.operator, cst.Multiply):
-            return structurally_equal(node.left, node.right)
-        return False
-    if isinstance(node, cst.Call):
-        qualified = context.qualified_name(node.func)
-        if qualified in ("torch.abs", "torch.square", "torch.nn.functional.relu", "torch.relu"):
-            return True
-        if qualified is None and isinstance(node.func, cst.Attribute) and is_value_receiver(context, node.func.value):
-            method = node.func.attr.value
-            if method in ("abs", "square", "relu"):
-                return True
-            if method == "pow" and node.args:
-                value = constant_value(node.args[0].value)
-                return value is not None and value > 0 and value % 2 == 0
-    return False
 
 
 def _norm_parts(context: "FileContext", node: cst.BaseExpression):

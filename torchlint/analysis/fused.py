@@ -446,6 +446,25 @@ def match_x_log_x(context: "FileContext", node: cst.CSTNode) -> Optional[XLogX]:
     return None
 
 
+@dataclass(frozen=True)
+class ExpTimesExponent:
+    """``torch.exp(l) * l`` (either order, ``l.exp()`` too): ``p * log(p)`` written from ``l = log(p)``."""
+
+    node: cst.BinaryOperation
+    exp: UnaryOp
+    exponent: cst.BaseExpression
+
+
+def match_exp_times_exponent(context: "FileContext", node: cst.CSTNode) -> Optional[ExpTimesExponent]:
+    if not (isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply)):
+        return None
+    for other, maybe_exp in ((node.left, node.right), (node.right, node.left)):
+        exp = match_exp(context, maybe_exp)
+        if exp is not None and same_expression(context, other, exp.operand):
+            return ExpTimesExponent(node, exp, exp.operand)
+    return None
+
+
 def bare(node: cst.BaseExpression) -> cst.BaseExpression:
     """``node`` without its own grouping parentheses (for use as a call argument)."""
     return node.with_changes(lpar=[], rpar=[]) if getattr(node, "lpar", None) else node

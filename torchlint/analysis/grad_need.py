@@ -9,10 +9,11 @@ where it is known or conventional that it does not:
   (:func:`torchlint.analysis.gradflow.in_no_grad_region`);
 - data loading: ``__getitem__`` / ``__iter__`` of a class, any method of a
   ``Dataset`` / ``IterableDataset`` subclass, ``collate_fn``-style functions;
-- metrics: methods of a class deriving from ``Metric``, and files in a
-  ``metrics/`` or ``torchmetrics/`` directory or named ``metrics.py`` /
-  ``metric.py`` (metric learning, ``pytorch_metric_learning/losses``, is not
-  matched: it trains through its losses).
+- metrics: methods of a class deriving from ``Metric``.
+
+:func:`gradient_never_computed` is the same list for TL101-TL104 (plus initialisation, optimizer
+code and input-preparation classes); :func:`gradient_flows` is the positive signal that makes an
+operand of unknown sign a ``medium`` finding rather than a ``low`` one.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
 
 import libcst as cst
 
-from torchlint.analysis.callers import call_sites, enclosing_function, every_caller_passes
-from torchlint.analysis.calls import has_star_args
+from torchlint.analysis.callers import calls_named, enclosing_function, every_caller_passes, file_calls
+from torchlint.analysis.calls import has_star_args, keyword_arg
 from torchlint.analysis.dataflow import Site, bindings, site_of
 from torchlint.analysis.domain import POW, SQRT, DomainOp, constant_value
 from torchlint.analysis.gradflow import in_no_grad_region
@@ -37,20 +38,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 _DATA_METHODS = frozenset({"__getitem__", "__iter__", "__next__", "__getitems__"})
 _NO_GRAD_BASES = re.compile(r"(^|\.)(Dataset|IterableDataset|Metric)$")
-_NO_GRAD_FUNCTION = re.compile(r"collate|preprocess|transform$")
-_METRIC_PATH = re.compile(r"(^|[\\/])(torch)?metrics?([\\/]|\.py$)", re.IGNORECASE)
+_COLLATE_FUNCTION = re.compile(r"collate")
 
 
 def gradient_unlikely(context: "FileContext") -> bool:
     """Whether the node being visited runs where no backward pass is expected (see the module docs)."""
-    if in_no_grad_region(context):
-        return True
-    if _METRIC_PATH.search(context.path or ""):
-        return True
-    for node in reversed(context.ancestors):
-        if isinstance(node, cst.FunctionDef) and (
-            node.name.value in _DATA_METHODS or _NO_GRAD_FUNCTION.search(node.name.value)
-        ):
+    return in_no_grad_region(context) or _in_data_or_metric_code(context.ancestors)
+
+
+def _in_data_or_metric_code(ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Data loading (``__getitem__``, ``Dataset`` methods, collate functions) and metric classes."""
+    for node in reversed(ancestors):
+        if isinstance(node, cst.FunctionDef) and (node.name.value in _DATA_METHODS or _COLLATE_FUNCTION.search(node.name.value)):
             return True
         if isinstance(node, cst.ClassDef):
             for base in node.bases:
@@ -233,33 +232,59 @@ _INITIALISATION = re.compile(r"(^|_)(init|initialize|initialise|reset_parameters
 _DIFFERENTIATED_FUNCTION = re.compile(r"^(forward|__call__|training_step|compute_loss)$|^(?!test).*loss", re.IGNORECASE)
 
 
-def in_differentiated_code(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Code whose result autograd differentiates: a ``forward``/``__call__``/``training_step``,
-    a function or class named for a loss, or a file under a ``loss``/``losses`` module.
-
-    Helpers, metrics, statistics and solvers outside these are not assumed to be
-    differentiated: gradient-only hazards (a root of 0) are not reported there.
-    """
-    if any(isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value) for node in ancestors):
-        return False  # __init__ of a loss: buffers and constants, never differentiated
-    if _in_preprocessing(context, ancestors):
-        return False  # feature extractors prepare inputs, schedulers step noise levels: nothing there has a gradient
-    if in_no_grad_code(context, ancestors):
-        return False  # a pipeline's @torch.no_grad() __call__
-    for node in ancestors:
-        if isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value):
-            return True
-    return _differentiated_path(context.path)
+def gradient_never_computed(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The places the code itself says no gradient is computed, where TL101-TL104 report nothing:
+    ``no_grad``/``inference_mode`` (region, decorator, or every same-file call of a helper), initialisation
+    (``__init__``, ``reset_parameters``, ``*_init``), optimizer update code, data loading (``Dataset``
+    methods, ``__getitem__``, collate functions), metric classes, and input preparation classes
+    (``*FeatureExtractor``, ``*ImageProcessor`` subclasses)."""
+    if in_no_grad_code(context, ancestors) or _in_preprocessing(context, ancestors):
+        return True
+    return _in_data_or_metric_code(ancestors)
 
 
-def differentiated_regions(scan, regions: FrozenSet[int]) -> FrozenSet[int]:
-    """The ``ast`` pre-pass's counterpart of :func:`in_differentiated_code`: of ``regions`` (of a
-    torchlint.prepass.Scan), those that may hold differentiated code (a necessary condition): not a
-    function that initialises or runs under ``@torch.no_grad()``, not a preprocessing file."""
-    if _GRADIENT_FREE_FILE.search(scan.path.replace("\\", "/")):
-        return frozenset()
-    regions = frozenset(i for i in regions if not _never_differentiated(scan, scan.regions[i].node))
-    return scan.differentiated(regions, _DIFFERENTIATED_FUNCTION, _differentiated_path(scan.path))
+# A value that is backward()-ed, or a tensor that asks for a gradient, in the same scope.
+_COMPUTES_GRADIENTS = re.compile(r"\.backward\(|autograd\.grad\(|requires_grad\s*=\s*True|\.requires_grad_\(")
+
+
+def gradient_flows(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether the code shows that gradients flow here (an unknown sign is then a ``medium`` finding,
+    elsewhere a ``low`` one): a ``forward``, ``__call__`` or ``training_step``, a function or class named for
+    a loss or a file of losses (names raise confidence, they never decide silence), a scope that calls
+    ``backward()``/``autograd.grad`` or makes a tensor that requires a gradient, or a function the file
+    calls from such code."""
+    if _named_differentiated(ancestors) or _differentiated_path(context.path):
+        return True
+    function = enclosing_function(ancestors)
+    if _computes_gradients(context, function):
+        return True
+    return function is not None and any(
+        _named_differentiated(site.ancestors) or _computes_gradients(context, enclosing_function(site.ancestors))
+        for site in calls_named(context, function.name.value)
+    )
+
+
+def _named_differentiated(ancestors: Sequence[cst.CSTNode]) -> bool:
+    return any(
+        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value)
+        for node in ancestors
+    )
+
+
+def _computes_gradients(context: "FileContext", function: Optional[cst.FunctionDef]) -> bool:
+    """``function``'s code (the file, for a script's top level) calls backward or asks for a gradient."""
+    if function is None:
+        return bool(_COMPUTES_GRADIENTS.search(context.source))
+    return context.memoized(
+        "grad_need.computes-gradients", function, lambda node: bool(_COMPUTES_GRADIENTS.search(context.code(node)))
+    )
+
+
+def gradient_regions(scan, regions: FrozenSet[int]) -> FrozenSet[int]:
+    """The ``ast`` pre-pass's counterpart of :func:`gradient_never_computed` (a necessary condition): of
+    ``regions`` (of a torchlint.prepass.Scan), those that are not a function that initialises or runs under
+    ``@torch.no_grad()``."""
+    return frozenset(i for i in regions if not _never_differentiated(scan, scan.regions[i].node))
 
 
 def _never_differentiated(scan, node: ast.stmt) -> bool:
@@ -295,16 +320,6 @@ _AUTOGRAD_FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd
 _PREPROCESSING_BASE = re.compile(
     r"(FeatureExtractor|SequenceFeatureExtractor|ImageProcessor|VideoProcessor|ProcessorMixin|Tokenizer)(Mixin|Base|Fast)?$"
 )
-# A class of no base named for a data transform (``class AmplitudeRescaleTransform:``); modules such as
-# kornia's differentiable augmentations derive from ``nn.Module`` and are not matched.
-_DATA_TRANSFORM_CLASS = re.compile(r"Transform$")
-_PREPROCESSING_FILE = re.compile(r"(^|/)(feature_extraction|image_processing|video_processing|processing|tokenization)_[^/]*\.py$")
-# Code no backward pass runs through, by where it lives: input preparation (above), noise and learning-rate
-# schedules, visualisation.  Directory names a project's own root could carry (``data/``, ``pipelines/``)
-# are left out: a user's whole tree would go silent.
-_GRADIENT_FREE_FILE = re.compile(
-    _PREPROCESSING_FILE.pattern + r"|(^|/)scheduling_[^/]*\.py$|(^|/)(schedulers|visuali[sz]e|visuali[sz]ation)/[^/]*\.py$"
-)
 
 
 def _in_custom_autograd_function(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -319,13 +334,9 @@ def _in_custom_autograd_function(context: "FileContext", ancestors: Sequence[cst
 
 
 def _in_preprocessing(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
-    """Input preparation, schedules and visualisation: code no backward pass runs through."""
-    if _GRADIENT_FREE_FILE.search(context.path.replace("\\", "/")):
-        return True
+    """Input preparation classes: code no backward pass runs through."""
     for node in ancestors:
         if isinstance(node, cst.ClassDef):
-            if not node.bases and _DATA_TRANSFORM_CLASS.search(node.name.value):
-                return True  # a plain class named as a data transform: it runs in data loading
             for base in node.bases:
                 name = dotted_name(base.value) or ""
                 if _PREPROCESSING_BASE.search(name.rsplit(".", 1)[-1]):
@@ -357,11 +368,12 @@ def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode], _c
 
 def _only_called_from(context: "FileContext", ancestors: Sequence[cst.CSTNode], accepts, enabled: bool = True) -> bool:
     """Whether the function around ``ancestors`` has same-file calls and ``accepts`` every one of them
-    (:func:`torchlint.analysis.callers.call_sites`)."""
+    (:func:`torchlint.analysis.callers.file_calls`: public functions too, such as a schedule helper the
+    file calls only from ``__init__``)."""
     if not enabled:
         return False
     function = enclosing_function(ancestors)
-    sites = call_sites(context, function) if function is not None else None
+    sites = file_calls(context, function) if function is not None else None
     return bool(sites) and all(accepts(site) for site in sites)
 
 
@@ -398,6 +410,11 @@ def may_be_negative(operand: cst.BaseExpression) -> bool:
     )
 
 
+def _asks_for_gradient(call: cst.Call) -> bool:
+    requires = keyword_arg(call, "requires_grad")
+    return requires is not None and not (isinstance(requires.value, cst.Name) and requires.value.value == "False")
+
+
 def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int) -> bool:
     """Built only from literals, Python numbers, constants and random draws (no parameter or input)."""
     if depth > 3 * MAX_DEPTH:
@@ -430,7 +447,7 @@ def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Op
     if isinstance(node, cst.Call):
         name, source, is_method = call_parts(context, node)
         if name in _NO_GRADIENT_SOURCES and not is_method:
-            return True
+            return not _asks_for_gradient(node)  # torch.tensor(0.0, requires_grad=True) is a leaf that has one
         if name in ("detach",):
             return True
         if name is None or has_star_args(node):

@@ -12,11 +12,11 @@ can rewrite either the function or the constructor.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.bindings import bound_names, reaching_definition
+from torchlint.analysis.bindings import named_call
 from torchlint.analysis.calls import argument, has_star_args
 from torchlint.analysis.fused import (
     Activation,
@@ -102,53 +102,10 @@ def _constructor(context: "FileContext", func: cst.BaseExpression):
         found = module_constructor(context, func)
         return (found, "self", func.attr.value) if found is not None else (None, None, None)
     if isinstance(func, cst.Name):
-        definition = reaching_definition(context.ancestors, func.value)
-        if definition is not None:
-            value = definition.value
-            return (value, "local", func.value) if isinstance(value, cst.Call) else (None, None, None)
-        if context.enclosing(cst.FunctionDef) is not None and not _bound_in_function(context, func.value):
-            value = _module_level_value(context, func.value)
-            if value is not None:
-                return value, "module", func.value
+        found = named_call(context, func.value)
+        if found is not None:
+            return found[0], found[1], func.value
     return None, None, None
-
-
-def _bound_in_function(context: "FileContext", name: str) -> bool:
-    function = context.enclosing(cst.FunctionDef)
-    params = function.params
-    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            every.append(star)
-    if any(p.name.value == name for p in every):
-        return True
-    return name in context.memoized("names bound in body", function, _names_bound_in_body)
-
-
-def _names_bound_in_body(function: cst.FunctionDef) -> FrozenSet[str]:
-    return frozenset(name for stmt in function.body.body for name in bound_names(stmt))
-
-
-def _module_level_value(context: "FileContext", name: str) -> Optional[cst.Call]:
-    """The value of the only top-level ``name = Call(...)`` of the module, if there is exactly one binding."""
-    found = None
-    for stmt in context.memoized("top-level binders", context.module, _top_level_binders).get(name, ()):
-        if found is not None or not isinstance(stmt, cst.SimpleStatementLine):
-            return None
-        small = stmt.body[0] if len(stmt.body) == 1 else None
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
-            return None
-        found = small.value
-    return found if isinstance(found, cst.Call) else None
-
-
-def _top_level_binders(module: cst.Module) -> Dict[str, Tuple[cst.CSTNode, ...]]:
-    """name -> the top-level statements that bind it, in order."""
-    binders: Dict[str, List[cst.CSTNode]] = {}
-    for stmt in module.body:
-        for name in bound_names(stmt):
-            binders.setdefault(name, []).append(stmt)
-    return {name: tuple(stmts) for name, stmts in binders.items()}
 
 
 def references(scope: cst.CSTNode, name: str) -> int:

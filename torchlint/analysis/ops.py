@@ -103,13 +103,19 @@ def match_softmax(context: "FileContext", node: cst.CSTNode) -> Optional[Softmax
 
 
 def module_constructor(context: "FileContext", func: cst.BaseExpression) -> Optional[cst.Call]:
-    """The constructor call behind a called module: ``nn.Softmax(1)`` in ``nn.Softmax(1)(x)`` or
-    the ``__init__`` assignment behind ``self.softmax(x)``."""
+    """The constructor call behind a called module: ``nn.Softmax(1)`` in ``nn.Softmax(1)(x)``, the
+    ``__init__`` assignment behind ``self.softmax(x)``, or the assignment behind ``sm(x)``
+    (``sm = nn.Softmax()`` earlier in the function or script, or at the module's top level)."""
+    from torchlint.analysis.bindings import named_call
+
     if isinstance(func, cst.Call):
         return func
     if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
         value = context.self_attribute_value(func.attr.value)
         return value if isinstance(value, cst.Call) else None
+    if isinstance(func, cst.Name):
+        found = named_call(context, func.value)
+        return found[0] if found is not None else None
     return None
 
 
@@ -182,7 +188,7 @@ def strip_clamp_min(context: "FileContext", node: cst.BaseExpression) -> cst.Bas
 SHAPE_AND_CAST_CALLS = frozenset({
     "float", "double", "half", "bfloat16", "to", "type", "type_as", "detach", "clone", "contiguous", "view",
     "view_as", "reshape", "reshape_as", "expand", "expand_as", "unsqueeze", "squeeze", "flatten", "unflatten",
-    "permute", "transpose", "t", "movedim", "swapaxes", "broadcast_to",
+    "permute", "transpose", "t", "movedim", "swapaxes", "broadcast_to", "unsqueeze_", "squeeze_",
 })
 
 def call_parts(context: "FileContext", call: cst.Call):

@@ -243,8 +243,9 @@ def fused_log_owner(
         return "TL202"
     if fused.match_sum_of_exp(context, inner) is not None or _sum_of_exp_family(context, inner, site):
         return "TL203"
-    if fused.one_plus(inner) is not None:
-        return "TL205"
+    one_plus = fused.one_plus(inner)
+    if one_plus is not None:
+        return "TL203" if fused.match_exp(context, one_plus) is not None else "TL205"
     parent = ancestors[-1] if ancestors else None
     if parent is not None and fused.match_x_log_x(context, parent) is not None:
         return "TL204"

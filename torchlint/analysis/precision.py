@@ -23,13 +23,16 @@ from typing import TYPE_CHECKING, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.ops import is_value_receiver, number_value
+from torchlint.analysis.ops import is_eps_like, is_value_receiver, number_value
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
 
 FLOAT16_ZERO_LIMIT = 2.0 ** -25
+# ``1 - eps`` rounds to exactly 1.0 for eps at most half the spacing below 1: 2**-25 in float32, 2**-12 in float16.
+FLOAT32_ONE_MINUS_LIMIT = 2.0 ** -25
+FLOAT16_ONE_MINUS_LIMIT = 2.0 ** -12
 FLOAT32_ZERO_LIMIT = 2.0 ** -150
 FLOAT32_MAX = 3.4028234663852886e38
 # Below this a guard of log or of a divisor leaves an infinite float32 gradient (1/eps) at 0.
@@ -217,19 +220,82 @@ def clamp_lower_bound(context: "FileContext", call: cst.Call) -> Optional[Tuple[
     return None
 
 
-def added_constant(context: "FileContext", node: cst.CSTNode) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
-    """(operand, addend) for ``x + c`` / ``c + x`` with a numeric literal ``c``, and ``x.add(c)`` / ``x.add_(c)``."""
+# Ops that CUDA autocast runs in float32 (the "ops that can autocast to float32" list of torch's AMP docs):
+# an eps added to their result survives mixed precision; only code made float16 by hand (``.half()``) loses it.
+AUTOCAST_FLOAT32_OPS = frozenset({
+    "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log1p", "log2", "reciprocal", "rsqrt",
+    "sinh", "tan", "pow", "softplus", "layer_norm", "group_norm", "norm", "nuclear_norm", "frobenius_norm",
+    "normalize", "cosine_similarity", "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "cdist", "pdist",
+    "dist", "renorm", "softmax", "log_softmax", "softmin", "cumprod", "cumsum", "sum", "prod", "vector_norm",
+    "matrix_norm", "l1_loss", "mse_loss", "smooth_l1_loss", "kl_div", "cross_entropy", "binary_cross_entropy_with_logits",
+})
+
+
+def computed_in_float32_under_autocast(context: "FileContext", node: cst.BaseExpression) -> bool:
+    """An op CUDA autocast keeps in float32 (a sum, a norm, an exp, ...), a shape step of one, or a sum,
+    difference or product of such: adding eps to it is safe under mixed precision."""
+    from torchlint.analysis.ops import call_parts, without_shape_steps
+
+    node = without_shape_steps(context, node)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Power):
+        return True  # ``__pow__`` is on the list
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract, cst.Multiply)):
+        sides = [side for side in (node.left, node.right) if number_value(side) is None]
+        return bool(sides) and all(computed_in_float32_under_autocast(context, side) for side in sides)
+    if isinstance(node, cst.Call) and not has_star_args(node):
+        name, _, _ = call_parts(context, node)
+        return name in AUTOCAST_FLOAT32_OPS
+    return False
+
+
+def is_guard_term(node: cst.BaseExpression) -> bool:
+    """A numeric literal or an eps-like name (``eps``, ``self.eps``, ``EPS``) added to stay off zero."""
+    return number_value(node) is not None or is_eps_like(node)
+
+
+def added_guard(context: "FileContext", node: cst.CSTNode) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(operand, addend) for ``x + c`` / ``c + x`` with ``c`` a numeric literal or an eps-like name, and
+    ``x.add(c)`` / ``x.add_(c)``."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        if number_value(node.right) is not None:
+        if is_guard_term(node.right) and not is_guard_term(node.left):
             return node.left, node.right
-        if number_value(node.left) is not None:
+        if is_guard_term(node.left) and not is_guard_term(node.right):
             return node.right, node.left
         return None
     if isinstance(node, cst.Call) and not has_star_args(node) and isinstance(node.func, cst.Attribute):
         if node.func.attr.value in ("add", "add_") and is_value_receiver(context, node.func.value):
             positional = positional_args(node)
-            if len(positional) == 1 and keyword_arg(node, "alpha") is None and number_value(positional[0].value) is not None:
+            if len(positional) == 1 and keyword_arg(node, "alpha") is None and is_guard_term(positional[0].value):
                 return node.func.value, positional[0].value
+    return None
+
+
+def clamp_upper_bound(context: "FileContext", call: cst.Call) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
+    """(operand, upper bound) for ``torch.clamp(x, lo, hi)``, ``x.clamp(max=hi)``, ``x.clamp_max(hi)``, ``x.clip(lo, hi)``."""
+    if not isinstance(call, cst.Call) or has_star_args(call):
+        return None
+    func = call.func
+    qualified = context.qualified_name(func)
+    if qualified in ("torch.clamp", "torch.clip", "torch.clamp_max"):
+        base = argument(call, 0, "input")
+        high = argument(call, 1, "max") if qualified == "torch.clamp_max" else argument(call, 2, "max")
+        return (base.value, high.value) if base is not None and high is not None else None
+    if qualified is None and isinstance(func, cst.Attribute) and is_value_receiver(context, func.value):
+        if func.attr.value in ("clamp", "clip", "clamp_", "clip_"):
+            high = argument(call, 1, "max")
+        elif func.attr.value in ("clamp_max", "clamp_max_"):
+            high = argument(call, 0, "max")
+        else:
+            return None
+        return (func.value, high.value) if high is not None else None
+    return None
+
+
+def one_minus_term(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """``eps`` for an upper bound written ``1 - eps`` (``1.0 - eps``, ``1 - 1e-8``), else None."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract):
+        if number_value(node.left) == 1.0 and is_guard_term(node.right):
+            return node.right
     return None
 
 

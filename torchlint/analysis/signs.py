@@ -573,7 +573,7 @@ _rows(tuple(SHAPE_AND_CAST_CALLS) + (
     "repeat", "tile", "flip", "roll", "index_select", "gather", "masked_select", "narrow", "select", "amax", "amin",
     "cumsum", "prod", "cumprod", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
     "adaptive_avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
-    "interpolate", "requires_grad_", "cpu", "cuda", "squeeze_", "unsqueeze_", "diagonal", "diag", "trace",
+    "interpolate", "requires_grad_", "cpu", "cuda", "diagonal", "diag", "trace",
     "repeat_interleave", "min", "median", "quantile", "nanmedian", "logical_not",
 ), _preserving)
 _rows(("max", "maximum", "fmax"), _maximum)
@@ -619,7 +619,9 @@ def _subtract(step: _Step, node: cst.BinaryOperation) -> Value:
         return _nonnegative(EDGE_COMPLEMENT, unit=True)  # 1 - p: 0 once p saturates at 1
     if _is_range(context, node, site):
         return _nonnegative(EDGE_RANGE)
-    return Value(Sign.UNKNOWN, EDGE_DIFFERENCE)
+    if constant_value(node.left) is not None or value_kind(context, node.left, site) == "number":
+        return UNKNOWN  # 1 - f(x): 0 only where f(x) meets that number, which nothing here says it does
+    return Value(Sign.UNKNOWN, EDGE_DIFFERENCE)  # a - b, E[x^2] - E[x]^2: the terms cancel, rounding goes below 0
 
 
 def _multiply(step: _Step, node: cst.BinaryOperation) -> Value:

@@ -4,7 +4,8 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.fused import log_softmax_call
+from torchlint.analysis.bindings import Definition
+from torchlint.analysis.fused import activation_of, is_pure, log_softmax_call
 from torchlint.analysis.ops import SoftmaxCall, match_softmax, match_unary, strip_clamp_min, strip_eps
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
@@ -16,8 +17,10 @@ class LogOfSoftmax(Rule):
     ## What it does
     Flags the logarithm of a softmax: `torch.log(torch.softmax(x, d))`,
     `F.softmax(x, d).log()`, `torch.log(nn.Softmax(d)(x))` (also through a
-    `self.softmax = nn.Softmax(d)` attribute), with or without an `eps` added
-    or clamped in between.
+    `self.softmax = nn.Softmax(d)` attribute or a name such as
+    `sm = nn.Softmax(d)`), with or without an `eps` added or clamped in
+    between, and the log of a name the softmax was stored in
+    (`p = F.softmax(z, -1)`, then `torch.log(p)` or `p.log()`).
 
     ## Why is this bad?
     Softmax computes `exp(x_i - max) / sum`; for confident logits the small
@@ -68,10 +71,17 @@ class LogOfSoftmax(Rule):
         log = match_unary(self.context, node, LOG_FUNCTIONS, "log")
         if log is None:
             return
-        softmax = match_softmax(self.context, strip_clamp_min(self.context, strip_eps(log.operand)))
+        operand = strip_clamp_min(self.context, strip_eps(log.operand))
+        softmax = match_softmax(self.context, operand)
+        definition: Optional[Definition] = None
+        if softmax is None and isinstance(operand, cst.Name):
+            stored = activation_of(self.context, operand, kinds=("softmax",))
+            if stored is not None and stored.definition is not None and stored.definition.value is stored.call:
+                softmax, definition = stored.softmax, stored.definition
         if softmax is None or softmax.input is None:
             return
-        fix = None if log.extra_args else self._fix(node, softmax)
+        rebuildable = definition is None or (is_pure(softmax.input) and definition.unchanged_at_use(softmax.node))
+        fix = self._fix(node, softmax) if rebuildable and not log.extra_args else None
         self.report(node, fix=fix)
 
     def _fix(self, log_call: cst.Call, softmax: SoftmaxCall) -> Optional[FixSpec]:

@@ -7,6 +7,10 @@ import libcst as cst
 from torchlint.analysis.fused import (
     SumOfExp,
     as_receiver,
+    bare,
+    functional,
+    match_exp,
+    one_plus,
     is_max_shifted,
     is_pure,
     keyword,
@@ -19,6 +23,9 @@ from torchlint.analysis.ops import strip_eps
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 
+SOFTPLUS_MESSAGE = "log(1 + exp(x)) overflows to inf (NaN gradient) once x exceeds ~88 in float32 or ~11 in float16; use F.softplus"
+
+
 class LogSumExp(Rule):
     """
     ## What it does
@@ -26,7 +33,8 @@ class LogSumExp(Rule):
     `torch.log(torch.exp(x).sum(d))`, `x.exp().sum(-1).log()`, with or without
     an `eps` added inside the log, also when the exponentials or their sum
     were stored in a local name a few lines earlier
-    (`e = torch.exp(scores)` ... `torch.log(e.sum(1))`).
+    (`e = torch.exp(scores)` ... `torch.log(e.sum(1))`); and its two-term
+    case, the softplus written out: `torch.log(1 + torch.exp(x))`.
 
     ## Why is this bad?
     `exp` overflows to `inf` for inputs above about 88.7 in float32 (11.1 in
@@ -37,16 +45,22 @@ class LogSumExp(Rule):
     An `eps` inside the log guards only the underflow. `torch.logsumexp`
     subtracts the maximum first and is finite for every finite input.
 
+    `log(1 + exp(x))` is `log(exp(0) + exp(x))`: it overflows the same way
+    (`inf` for x above 88.7, where the answer is simply x), which `log1p`
+    does not cure; `F.softplus(x)` is finite everywhere.
+
     ## Example
     ```python
     lse = torch.log(torch.sum(torch.exp(scores), dim=1))
     lse = scores.exp().sum(-1, keepdim=True).log()
+    soft = torch.log(1 + torch.exp(margin))
     ```
 
     ## Use instead
     ```python
     lse = torch.logsumexp(scores, dim=1)
     lse = scores.logsumexp(-1, keepdim=True)
+    soft = F.softplus(margin)
     ```
 
     ## Fix safety
@@ -78,11 +92,22 @@ class LogSumExp(Rule):
         log = match_log(self.context, node)
         if log is None:
             return
+        rest = one_plus(log.operand)
+        exp = match_exp(self.context, rest) if rest is not None else None
+        if exp is not None:
+            plain = not (log.extra_args or exp.extra_args)
+            self.report(node, SOFTPLUS_MESSAGE, fix=self._softplus(node, exp.operand) if plain else None)
+            return
         found = match_sum_of_exp(self.context, strip_eps(log.operand))
         if found is None or is_max_shifted(self.context, found.exp.operand):
             return  # exp(x - max) is already the stable form
         fix = None if log.extra_args or found.exp.extra_args or found.sum.other_args else self._fix(node, found)
         self.report(node, fix=fix)
+
+    def _softplus(self, node: cst.Call, exponent: cst.BaseExpression) -> FixSpec:
+        func, imports = functional(self.context, "softplus")
+        call = cst.Call(func=func, args=[positional(bare(exponent))], lpar=node.lpar, rpar=node.rpar)
+        return FixSpec(Applicability.SAFE, "Replace with `F.softplus`", (Replacement(node, call),), imports)
 
     def _fix(self, log_call: cst.Call, found: SumOfExp) -> Optional[FixSpec]:
         exponent = found.exp.operand

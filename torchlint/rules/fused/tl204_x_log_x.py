@@ -2,9 +2,12 @@ from __future__ import annotations
 
 import libcst as cst
 
+from torchlint.analysis.bindings import reaching_definition
 from torchlint.analysis.fused import (
+    ExpTimesExponent,
     XLogX,
     activation_of,
+    match_exp_times_exponent,
     as_receiver,
     bare,
     in_place_of,
@@ -19,7 +22,11 @@ from torchlint.analysis.domain import match_domain_op
 from torchlint.analysis.conditions import guarded_by_condition
 from torchlint.analysis.owners import where_owner
 from torchlint.analysis.signs import Sign, sign_of
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.analysis.ops import call_parts
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
+
+# What makes log-probabilities: their -inf (a masked logit, a probability 0) meets exp's 0.
+_LOG_PROBABILITY_MAKERS = frozenset({"log_softmax", "logsigmoid", "log_sigmoid", "log", "LogSoftmax", "LogSigmoid"})
 
 
 class XLogXProduct(Rule):
@@ -27,13 +34,17 @@ class XLogXProduct(Rule):
     ## What it does
     Flags `x * torch.log(x)` in its spellings: `torch.log(x) * x`,
     `p * p.log()`, `-p * torch.log(p)`, `w * p * torch.log(p)`, the heart of
-    hand-written entropies (`-(p * torch.log(p)).sum(-1)`).
+    hand-written entropies (`-(p * torch.log(p)).sum(-1)`); and the same
+    product written from log-probabilities, `torch.exp(logp) * logp` with
+    `logp` a `log_softmax` (or a name that says log).
 
     ## Why is this bad?
     Where x is exactly 0 (a probability that underflowed, a padded entry, an
     empty histogram bin) `torch.log(0)` is `-inf` and `0 * -inf` is NaN: the
     entropy, and every gradient that touches it, becomes NaN. By definition
-    `0 * log 0 = 0`, and `torch.xlogy(x, x)` returns exactly that.
+    `0 * log 0 = 0`, and `torch.xlogy(x, x)` returns exactly that. Written
+    from log-probabilities the NaN comes from the other side: a masked logit
+    of `-inf` makes `logp = -inf` and `exp(logp) * logp = 0 * -inf`.
 
     ## Example
     ```python
@@ -77,13 +88,54 @@ class XLogXProduct(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_calling({"log"}) or None
+        return scan.regions_calling({"log", "exp"}) or None
+
+    confidence_levels = (
+        "`high` for `x * log(x)` and for `exp(l) * l` with `l` made by a `log_softmax`, `logsigmoid` or `log`; "
+        "`medium` for `exp(l) * l` when only the name of `l` says it is a log."
+    )
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
         found = match_x_log_x(self.context, node)
-        if found is None or self._guarded(found):
+        if found is not None:
+            if not self._guarded(found):
+                self.report(node, fix=None if found.log.extra_args else self._fix(found))
             return
-        self.report(node, fix=None if found.log.extra_args else self._fix(found))
+        from_logs = match_exp_times_exponent(self.context, node)
+        if from_logs is not None:
+            confidence = self._log_probability(from_logs.exponent)
+            if confidence is not None:
+                fix = None if from_logs.exp.extra_args else self._xlogy_of_exp(from_logs)
+                self.report(node, fix=fix, confidence=confidence)
+
+    def _log_probability(self, node: cst.BaseExpression):
+        """How sure it is that ``node`` holds log-probabilities (they reach -inf), or None."""
+        if isinstance(node, cst.Name):
+            definition = reaching_definition(self.context.ancestors, node.value)
+            if definition is not None and isinstance(definition.value, cst.Call):
+                name, _, _ = call_parts(self.context, definition.value)
+                if name in _LOG_PROBABILITY_MAKERS:
+                    return Confidence.HIGH
+            word = node.value
+        elif isinstance(node, cst.Attribute):
+            word = node.attr.value
+        else:
+            return None
+        return Confidence.MEDIUM if "log" in word.lower() else None
+
+    def _xlogy_of_exp(self, found: ExpTimesExponent) -> FixSpec:
+        """``torch.exp(l) * l`` -> ``torch.xlogy(torch.exp(l), torch.exp(l))``: 0 where ``l`` is -inf."""
+        probability = bare(found.exp.call)
+        if found.exp.method:
+            replacement: cst.BaseExpression = cst.Call(
+                func=cst.Attribute(as_receiver(probability), cst.Name("xlogy")), args=[positional(probability)]
+            )
+            imports = ()
+        else:
+            func, imports = torch_function(self.context, "xlogy")
+            replacement = cst.Call(func=func, args=[positional(probability, comma=True), positional(probability)])
+        replacement = in_place_of(found.node, replacement)
+        return FixSpec(Applicability.SAFE, "Replace with `torch.xlogy(p, p)` of `p = exp(l)`", (Replacement(found.node, replacement),), imports)
 
     def _guarded(self, found: XLogX) -> bool:
         """x kept off 0 by its author: ``p = p.clamp(eps)`` earlier, ``if (p > 0).all():`` around (the guard analysis).

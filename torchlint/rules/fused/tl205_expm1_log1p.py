@@ -1,14 +1,11 @@
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from torchlint.analysis.fused import (
     as_receiver,
     bare,
     in_place_of,
-    functional,
     is_one,
     match_exp,
     match_log,
@@ -24,7 +21,7 @@ class Expm1Log1p(Rule):
     ## What it does
     Flags `torch.exp(x) - 1` (and `x.exp() - 1`, `1 - torch.exp(x)`) and
     `torch.log(1 + x)` (and `torch.log(x + 1)`, `(1 + x).log()`).
-    `torch.log(1 + torch.exp(x))` is flagged too: it is a softplus.
+    `torch.log(1 + torch.exp(x))` is TL203's: it overflows, a softplus.
 
     ## Why is this bad?
     Near 0 the subtraction and the addition throw the answer away:
@@ -33,22 +30,18 @@ class Expm1Log1p(Rule):
     `torch.exp(x) - 1` is 0 (or off by a whole float16 step) instead of x.
     Anything divided by such a value becomes NaN or inf
     (`(torch.exp(x) - 1) / x` at `x = 1e-8` is 0 instead of 1). `torch.log1p`
-    and `torch.expm1` are exact near 0 and equal elsewhere. `log(1 + exp(x))`
-    also overflows to `inf` for x above ~88 in float32 (~11 in float16);
-    `F.softplus(x)` does not.
+    and `torch.expm1` are exact near 0 and equal elsewhere.
 
     ## Example
     ```python
     y = torch.log(1 + distance)
     z = torch.exp(rate * t) - 1
-    s = torch.log(1 + torch.exp(logits))
     ```
 
     ## Use instead
     ```python
     y = torch.log1p(distance)
     z = torch.expm1(rate * t)
-    s = F.softplus(logits)
     ```
 
     ## Fix safety
@@ -92,13 +85,9 @@ class Expm1Log1p(Rule):
         rest = one_plus(log.operand)
         if rest is None:
             return
-        exp = match_exp(self.context, rest)
-        if log.extra_args or (exp is not None and exp.extra_args):
-            self.report(node)
-        elif exp is not None:
-            self.report(node, fix=self._softplus(node, exp.operand))
-        else:
-            self.report(node, fix=self._log1p(node, rest, log.method))
+        if match_exp(self.context, rest) is not None:
+            return  # log(1 + exp(x)) overflows: TL203's softplus
+        self.report(node, fix=None if log.extra_args else self._log1p(node, rest, log.method))
 
     def _expm1(self, node: cst.BinaryOperation, exp, negate: bool) -> FixSpec:
         if exp.method:
@@ -121,8 +110,3 @@ class Expm1Log1p(Rule):
             call = cst.Call(func=func, args=[positional(bare(operand))])
         call = call.with_changes(lpar=node.lpar, rpar=node.rpar)
         return FixSpec(Applicability.SAFE, "Replace with `log1p`", (Replacement(node, call),), imports)
-
-    def _softplus(self, node: cst.Call, exponent: cst.BaseExpression) -> Optional[FixSpec]:
-        func, imports = functional(self.context, "softplus")
-        call = cst.Call(func=func, args=[positional(bare(exponent))], lpar=node.lpar, rpar=node.rpar)
-        return FixSpec(Applicability.SAFE, "Replace with `F.softplus`", (Replacement(node, call),), imports)

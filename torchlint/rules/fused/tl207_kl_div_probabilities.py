@@ -1,10 +1,21 @@
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from torchlint.analysis.fused import activation_of
 from torchlint.analysis.losses import match_loss, rewrite_activation
-from torchlint.rule import Applicability, FixSpec, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Rule
+
+# A name that says it holds probabilities, not their logs: ``probs``, ``mean_anchor_probs``, ``p_student``
+# is not one (``p`` alone says nothing), nor ``log_probs``/``lprobs``/``logp``.
+_PROBABILITY_NAME = re.compile(r"(^|_)(probs?|probas?|probabilities|probability)(_|$)", re.IGNORECASE)
+_NAMED_MESSAGE = (
+    "kl_div expects log-probabilities as input, and this input is named as probabilities: the divergence is wrong "
+    "(even negative) unless it holds their log"
+)
+_LOG_NAME = re.compile(r"(^|_)(log|l)(_?probs?|p|_)|log", re.IGNORECASE)
 
 
 class KlDivProbabilities(Rule):
@@ -43,10 +54,16 @@ class KlDivProbabilities(Rule):
     input cannot be written at the loss (it is a call), the fix rewrites the
     assignment, changing what those readers see: unsafe.
 
+    An input the code only names as probabilities (`F.kl_div(mean_anchor_probs, t)`,
+    a parameter or attribute called `probs`, `*_probs`, `probabilities`) is
+    reported with `medium` confidence and no fix: the name is the only
+    evidence, and the fix (`torch.log` of it, or the logits' `log_softmax`)
+    depends on where it comes from.
+
     Not flagged: `F.kl_div(log_probs, probs)`,
     `F.kl_div(a, b, log_target=True)` with two log-softmaxes, a softmax as
     the target. Not detected: probabilities from a sigmoid or from another
-    function.
+    function, under a name that does not say so.
     """
 
     code = "TL207"
@@ -55,9 +72,15 @@ class KlDivProbabilities(Rule):
     fix_applicability = Applicability.UNSAFE
     triggers = ("kl_div", "KLDivLoss")
 
+    confidence_levels = (
+        "`high` when the input is a softmax (inline or stored in a name); `medium` when only its name "
+        "says it holds probabilities (`probs`, `mean_anchor_probs`)."
+    )
+
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_using_both(cls.triggers, ("softmax", "Softmax")) or None  # the triggers are the loss's names
+        words = scan.reachable_words(cls.triggers)  # the triggers are the loss's names
+        return scan.regions_where(lambda region: not region.uses.isdisjoint(words)) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)
@@ -65,6 +88,8 @@ class KlDivProbabilities(Rule):
             return
         activation = activation_of(self.context, loss.input.value, kinds=("softmax",))
         if activation is None:
+            if _named_probabilities(loss.input.value):
+                self.report(node, _NAMED_MESSAGE, confidence=Confidence.MEDIUM)
             return
         rewrite = rewrite_activation(self.context, activation, "log_softmax")
         fix = None
@@ -72,3 +97,9 @@ class KlDivProbabilities(Rule):
             applicability = Applicability.UNSAFE if rewrite.changes_other_uses else Applicability.NUMERICS
             fix = FixSpec(applicability, "Use `log_softmax` for the input", rewrite.replacements, tuple(dict.fromkeys(rewrite.imports)))
         self.report(node, fix=fix)
+
+
+def _named_probabilities(node: cst.BaseExpression) -> bool:
+    """``probs``, ``self.mean_probs``, ``teacher_probabilities``: a name that says probabilities, not logs."""
+    word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
+    return bool(word) and bool(_PROBABILITY_NAME.search(word)) and not _LOG_NAME.search(word)

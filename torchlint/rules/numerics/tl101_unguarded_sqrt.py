@@ -1,8 +1,6 @@
 from __future__ import annotations
 
-import ast
-
-from torchlint.analysis.domain import POW_FUNCTIONS, RSQRT, RSQRT_FUNCTIONS, SQRT, SQRT_FUNCTIONS, call_names
+from torchlint.analysis.domain import RSQRT, RSQRT_FUNCTIONS, SQRT, SQRT_FUNCTIONS, call_names
 from torchlint.rule import Applicability
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
@@ -126,8 +124,7 @@ class UnguardedSqrt(UnguardedOpRule):
     name = "unguarded-sqrt"
     message = "sqrt of a value that can be 0 or negative: infinite/NaN gradient at 0, NaN below; clamp the operand"
     fix_applicability = Applicability.NUMERICS
-    triggers = ("sqrt", "** 0.5", "**0.5", "** .5", "**.5", "pow(", "** (0.5)")
+    triggers = ("sqrt",)
 
     op_kinds = frozenset({SQRT, RSQRT})
-    callee_names = call_names(SQRT_FUNCTIONS, RSQRT_FUNCTIONS, POW_FUNCTIONS)  # pow(x, 0.5)
-    operators = (ast.Pow,)
+    callee_names = call_names(SQRT_FUNCTIONS, RSQRT_FUNCTIONS)

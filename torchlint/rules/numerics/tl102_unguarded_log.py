@@ -4,8 +4,8 @@ import libcst as cst
 
 from torchlint.analysis.domain import LOG, LOG_FUNCTIONS, call_names, match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.grad_need import differentiated_regions
-from torchlint.analysis.guards import needs_guard
+from torchlint.analysis.grad_need import gradient_regions
+from torchlint.analysis.guards import assess
 from torchlint.rule import Applicability, Rule
 
 
@@ -99,10 +99,13 @@ class UnguardedLog(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return differentiated_regions(scan, scan.regions_calling(call_names(LOG_FUNCTIONS))) or None
+        return gradient_regions(scan, scan.regions_calling(call_names(LOG_FUNCTIONS))) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         op = match_domain_op(self.context, node)
-        if op is None or op.kind != LOG or not needs_guard(self.context, op):
+        if op is None or op.kind != LOG:
             return
-        self.report(node, fix=clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the operand to eps"))
+        confidence = assess(self.context, op)
+        if confidence is not None:
+            fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the operand to eps")
+            self.report(node, fix=fix, confidence=confidence)

@@ -84,3 +84,4 @@ class UnguardedFractionalPow(UnguardedOpRule):
     callee_names = call_names(POW_FUNCTIONS)
     operators = (ast.Pow,)
     fix_message = "Clamp the base to eps"
+    needs_site = True  # an exponent held in a name is followed to its binding (``p: int = 3`` has no root)

@@ -133,6 +133,8 @@ class UnguardedDivision(UnguardedOpRule):
 
     def fix(self, node: cst.CSTNode, op: DomainOp) -> Optional[FixSpec]:
         divisor = op.divisor
+        if divisor.kind in ("sum", "difference"):
+            return None  # a value of unknown sign: a clamp would turn a negative divisor positive
         eps = eps_text(self.context)
         if divisor.kind == "normalize" and isinstance(op.node, cst.BinaryOperation):
             return self._normalize_fix(op, eps)

@@ -1,26 +1,44 @@
 from __future__ import annotations
 
 import bisect
-from typing import Dict, FrozenSet, Optional, Set
+from typing import FrozenSet, Optional
 
 import libcst as cst
 
 from torchlint.analysis.dataflow import bindings, site_of
-from torchlint.analysis.scope import assignments
-from torchlint.analysis.ops import is_eps_like, is_value_receiver, match_unary, number_value
+from torchlint.analysis.grad_need import gradient_flows
+from torchlint.analysis.ops import is_value_receiver, match_unary, number_value
 from torchlint.analysis.precision import (
+    FLOAT16_ONE_MINUS_LIMIT,
     FLOAT16_TEXT_MARKERS,
     FLOAT16_ZERO_LIMIT,
+    FLOAT32_ONE_MINUS_LIMIT,
     FLOAT32_RECIPROCAL_LIMIT,
     FLOAT32_ZERO_LIMIT,
-    added_constant,
+    added_guard,
     clamp_lower_bound,
+    clamp_upper_bound,
+    computed_in_float32_under_autocast,
     format_float,
+    is_guard_term,
+    one_minus_term,
     uses_float16,
 )
 from torchlint.prepass import WHOLE_FILE
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
-from torchlint.walk_order import visit
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
+
+ONE_MINUS_FLOAT32_MESSAGE = (
+    "1 - eps rounds to exactly 1.0 in float32 for this eps (<= 2.98e-8): the upper bound keeps nothing below 1 "
+    "and log(1 - p) is -inf there"
+)
+ONE_MINUS_FLOAT16_MESSAGE = (
+    "1 - eps rounds to exactly 1.0 in float16 for this eps (<= 2.44e-4): the upper bound keeps nothing below 1 "
+    "and log(1 - p) is -inf there"
+)
+UNDER_HALF_PRECISION_MESSAGE = (
+    "this epsilon rounds to 0 in float16 (it is <= 2.98e-8): run under half precision, the guard vanishes and "
+    "the op gives Inf/NaN at 0"
+)
 
 _LOG_FUNCTIONS = frozenset({"torch.log", "torch.log2", "torch.log10", "torch.special.log"})
 _LOG_METHODS = ("log", "log2", "log10", "log_")
@@ -113,99 +131,72 @@ class VanishingEpsilon(Rule):
     fix_applicability = Applicability.NUMERICS
     triggers = ("e-", "E-")
 
+    confidence_levels = (
+        "`high` where the precision is known to lose the guard: float16 code (GradScaler, CUDA autocast, "
+        "fp16 flags, `.half()` in scope), or float32 itself (`1 - 1e-8` is 1.0, `1e-50` is 0). Elsewhere an "
+        "eps that float16 rounds to 0 is `medium` where gradients flow (a `forward`, a loss: callers may run "
+        "it under mixed precision) and `low` otherwise."
+    )
+
     @classmethod
     def prepass(cls, scan):
-        # Every literal it reports is at most 2**-25, and one above 2.9e-39 only in float16 code, which
-        # needs a float16 word in the file (precision.uses_float16).
+        # Every literal it reports is at most 2**-12 (an upper bound ``1 - eps`` in float16), and above 2**-25
+        # only in float16 code, which needs a float16 word in the file (precision.uses_float16).  A guard may
+        # name a literal bound in another region (``self.eps`` set in ``__init__``): the whole file is read.
         smallest = min((region.smallest_float for region in scan.regions), default=float("inf"))
         if smallest < FLOAT32_RECIPROCAL_LIMIT:
             return WHOLE_FILE
-        if smallest > FLOAT16_ZERO_LIMIT or not any(marker in scan.source for marker in FLOAT16_TEXT_MARKERS):
-            return None
-        return _float16_seeds(scan)
+        if any(marker in scan.source for marker in FLOAT16_TEXT_MARKERS):
+            return _seeds(scan, FLOAT16_ONE_MINUS_LIMIT) if smallest <= FLOAT16_ONE_MINUS_LIMIT else None
+        return _seeds(scan, FLOAT16_ZERO_LIMIT) if smallest <= FLOAT16_ZERO_LIMIT else None
 
-    def __init__(self, context) -> None:
-        super().__init__(context)
-        self._guard_names: Dict[int, Set[str]] = {}
+    reads_callers = True  # where a guard's function is called says whether gradients flow (medium or low)
 
-    # -- guard sites -----------------------------------------------------------
+    # -- guard sites: where an eps is added, or bounds a clamp ---------------------
 
     def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if not (_may_vanish(node.left) or _may_vanish(node.right)):
-            return  # what is reported is a literal operand or argument of at most 2**-25
-        found = added_constant(self.context, node)
+        found = added_guard(self.context, node)
         if found is not None and not self._is_python_number(found[0]):
-            self._check(found[1], self._consumer(node))
+            self._check(node, found[0], found[1], self._consumer(node))
 
     def visit_Call(self, node: cst.Call) -> None:
-        if not any(_may_vanish(arg.value) for arg in node.args):
-            return
-        found = added_constant(self.context, node)
+        found = added_guard(self.context, node)
         if found is not None:
-            self._check(found[1], self._consumer(node))
+            self._check(node, found[0], found[1], self._consumer(node))
             return
+        upper = clamp_upper_bound(self.context, node)
+        below_one = one_minus_term(upper[1]) if upper is not None else None
+        if below_one is not None and self._check(node, upper[0], below_one, None, upper_bound=True):
+            return  # one finding per clamp: the bound float32 itself loses
         clamp = clamp_lower_bound(self.context, node)
         if clamp is not None and not self._is_python_number(clamp[0]):
-            self._check(clamp[1], self._consumer(node))
+            self._check(node, clamp[0], clamp[1], self._consumer(node))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.operator, cst.AddAssign) and number_value(node.value) is not None:
+        if isinstance(node.operator, cst.AddAssign) and is_guard_term(node.value):
             if not self._is_python_number(node.target):
-                self._check(node.value, None)
-
-    # -- eps-like names bound to a literal ---------------------------------------
-
-    def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-        params = list(node.params.params) + list(node.params.kwonly_params) + list(node.params.posonly_params)
-        class_def = self.context.enclosing(cst.ClassDef)
-        for param in params:
-            if param.default is None or not is_eps_like(param.name):
-                continue
-            name = param.name.value
-            used = name in self._guards_in(node)
-            if not used and class_def is not None:
-                class_guards = self._guards_in(class_def)
-                used = any(f"self.{attr}" in class_guards for attr in _self_attributes_bound_to(node, name))
-            if used:
-                self._check(param.default, None, named=True)
-
-    def visit_Assign(self, node: cst.Assign) -> None:
-        if len(node.targets) != 1 or number_value(node.value) is None:
-            return
-        target = node.targets[0].target
-        if (
-            isinstance(target, cst.Attribute)
-            and isinstance(target.value, cst.Name)
-            and target.value.value == "self"
-            and is_eps_like(target)
-        ):
-            class_def = self.context.enclosing(cst.ClassDef)
-            if class_def is not None and f"self.{target.attr.value}" in self._guards_in(class_def):
-                self._check(node.value, None, named=True)
-        elif isinstance(target, cst.Name) and is_eps_like(target) and self.context.enclosing(cst.FunctionDef, cst.ClassDef) is None:
-            if target.value in self._guards_in(self.context.module):
-                self._check(node.value, None, named=True)
+                self._check(node, node.target, node.value, None)
 
     # -- deciding ----------------------------------------------------------------
 
-    def _check(self, literal: cst.BaseExpression, consumer: Optional[str], named: bool = False) -> None:
-        value = number_value(literal)
+    def _check(
+        self,
+        site: cst.CSTNode,
+        operand: cst.BaseExpression,
+        term: cst.BaseExpression,
+        consumer: Optional[str],
+        upper_bound: bool = False,
+    ) -> bool:
+        """Judge the guard ``term`` (a literal or a name bound to one) kept on ``operand`` at ``site``; report
+        at ``site``.  True when it reported."""
+        literal = self._literal_of(term)
+        value = number_value(literal) if literal is not None else None
         if value is None or value <= 0:
-            return
-        if value <= FLOAT32_ZERO_LIMIT:
-            message = "this epsilon rounds to 0 even in float32 (<= 7e-46): the guard does nothing and the op gives Inf/NaN at 0"
-            limit = FLOAT32_ZERO_LIMIT
-        elif consumer == "log" and value < FLOAT32_RECIPROCAL_LIMIT:
-            message = "this epsilon is below 1/FLT_MAX (2.9e-39): the gradient of log at 0, 1/eps, overflows to inf in float32"
-            limit = FLOAT32_RECIPROCAL_LIMIT
-        elif consumer == "divisor" and value < FLOAT32_RECIPROCAL_LIMIT:
-            message = "this epsilon is below 1/FLT_MAX (2.9e-39): dividing by it at 0, the gradient 1/eps overflows to inf in float32"
-            limit = FLOAT32_RECIPROCAL_LIMIT
-        elif value <= FLOAT16_ZERO_LIMIT and self._in_float16_code(literal, named):
-            message = self.message
-            limit = FLOAT16_ZERO_LIMIT
-        else:
-            return
+            return False
+        verdict = self._verdict(site, operand, value, consumer, upper_bound)
+        if verdict is None:
+            return False
+        message, limit, confidence = verdict
         eps = self.context.settings.eps
         fix = None
         if eps > limit and eps > value:
@@ -214,20 +205,64 @@ class VanishingEpsilon(Rule):
                 f"Raise the epsilon to {format_float(eps)}",
                 (Replacement(literal, format_float(eps)),),
             )
-        self.report(literal, message, fix)
+        self.report(site, message, fix, confidence=confidence)
+        return True
 
-    def _in_float16_code(self, literal: cst.BaseExpression, named: bool) -> bool:
-        """A float16 run set up in the file, or float16 values made where this guard can see them.
+    def _verdict(self, site: cst.CSTNode, operand: cst.BaseExpression, value: float, consumer: Optional[str], upper_bound: bool):
+        """(message, the limit a replacement must exceed, confidence), or None when the guard holds."""
+        if upper_bound:
+            if value <= FLOAT32_ONE_MINUS_LIMIT:
+                return ONE_MINUS_FLOAT32_MESSAGE, FLOAT32_ONE_MINUS_LIMIT, Confidence.HIGH
+            if value <= FLOAT16_ONE_MINUS_LIMIT and self._in_float16_code(site):
+                return ONE_MINUS_FLOAT16_MESSAGE, FLOAT16_ONE_MINUS_LIMIT, Confidence.HIGH
+            return None
+        if value <= FLOAT32_ZERO_LIMIT:
+            message = "this epsilon rounds to 0 even in float32 (<= 7e-46): the guard does nothing and the op gives Inf/NaN at 0"
+            return message, FLOAT32_ZERO_LIMIT, Confidence.HIGH
+        if consumer == "log" and value < FLOAT32_RECIPROCAL_LIMIT:
+            message = "this epsilon is below 1/FLT_MAX (2.9e-39): the gradient of log at 0, 1/eps, overflows to inf in float32"
+            return message, FLOAT32_RECIPROCAL_LIMIT, Confidence.HIGH
+        if consumer == "divisor" and value < FLOAT32_RECIPROCAL_LIMIT:
+            message = "this epsilon is below 1/FLT_MAX (2.9e-39): dividing by it at 0, the gradient 1/eps overflows to inf in float32"
+            return message, FLOAT32_RECIPROCAL_LIMIT, Confidence.HIGH
+        if value > FLOAT16_ZERO_LIMIT:
+            return None
+        if self._in_float16_code(site):
+            return self.message, FLOAT16_ZERO_LIMIT, Confidence.HIGH
+        # No float16 in sight: callers may still run this under mixed precision, where the guard vanishes
+        # unless autocast computes the guarded value in float32 (a sum, a norm: then only .half() loses it).
+        maybe_float16 = not computed_in_float32_under_autocast(self.context, operand)
+        confidence = Confidence.MEDIUM if maybe_float16 and gradient_flows(self.context, self.context.ancestors) else Confidence.LOW
+        return UNDER_HALF_PRECISION_MESSAGE, FLOAT16_ZERO_LIMIT, confidence
 
-        A name bound to the literal (a default, ``self.eps``, ``EPS``) may be used anywhere in its class
-        (else function, else module); a literal guard sees conversions earlier in its own function and
-        anywhere in the other methods of its class.
-        """
+    def _literal_of(self, term: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """The numeric literal ``term`` is or holds: itself, the one assignment of a local or module name,
+        a parameter's default, or ``self.eps`` set in the class from a literal or an ``__init__`` default."""
+        if number_value(term) is not None:
+            return term
+        site = site_of(list(self.context.ancestors))
+        if isinstance(term, cst.Name):
+            reaching = bindings(site, term.value)
+            if len(reaching) == 1 and reaching[0].kind in ("assign", "module", "param") and reaching[0].value is not None:
+                value = reaching[0].value
+                return value if number_value(value) is not None else None
+            return None
+        if isinstance(term, cst.Attribute) and isinstance(term.value, cst.Name) and term.value.value == "self":
+            value = self.context.self_attribute_value(term.attr.value)
+            if value is not None and number_value(value) is not None:
+                return value
+            if isinstance(value, cst.Name):
+                return _init_default_node(self.context, value.value)
+        return None
+
+    def _in_float16_code(self, site: cst.CSTNode) -> bool:
+        """A float16 run set up in the file, or float16 values made where this guard can see them: earlier in
+        its own function, or anywhere in the other methods of its class."""
         function = self.context.enclosing(cst.FunctionDef)
         class_def = self.context.enclosing(cst.ClassDef)
-        if named or function is None:
-            return uses_float16(self.context, class_def or function)
-        if uses_float16(self.context, function, before=literal):
+        if function is None:
+            return uses_float16(self.context, class_def)
+        if uses_float16(self.context, function, before=site):
             return True
         return class_def is not None and uses_float16(self.context, class_def, skip=function)
 
@@ -278,21 +313,13 @@ class VanishingEpsilon(Rule):
             return self._is_python_number(node.left, _depth) and self._is_python_number(node.right, _depth)
         return False
 
-    def _guards_in(self, scope: cst.CSTNode) -> Set[str]:
-        key = id(scope)
-        if key not in self._guard_names:
-            collector = _GuardNameCollector(self.context)
-            visit(scope, collector)
-            self._guard_names[key] = collector.names
-        return self._guard_names[key]
 
-
-def _float16_seeds(scan) -> FrozenSet[int]:
-    """The regions that decide a float16 finding: those holding a vanishing literal; every member of
-    their classes (a class's guards and float16 values are read across its methods); the module's
+def _seeds(scan, limit: float) -> FrozenSet[int]:
+    """The regions that decide a finding: those holding a literal at most ``limit``; every member of their
+    classes (a class's guards read ``self.eps`` and its float16 values across its methods); the module's
     uses of an eps name bound at top level; and every region where a float16 run may be set up or
     float16 values made (a marker word in its lines, or an import alias of one)."""
-    literal_regions = [i for i, region in enumerate(scan.regions) if region.smallest_float <= FLOAT16_ZERO_LIMIT]
+    literal_regions = [i for i, region in enumerate(scan.regions) if region.smallest_float <= limit]
     classes = {scan.regions[i].enclosing_class for i in literal_regions} - {None}
     module_names = set()
     for i in literal_regions:
@@ -311,14 +338,6 @@ def _float16_seeds(scan) -> FrozenSet[int]:
         ):
             seeds.add(i)
     return frozenset(seeds)
-
-
-def _may_vanish(node: cst.BaseExpression) -> bool:
-    """A literal this rule may report: positive and at most 2**-25 (every limit of ``_check`` is below)."""
-    if not isinstance(node, (cst.Float, cst.UnaryOperation)):
-        return False
-    value = number_value(node)
-    return value is not None and 0 < value <= FLOAT16_ZERO_LIMIT
 
 
 _FULL_PRECISION = frozenset({"torch.float32", "torch.float", "torch.float64", "torch.double"})
@@ -340,54 +359,15 @@ def _casts_to_full_precision(context, node: cst.BaseExpression) -> bool:
     return False
 
 
-def _name_key(node: cst.BaseExpression) -> Optional[str]:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
-        return f"self.{node.attr.value}"
+def _init_default_node(context, parameter: str) -> Optional[cst.BaseExpression]:
+    """The literal default of ``parameter`` in the enclosing class's ``__init__`` (``def __init__(self, eps=1e-12)``)."""
+    class_def = context.enclosing(cst.ClassDef)
+    if class_def is None:
+        return None
+    for statement in class_def.body.body:
+        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
+            params = statement.params
+            for param in list(params.params) + list(params.kwonly_params):
+                if param.name.value == parameter and param.default is not None and number_value(param.default) is not None:
+                    return param.default
     return None
-
-
-class _GuardNameCollector(cst.CSTVisitor):
-    """Names (``eps``) and ``self.`` attributes (``self.eps``) used as a guard: added, or a clamp's lower bound."""
-
-    def __init__(self, context) -> None:
-        super().__init__()
-        self.context = context
-        self.names: Set[str] = set()
-
-    def _add(self, node: cst.BaseExpression) -> None:
-        key = _name_key(node)
-        if key is not None:
-            self.names.add(key)
-
-    def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-        if isinstance(node.operator, cst.Add):
-            self._add(node.left)
-            self._add(node.right)
-
-    def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.operator, cst.AddAssign):
-            self._add(node.value)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        clamp = clamp_lower_bound(self.context, node)
-        if clamp is not None:
-            self._add(clamp[1])
-        elif isinstance(node.func, cst.Attribute) and node.func.attr.value in ("add", "add_") and node.args:
-            self._add(node.args[0].value)
-
-
-def _self_attributes_bound_to(function: cst.FunctionDef, name: str) -> Set[str]:
-    """``attr`` for each ``self.attr = name`` in ``function``."""
-    found = set()
-    for target, value in assignments(function.body.body):
-        if (
-            isinstance(target, cst.Attribute)
-            and isinstance(target.value, cst.Name)
-            and target.value.value == "self"
-            and isinstance(value, cst.Name)
-            and value.value == name
-        ):
-            found.add(target.attr.value)
-    return found

@@ -25,14 +25,20 @@ from torchlint.analysis.owners import NAN_TESTS, filter_owner, is_nan_filter
 from torchlint.analysis.signs import is_guard_constant
 from torchlint.analysis.ops import is_value_receiver
 from torchlint.analysis.grad_need import backward_never_reaches
+from torchlint.analysis.callers import argument_for, file_calls
+from torchlint.analysis.grad_need import gradient_flows, in_no_grad_code
 from torchlint.analysis.guards import reaches_edge
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 
 # Ops whose backward reads their own output (measured in tests/test_runtime_tl107.py): writing into
 # that output in place makes backward raise "modified by an inplace operation".
 OUTPUT_SAVING_OPS = frozenset(
     {"exp", "exp2", "sigmoid", "tanh", "softmax", "log_softmax", "relu", "sqrt", "rsqrt", "norm", "vector_norm", "std", "cdist"}
+)
+MASKED_FILTER_MESSAGE = (
+    "x[x <= c] = c clamps after the op: the forward value is fixed, but the gradient at the clamped entries is "
+    "0 * the op's inf = NaN; clamp the op's input instead"
 )
 MASKED_CLAMP_MESSAGE = (
     "x[x <= c] = c writes into x in place: x comes from an op whose backward reads its output, so backward fails "
@@ -63,7 +69,12 @@ class AfterTheFactNanFilter(Rule):
     `x[x < c] = c` with a positive guard `c`, when `x` was just computed by
     an op whose backward reads its own output (`exp`, `exp2`, `sigmoid`,
     `tanh`, `softmax`, `log_softmax`, `relu`, `sqrt`, `rsqrt`, `norm`,
-    `linalg.vector_norm`, `std`, `cdist`: measured in the runtime test).
+    `linalg.vector_norm`, `std`, `cdist`: measured in the runtime test) or by
+    a domain-edge op (`sqrt`, `log`, a fractional power, a division by a
+    reduction), or when `x` is a parameter of a helper the file calls with
+    such a value (`zero_filtering(torch.pow(mean, 1. / p))`); a helper whose
+    callers the file does not show is reported with `medium` confidence
+    where gradients flow.
 
     ## Why is this bad?
     The filter cleans the forward value only. Autograd still differentiates
@@ -117,8 +128,10 @@ class AfterTheFactNanFilter(Rule):
     and helpers that every call in the same file runs under
     `torch.no_grad()`, on values autograd never differentiates (counts of
     comparisons, constants); and not when the input is already guarded.
-    Masked clamps of values from other ops (a sum, `abs`, `pow`, a matmul) are
-    not reported: their backward does not read the clamped tensor.
+    Masked clamps of values from other ops (a sum, `abs`, an integer power, a
+    matmul) are not reported: their backward does not read the clamped
+    tensor, and the clamp guards what comes next. The fix of a clamped
+    parameter is unsafe: the caller's tensor is no longer changed in place.
     """
 
     code = "TL107"
@@ -172,18 +185,51 @@ class AfterTheFactNanFilter(Rule):
         bound = _lower_bound_test(index.value, name)
         if bound is None or not structurally_equal(bound, node.value) or not is_guard_constant(node.value):
             return
-        ancestors = list(self.context.ancestors)
-        reaching = bindings(site_of(ancestors + [node]), name)
-        if not reaching or reaching[0].kind != "assign" or not self._saves_output(reaching[0].value):
+        if gradient_unlikely(self.context) or in_no_grad_code(self.context, self.context.ancestors):
             return
-        if gradient_unlikely(self.context):
+        site = site_of(list(self.context.ancestors) + [node])
+        reaching = bindings(site, name)
+        if not reaching:
             return
+        judged = self._clamped_value(reaching[0], site)
+        if judged is None:
+            return
+        message, confidence = judged
         replacement = node.with_changes(
             targets=[cst.AssignTarget(target=cst.Name(name))],
             value=clamped(cst.Name(name), node.value),
         )
-        fix = FixSpec(Applicability.NUMERICS, f"Replace with `{name} = {name}.clamp_min(...)`", (Replacement(node, replacement),))
-        self.report(node, MASKED_CLAMP_MESSAGE, fix)
+        # A parameter clamped in place is the caller's tensor too: the rewrite stops changing it.
+        applicability = Applicability.UNSAFE if reaching[0].kind == "param" else Applicability.NUMERICS
+        fix = FixSpec(applicability, f"Replace with `{name} = {name}.clamp_min(...)`", (Replacement(node, replacement),))
+        self.report(node, message, fix, confidence=confidence)
+
+    def _clamped_value(self, binding, site):
+        """(message, confidence) for the value ``x`` holds when ``x[x <= c] = c`` clamps it, or None.
+
+        The result of an op whose backward reads its output (backward fails) or of a domain-edge op (its
+        NaN gradient stays) is certain; a parameter is judged by what the file's calls pass it, and is
+        ``medium`` where gradients flow when no call passes such a value."""
+        if binding.kind == "assign":
+            if self._saves_output(binding.value):
+                return MASKED_CLAMP_MESSAGE, Confidence.HIGH
+            if self._is_domain_op(binding.value, binding.site):
+                return MASKED_FILTER_MESSAGE, Confidence.HIGH
+            return None
+        if binding.kind != "param" or site.function is None:
+            return None
+        calls = file_calls(self.context, site.function)
+        for call_site in calls or ():
+            value = argument_for(site.function, binding.node.name.value, call_site)
+            at = site_of(list(call_site.ancestors) + [call_site.call])
+            if value is not None and (self._saves_output(value) or self._is_domain_op(value, at)):
+                return MASKED_FILTER_MESSAGE, Confidence.HIGH
+        if gradient_flows(self.context, self.context.ancestors):
+            return MASKED_FILTER_MESSAGE, Confidence.MEDIUM
+        return None
+
+    def _is_domain_op(self, value: Optional[cst.BaseExpression], site) -> bool:
+        return value is not None and match_domain_op(self.context, value, site) is not None
 
     def _saves_output(self, value: Optional[cst.BaseExpression]) -> bool:
         if not isinstance(value, cst.Call):

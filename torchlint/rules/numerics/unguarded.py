@@ -8,8 +8,8 @@ import libcst as cst
 from torchlint.analysis.dataflow import site_of
 from torchlint.analysis.domain import DomainOp, match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.grad_need import differentiated_regions
-from torchlint.analysis.guards import needs_guard
+from torchlint.analysis.grad_need import gradient_regions
+from torchlint.analysis.guards import assess
 from torchlint.rule import FixSpec, Rule
 
 
@@ -33,7 +33,7 @@ class UnguardedOpRule(Rule):
     @classmethod
     def prepass(cls, scan):
         regions = scan.regions_calling(cls.callee_names) | scan.regions_with_operator(*cls.operators)
-        return differentiated_regions(scan, regions) or None
+        return gradient_regions(scan, regions) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         self._check(node)
@@ -47,9 +47,11 @@ class UnguardedOpRule(Rule):
     def _check(self, node: cst.CSTNode) -> None:
         site = site_of(self.context.ancestors) if self.needs_site else None
         op = match_domain_op(self.context, node, site)
-        if op is None or op.kind not in self.op_kinds or not needs_guard(self.context, op):
+        if op is None or op.kind not in self.op_kinds:
             return
-        self.report(node, fix=self.fix(node, op))
+        confidence = assess(self.context, op)
+        if confidence is not None:
+            self.report(node, fix=self.fix(node, op), confidence=confidence)
 
     def fix(self, node: cst.CSTNode, op: DomainOp) -> Optional[FixSpec]:
         if isinstance(node, cst.AugAssign):
