@@ -71,7 +71,8 @@ _ROOT_EDGES: FrozenSet[str] = frozenset({
 # rsqrt it is inf already; a softmax output under a log is the TL2xx rules' case, 0 only on underflow.
 HIGH_EDGES: Dict[str, FrozenSet[str]] = {
     SQRT: _ROOT_EDGES,
-    POW: _ROOT_EDGES,
+    # ``probs ** gamma`` of focal losses: a sigmoid output is exactly 0 or 1 for logits past +-17 in float16.
+    POW: _ROOT_EDGES | {signs.EDGE_PROBABILITY},
     RSQRT: _ROOT_EDGES | {signs.EDGE_RELU, signs.EDGE_PROBABILITY},
     LOG: (_ROOT_EDGES - {signs.EDGE_DIFFERENCE}) | {signs.EDGE_RELU, signs.EDGE_PROBABILITY},
     DIV: frozenset({
