@@ -187,6 +187,8 @@ async def test_a_change_that_removes_the_findings_clears_the_diagnostics(tmp_pat
         # Unsaved text is what is checked: the file on disk still has both findings.
         change_document(client, uri, BAD + "t = torch.load(q)\n", version=3)
         assert len(await diagnostics_of(client, uri, count=3)) == 3
+        client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
+        assert await diagnostics_of(client, uri, count=0) == []  # a closed file keeps no diagnostics
 
 
 @pytest.mark.asyncio
