@@ -264,6 +264,27 @@ async def test_a_pulling_client_gets_reports_and_no_pushed_copies(tmp_path):
 
 
 @pytest.mark.asyncio
+async def test_a_pulling_client_is_asked_to_pull_again_when_the_settings_change(tmp_path):
+    path = _project(tmp_path, BAD, table='ignore = ["TL401"]\n')
+    capabilities = client_capabilities("neovim@v0.11.0")
+    capabilities.workspace.diagnostics = types.DiagnosticWorkspaceClientCapabilities(refresh_support=True)
+    capabilities.workspace.did_change_watched_files.dynamic_registration = True
+    async with session(tmp_path, capabilities) as (client, _):
+        uri = open_document(client, path)
+        params = types.DocumentDiagnosticParams(types.TextDocumentIdentifier(uri))
+        first = await client.text_document_diagnostic_async(params)
+        assert [d.code for d in first.items] == ["TL201"]
+        (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n", encoding="utf-8")
+        client.workspace_did_change_watched_files(
+            types.DidChangeWatchedFilesParams([types.FileEvent((tmp_path / "pyproject.toml").as_uri(), types.FileChangeType.Changed)])
+        )
+        await until(lambda: client.diagnostic_refresh_count, what="workspace/diagnostic/refresh")
+        params.previous_result_id = first.result_id
+        again = await client.text_document_diagnostic_async(params)
+        assert again.kind == "full" and {d.code for d in again.items} == {"TL201", "TL401"}
+
+
+@pytest.mark.asyncio
 async def test_hover_on_a_noqa_code_or_a_diagnostic_shows_the_rule(tmp_path):
     text = BAD.replace("s = torch.load(p)", "s = torch.load(p)  # noqa: TL401")
     path = _project(tmp_path, text)

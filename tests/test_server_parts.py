@@ -182,3 +182,17 @@ def test_saving_a_module_drops_the_index_that_holds_it(tmp_path):
     assert projects.file_changed(str(tmp_path / "data" / "text.py")) == "text"
     assert projects.index_for(settings) is not index
 
+
+
+def test_an_engine_error_on_a_document_becomes_a_logged_problem(tmp_path, monkeypatch):
+    from torchlint.server import linting
+
+    def broken(*args, **kwargs):
+        raise RecursionError("maximum recursion depth exceeded")
+
+    monkeypatch.setattr(engine, "lint_text", broken)
+    path = tmp_path / "m.py"
+    outcome = linting.lint(TextView(path.as_uri(), str(path), "import torch\n"), Projects())
+    assert outcome.findings == [] and outcome.syntax_errors == []
+    (problem,) = outcome.internal_errors
+    assert problem.message == "internal error: RecursionError: maximum recursion depth exceeded" and problem.path == str(path)
