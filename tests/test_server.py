@@ -1,6 +1,7 @@
 """``torchlint server`` end to end: a real LSP client (pytest-lsp) drives the server over stdio."""
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -189,6 +190,35 @@ async def test_a_change_that_removes_the_findings_clears_the_diagnostics(tmp_pat
         assert len(await diagnostics_of(client, uri, count=3)) == 3
         client.text_document_did_close(types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri)))
         assert await diagnostics_of(client, uri, count=0) == []  # a closed file keeps no diagnostics
+
+
+@pytest.mark.asyncio
+async def test_a_burst_of_changes_is_linted_once_and_never_reported_out_of_date(tmp_path):
+    from pygls.lsp.client import LanguageClient
+
+    path = _project(tmp_path, BAD)
+    client = LanguageClient("burst", "1")
+    published = []
+
+    @client.feature(types.TEXT_DOCUMENT_PUBLISH_DIAGNOSTICS)
+    def on_diagnostics(params: types.PublishDiagnosticsParams) -> None:
+        published.append((params.version, len(params.diagnostics)))
+
+    await client.start_io(*SERVER)
+    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=tmp_path.as_uri()))
+    client.initialized(types.InitializedParams())
+    uri = open_document(client, path)
+    await until(lambda: published, what="the first diagnostics")
+    for version in range(2, 12):  # typing: ten changes within a few milliseconds, the last adds a finding
+        change_document(client, uri, BAD + ("t = torch.load(q)\n" if version == 11 else "#" * version + "\n"), version)
+    await until(lambda: published[-1] == (11, 3), what="the last version's diagnostics")
+    await asyncio.sleep(0.5)  # nothing older may arrive after it
+    await client.shutdown_async(None)
+    client.exit(None)
+    await client.stop()
+    assert published[0] == (1, 2) and published[-1] == (11, 3)
+    assert [version for version, _ in published] == sorted(version for version, _ in published)
+    assert len(published) < 11  # the burst was not linted change by change
 
 
 @pytest.mark.asyncio
