@@ -405,4 +405,3 @@ def test_the_server_without_its_extra_says_what_to_install(tmp_path):
     (tmp_path / "pygls.py").write_text("raise ImportError('absent', name='pygls')\n", encoding="utf-8")
     proc = subprocess.run(SERVER, capture_output=True, text=True, cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)}, stdin=subprocess.DEVNULL)
     assert proc.returncode == 2 and 'pip install "torchlint[server]"' in proc.stderr
-

@@ -183,7 +183,6 @@ def test_saving_a_module_drops_the_index_that_holds_it(tmp_path):
     assert projects.index_for(settings) is not index
 
 
-
 def test_an_engine_error_on_a_document_becomes_a_logged_problem(tmp_path, monkeypatch):
     from torchlint.server import linting
 
