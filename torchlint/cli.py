@@ -77,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     rule.add_argument("rule", metavar="CODE_OR_NAME")
 
     sub.add_parser("rules", help="list every rule with its fix class")
+
+    sub.add_parser(
+        "server", help='run the language server for editors over standard input and output (needs "torchlint[server]")'
+    )
     return parser
 
 
@@ -95,6 +99,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return _show_rule(args.rule)
     if args.command == "rules":
         return _list_rules()
+    if args.command == "server":
+        from torchlint.server import main as serve  # pygls only for the server
+
+        return serve()
     previous = _terminate_like_interrupt()
     try:
         return _check(args)

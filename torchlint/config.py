@@ -257,7 +257,7 @@ def locate(paths: Sequence[str], config_file: Optional[str] = None) -> Optional[
     if config_file is None:
         # A path that does not exist (a --stdin-filename, a typo reported later) still
         # says where to look: its nearest existing folder.
-        existing = [_nearest_existing(p) for p in paths if p != "-"]
+        existing = [nearest_existing(p) for p in paths if p != "-"]
         start = os.path.commonpath(existing) if existing else os.getcwd()
         config_file = find_config(start)
     return config_file
@@ -267,7 +267,8 @@ def discover_and_resolve(paths: Sequence[str], overrides: Overrides, config_file
     return resolve(locate(paths, config_file), overrides)
 
 
-def _nearest_existing(path: str) -> str:
+def nearest_existing(path: str) -> str:
+    """``path``, or the nearest folder above it that exists (a file not yet saved, a typo)."""
     path = os.path.abspath(path)
     while not os.path.exists(path):
         parent = os.path.dirname(path)

@@ -33,6 +33,27 @@ def confidence_summary(rule: Type[Rule]) -> str:
     return f"## Confidence\n{own}\n\n{CONFIDENCE_LEVELS_TEXT}"
 
 
+def section(rule: Type[Rule], heading: str) -> str:
+    """The text under ``## heading`` of the rule's documentation ("" when it has none)."""
+    marker = f"## {heading}\n"
+    doc = rule.documentation()
+    start = doc.find(marker)
+    if start == -1:
+        return ""
+    body = doc[start + len(marker) :]
+    end = body.find("\n## ")
+    return (body if end == -1 else body[:end]).strip()
+
+
+def summary(rule: Type[Rule]) -> str:
+    """A few lines of markdown for an editor's hover: what breaks, what the rule flags, its fix class and page."""
+    fix = rule.fix_applicability.value if rule.fix_applicability else "none"
+    return (
+        f"**{rule.code}** `{rule.name}` (fix: {fix})\n\n{rule.message}\n\n{section(rule, 'What it does')}\n\n"
+        f"[Documentation]({help_uri(rule)}) · `torchlint rule {rule.code}`"
+    )
+
+
 def page(rule: Type[Rule]) -> str:
     return f"# {rule.name} ({rule.code})\n\n{fix_summary(rule)}\n\n{rule.documentation()}\n\n{confidence_summary(rule)}\n"
 

@@ -625,6 +625,12 @@ def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     return "".join(pieces)
 
 
+def apply_fix(source: str, path: str, fix: Fix) -> Optional[str]:
+    """``source`` with this one fix applied, or None when the result does not parse (it is never offered)."""
+    fixed = apply_edits(source, fix.edits)
+    return fixed if parse(fixed, path)[0] is not None else None
+
+
 def _choose_fixes(findings: Sequence[Finding], unsafe: bool, rejected: Set[Tuple]) -> List[Finding]:
     """A set of applicable fixes whose edits do not overlap, earliest first."""
     chosen: List[Finding] = []
@@ -661,8 +667,7 @@ def fix_text(source: str, path: str, settings: Settings, unsafe: Optional[bool] 
             # Find the culprits one by one; keep the fixes that are fine alone.
             good = []
             for finding in chosen:
-                alone = apply_edits(current, finding.fix.edits)
-                if parse(alone, path)[0] is None:
+                if apply_fix(current, path, finding.fix) is None:
                     rejected.add(_fix_key(finding))
                     extra.append(
                         Diagnostic(
