@@ -539,6 +539,33 @@ def test_a_method_only_called_under_no_grad_is_not_differentiated():
     )
 
 
+def test_a_difference_with_a_number_is_no_cancellation():
+    check(
+        """
+        import torch
+        def step(h, sigma, other, noise):
+            a = torch.sqrt(torch.exp(2 * h) - 1.0) * noise  # low
+            b = torch.sqrt(1.0 - torch.exp(-2 * h)) * noise  # low
+            c = torch.sqrt(sigma ** 2 - other ** 2) * noise  # high
+            return a + b + c
+        """
+    )
+
+
+def test_a_public_helper_the_file_calls_only_from_init_is_not_differentiated():
+    check(
+        """
+        import torch
+        def rescale(betas):
+            alphas = torch.cumprod(1.0 - betas, dim=0)
+            return alphas.sqrt() / alphas.sum()  # guarded
+        class Scheduler:
+            def __init__(self, betas):
+                self.betas = rescale(betas)
+        """
+    )
+
+
 def test_a_file_name_never_silences_a_finding():
     snippet = """
         import torch
@@ -791,7 +818,7 @@ def test_norms_of_random_draws_tests_and_data_transforms():
             return samples.log().mean()  # low
         class AmplitudeRescaleTransform:
             def __call__(self, freq):
-                return torch.sqrt(freq.real ** 2 + freq.imag ** 2)  # high
+                return torch.sqrt(freq.real ** 2 + freq.imag ** 2)  # medium
         class SpectralTransform(torch.nn.Module):
             def forward(self, freq):
                 return torch.sqrt(freq.real ** 2 + freq.imag ** 2)  # unguarded

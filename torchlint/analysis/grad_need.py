@@ -228,8 +228,9 @@ def backward_never_reaches(context: "FileContext", op: DomainOp, ancestors: Sequ
 _INITIALISATION = re.compile(r"(^|_)(init|initialize|initialise|reset_parameters)(_|$)|^__init__$", re.IGNORECASE)
 
 
-# Named for a loss, but not a test of one (``test_focal_loss``, ``TestDiceLoss``).
-_DIFFERENTIATED_FUNCTION = re.compile(r"^(forward|__call__|training_step|compute_loss)$|^(?!test).*loss", re.IGNORECASE)
+# Names that say gradients flow: a module's forward, a training step, a loss.  ``__call__`` says nothing
+# (a data transform's is one), nor does a test of a loss (``test_focal_loss``, ``TestDiceLoss``).
+_GRADIENT_NAME = re.compile(r"^(forward|training_step|compute_loss)$|^(?!test).*loss", re.IGNORECASE)
 
 
 def gradient_never_computed(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -266,7 +267,7 @@ def gradient_flows(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> 
 
 def _named_differentiated(ancestors: Sequence[cst.CSTNode]) -> bool:
     return any(
-        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value)
+        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _GRADIENT_NAME.search(node.name.value)
         for node in ancestors
     )
 
@@ -358,7 +359,7 @@ def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode], _c
     # A file that defines an optimizer: its update maths, not the loss functions it may define too
     # (accelerate's megatron_lm.py wraps an optimizer and computes masked losses).
     if defines_optimizer(context) and not any(
-        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _DIFFERENTIATED_FUNCTION.search(node.name.value)
+        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _GRADIENT_NAME.search(node.name.value)
         for node in ancestors
     ):
         return True

@@ -619,8 +619,8 @@ def _subtract(step: _Step, node: cst.BinaryOperation) -> Value:
         return _nonnegative(EDGE_COMPLEMENT, unit=True)  # 1 - p: 0 once p saturates at 1
     if _is_range(context, node, site):
         return _nonnegative(EDGE_RANGE)
-    if constant_value(node.left) is not None or value_kind(context, node.left, site) == "number":
-        return UNKNOWN  # 1 - f(x): 0 only where f(x) meets that number, which nothing here says it does
+    if any(constant_value(side) is not None or value_kind(context, side, site) == "number" for side in (node.left, node.right)):
+        return UNKNOWN  # 1 - f(x), exp(2h) - 1: 0 only where f(x) meets that number, which nothing here says it does
     return Value(Sign.UNKNOWN, EDGE_DIFFERENCE)  # a - b, E[x^2] - E[x]^2: the terms cancel, rounding goes below 0
 
 
