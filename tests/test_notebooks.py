@@ -52,8 +52,9 @@ def test_read_takes_list_and_string_sources_and_the_kernel_language():
     nb = notebook.read(text)
     assert [(c.kind, c.source) for c in nb.cells] == [("markdown", "# Titre\nété"), ("code", "import torch\nx = 1")]
     assert nb.language == "python" and nb.is_python
-    assert nb.cells[0].pieces is not None and nb.cells[1].pieces is None
-    start, end = nb.cells[1].span
+    assert nb.cells[0].listed and not nb.cells[1].listed
+    assert [value for _, _, value in nb.pieces(0)] == ["# Titre\n", "été"] and nb.pieces(1) == ()
+    start, end = nb.span(1)
     assert json.loads(text[start:end]) == "import torch\nx = 1"
 
 
@@ -139,6 +140,16 @@ path = "C:\\\\temp" \\
 '''
     masked, lines = notebook._mask_escapes(code)
     assert lines == [] and masked == code
+
+
+def test_automagics_are_masked_in_cells_that_do_not_parse_otherwise():
+    # IPython runs ``pip install torch`` as %pip; a cell that parses keeps such names as Python.
+    nb = cells(("code", "pip install -q torch\n" + IMPORTS), ("code", "ls = [1]\nls -la\n" + TL201), ("code", "retrun x"))
+    result = notebook.check(nb, "n.ipynb", SETTINGS)
+    assert found(result) == [(2, 3, 5, "TL201")]
+    assert [(d.cell.index, d.message) for d in result.diagnostics] == [(3, "syntax error: invalid syntax")]
+    (change,) = notebook.fix(nb, "n.ipynb", SETTINGS).cells
+    assert change.index == 2 and change.after == "ls = [1]\nls -la\n" + FIXED_TL201
 
 
 def test_a_python_cell_magic_is_masked_and_its_body_checked():

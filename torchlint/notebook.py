@@ -3,7 +3,9 @@
 A notebook (nbformat 4 JSON) becomes one module text: its Python code cells in order, each ending
 with a line break, and IPython's escapes masked by text of the same length (a line magic
 ``%time f(x)`` becomes the statement ``0#ime f(x)``, a ``%%time`` first line the comment
-``#%time``), so every unmasked line keeps its text and every column its place.  The engine, the
+``#%time``; shell ``!cmd``, help ``x?`` and, in a cell that does not parse otherwise, automagics
+such as ``pip install torch`` likewise), so every unmasked line keeps its text and every column
+its place.  The engine, the
 rules, ``# noqa``, the configuration and the project index then work on it unchanged: an import
 in cell 1 resolves an alias in cell 5, a dataset class in cell 2 is seen by a DataLoader in cell 7.
 A map from module lines back to cells turns each finding into ``cell N:line:column``.
@@ -51,10 +53,22 @@ NOTEBOOK_SUFFIX = ".ipynb"
 # Cell magics whose body is Python that the kernel runs (the first line is masked, the body checked).
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "python", "python3", "pypy"})
 
-# A line that may be an IPython escape: it starts with %, !, ?, or an auto-call's / , ; (none can start a
-# Python statement), or it ends with ? (help: ``x?``).  Only lines at the start of a logical line are masked.
-_MAYBE_ESCAPE = re.compile(r"^[ \t]*[%!?/,;]|\?[ \t]*$", re.MULTILINE)
-_HELP_SUFFIX = re.compile(r"^[ \t]*%{0,2}[\w.*]+\?{1,2}[ \t]*$")
+# Line magics IPython runs without their % (automagic), as ``pip install torch``: a name then a word is
+# never Python, so such a line of a cell that does not parse is masked when its name is one of these.
+AUTOMAGICS = (
+    "pip", "conda", "mamba", "cd", "ls", "pwd", "env", "set_env", "load_ext", "reload_ext", "matplotlib",
+    "time", "timeit", "run", "who", "whos", "reset", "history", "pdb", "debug", "alias", "autoreload", "aimport",
+)
+_AUTOMAGIC = r"(?:%s)[ \t]+(?!(?:if|else|in|is|and|or|not|for|as|async|await|lambda)\b)[A-Za-z_]" % "|".join(AUTOMAGICS)
+# Lines that may be IPython escapes: they start with %, !, ?, or an auto-call's / , ; (none can start a
+# Python statement), or end with ? (help: ``x?``).  Only those that start a logical line (outside
+# brackets, strings and continuations) are masked.  (Searched with a literal first: a fast scan.)
+_ESCAPE_FIRST = re.compile(r"[ \t]*[%!?/,;]")
+_ESCAPE_START = re.compile(r"\n[ \t]*[%!?/,;]")
+_HELP_END = re.compile(r"\?[ \t]*(?:\r?\n|\r|$)")
+_AUTOMAGIC_START = re.compile(r"^[ \t]*" + _AUTOMAGIC, re.MULTILINE)
+_HELP_SUFFIX = re.compile(r"[ \t]*%{0,2}[\w.*]+\?{1,2}[ \t]*$")  # used with match(): a whole line
+_AUTOMAGIC_LINE = re.compile(r"^[ \t]*" + _AUTOMAGIC)
 # ``files = !ls``, ``t = %timeit -o f()``: the escape after an assignment.
 _ASSIGNED_ESCAPE = re.compile(r"^[ \t]*[\w.]+(?:[ \t]*,[ \t]*[\w.]+)*[ \t]*=[ \t]*(?=[%!])")
 _CELL_MAGIC = re.compile(r"^%%([\w.]+)")
@@ -82,15 +96,13 @@ class Cell:
     """One cell: its type (``code``, ``markdown``, ``raw``) and source text.
 
     ``language``: the cell's own language where its metadata names one (VS Code's ``languageId``);
-    ``span`` and ``pieces``: where its ``source`` value stands in the file's text, and, for a list,
-    each string of it with its decoded value (None for cells that were not read from a file).
+    ``listed``: the file stores the source as a list of strings (Jupyter's way), not one string.
     """
 
     kind: str
     source: str
     language: Optional[str] = None
-    span: Optional[Tuple[int, int]] = None
-    pieces: Optional[Tuple[Tuple[int, int, str], ...]] = None
+    listed: bool = False
 
 
 @dataclass
@@ -100,22 +112,44 @@ class Notebook:
     cells: List[Cell]
     text: Optional[str] = None
     language: Optional[str] = None  # the kernel's language, when the metadata says it
+    # Where things stand in ``text``: found when first asked (a check needs them only where it reports).
+    _spans: Optional[List[Optional[Tuple[int, int]]]] = field(default=None, init=False, repr=False)
+    _pieces: Dict[int, Tuple[Tuple[int, int, str], ...]] = field(default_factory=dict, init=False, repr=False)
     _file_lines: Optional[List[int]] = field(default=None, init=False, repr=False)
 
     @property
     def is_python(self) -> bool:
         return self.language is None or self.language.lower() == "python"
 
+    def span(self, cell: int) -> Optional[Tuple[int, int]]:
+        """Where cell ``cell``'s ``source`` value stands in the file's text (None without a text)."""
+        if self.text is None:
+            return None
+        if self._spans is None:
+            self._spans = _source_spans(self.text)
+        return self._spans[cell]
+
+    def pieces(self, cell: int) -> Tuple[Tuple[int, int, str], ...]:
+        """(start, end, value) of each string of a listed source in the file's text; () otherwise."""
+        span = self.span(cell)
+        if not self.cells[cell].listed or span is None:
+            return ()
+        if cell not in self._pieces:
+            reader = _Reader(self.text)
+            self._pieces[cell] = tuple(reader.array(span[0], lambda at, _: _read_string(reader, at)))
+        return self._pieces[cell]
+
     def file_line(self, cell: int, line: int) -> int:
         """The line of the file that holds line ``line`` (1-based) of cell ``cell`` (0-based); 1 when unknown."""
-        stored = self.cells[cell]
-        if self.text is None or stored.span is None:
+        span = self.span(cell)
+        if span is None:
             return 1
-        offset = stored.span[0]
-        if stored.pieces:
+        offset = span[0]
+        pieces = self.pieces(cell)
+        if pieces:
             first = 1  # the cell line the current piece starts on
-            offset = stored.pieces[-1][0]
-            for start, _, value in stored.pieces:
+            offset = pieces[-1][0]
+            for start, _, value in pieces:
                 breaks = value.count("\n")
                 if line <= first + breaks - value.endswith("\n"):
                     offset = start
@@ -130,16 +164,15 @@ class Notebook:
         assert self.text is not None
         text = self.text
         ascii_only = _escapes_non_ascii(text)
-        pieces = []
+        parts = []
         position = 0
-        for index in sorted(sources, key=lambda i: self.cells[i].span[0]):
-            cell = self.cells[index]
-            start, end = cell.span
-            pieces.append(text[position:start])
-            pieces.append(_source_json(text, cell, sources[index], ascii_only))
+        for index in sorted(sources, key=lambda i: self.span(i)[0]):
+            start, end = self.span(index)
+            parts.append(text[position:start])
+            parts.append(_source_json(text, (start, end), self.cells[index].listed, self.pieces(index), sources[index], ascii_only))
             position = end
-        pieces.append(text[position:])
-        return "".join(pieces)
+        parts.append(text[position:])
+        return "".join(parts)
 
 
 def _escapes_non_ascii(text: str) -> bool:
@@ -149,133 +182,45 @@ def _escapes_non_ascii(text: str) -> bool:
     return any(int(code, 16) >= 0x80 for code in re.findall(r"(?<!\\)\\u([0-9a-fA-F]{4})", text))
 
 
-def _source_json(text: str, cell: Cell, source: str, ascii_only: bool) -> str:
-    """``source`` as JSON in the layout ``cell``'s source had in ``text``."""
-    if cell.pieces is None:
+def _source_json(text: str, span: Tuple[int, int], listed: bool, pieces: Sequence[Tuple[int, int, str]], source: str, ascii_only: bool) -> str:
+    """``source`` as JSON in the layout the source value at ``span`` of ``text`` had (``pieces``: its strings)."""
+    if not listed:
         return json.dumps(source, ensure_ascii=ascii_only)
     known = {}
-    for start, end, value in cell.pieces:
+    for start, end, value in pieces:
         known.setdefault(value, text[start:end])  # an unchanged line keeps its bytes
     lines = split_lines(source)
-    if not cell.pieces or not lines:  # an empty cell is never checked, so never fixed: no layout to follow
+    if not pieces or not lines:  # an empty cell is never checked, so never fixed: no layout to follow
         return json.dumps(lines, ensure_ascii=ascii_only)
     items = [known.get(line) or json.dumps(line, ensure_ascii=ascii_only) for line in lines]
-    span_start, span_end = cell.span
-    first, last = cell.pieces[0], cell.pieces[-1]
-    opening, closing = text[span_start + 1 : first[0]], text[last[1] : span_end - 1]
-    separator = text[first[1] : cell.pieces[1][0]] if len(cell.pieces) > 1 else "," + opening
+    first, last = pieces[0], pieces[-1]
+    opening, closing = text[span[0] + 1 : first[0]], text[last[1] : span[1] - 1]
+    separator = text[first[1] : pieces[1][0]] if len(pieces) > 1 else "," + opening
     return "[" + opening + separator.join(items) + closing + "]"
 
 
 # -- reading the JSON ------------------------------------------------------------------
 
-_DECODER = json.JSONDecoder()
-_SPACE = re.compile(r"[ \t\n\r]*")
-
-
-class _Malformed(Exception):
-    pass
-
-
-class _Reader:
-    """Walks the JSON text, decoding each value with the standard library's C decoder and noting where
-    the cells' ``source`` values stand; anything unexpected is left for ``json.loads`` to name."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-
-    def space(self, position: int) -> int:
-        return _SPACE.match(self.text, position).end()
-
-    def char(self, position: int) -> str:
-        return self.text[position : position + 1]
-
-    def value(self, position: int) -> Tuple[object, int]:
-        try:
-            return _DECODER.raw_decode(self.text, position)
-        except (ValueError, RecursionError):
-            raise _Malformed from None
-
-    def members(self, position: int):
-        """(key, position of its value) of the object at ``position``; the caller moves ``self.end`` past each value."""
-        position = self.space(position)
-        if self.char(position) != "{":
-            raise _Malformed
-        position = self.space(position + 1)
-        if self.char(position) == "}":
-            self.end = position + 1
-            return
-        while True:
-            if self.char(position) != '"':
-                raise _Malformed
-            try:
-                key, position = scanstring(self.text, position + 1)
-            except ValueError:
-                raise _Malformed from None
-            position = self.space(position)
-            if self.char(position) != ":":
-                raise _Malformed
-            self.end = None
-            yield key, self.space(position + 1)
-            if self.end is None:
-                raise _Malformed
-            position = self.space(self.end)
-            if self.char(position) == "}":
-                self.end = position + 1
-                return
-            if self.char(position) != ",":
-                raise _Malformed
-            position = self.space(position + 1)
-
-    def array(self, position: int, item) -> List[object]:
-        """The items of the array at ``position``, each read by ``item(position, index) -> (value, end)``."""
-        if self.char(position) != "[":
-            raise _Malformed
-        items = []
-        position = self.space(position + 1)
-        if self.char(position) == "]":
-            self.end = position + 1
-            return items
-        while True:
-            value, position = item(position, len(items))
-            items.append(value)
-            position = self.space(position)
-            if self.char(position) == "]":
-                self.end = position + 1
-                return items
-            if self.char(position) != ",":
-                raise _Malformed
-            position = self.space(position + 1)
-
 
 def read(text: str) -> Notebook:
     """The notebook that ``text`` (a .ipynb file's content) holds; NotebookError when it is not one."""
-    reader = _Reader(text)
-    document: Dict[str, object] = {}
-    cells: List[Cell] = []
     try:
-        for key, position in reader.members(0):
-            if key == "cells" and reader.char(position) == "[":
-                cells = reader.array(position, lambda at, index: _read_cell(reader, at, index))
-                document[key] = cells
-                continue
-            document[key], reader.end = reader.value(position)
-        if reader.space(reader.end) != len(text):
-            raise _Malformed
-    except (_Malformed, NotebookError) as problem:
-        # What is wrong with the JSON comes first (a cell that is not an object may be a typo in it).
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise NotebookError(f"not valid JSON: {exc.msg}", exc.lineno, exc.colno) from None
-        except RecursionError:
-            raise NotebookError("not valid JSON: nested too deeply") from None
-        if isinstance(problem, NotebookError):
-            raise
-        if not isinstance(parsed, dict):
-            raise NotebookError(f"not a Jupyter notebook: the file holds a JSON {type(parsed).__name__}, not an object") from None
-        raise NotebookError("not a Jupyter notebook: its layout could not be read") from None
-    _check_format(document)
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise NotebookError(f"not valid JSON: {exc.msg}", exc.lineno, exc.colno) from None
+    except RecursionError:
+        raise NotebookError("not valid JSON: nested too deeply") from None
+    if not isinstance(document, dict):
+        raise NotebookError(f"not a Jupyter notebook: the file holds a JSON {type(document).__name__}, not an object")
+    version = document.get("nbformat")
+    if "cells" not in document and version is None:
+        raise NotebookError("not a Jupyter notebook: no 'nbformat' or 'cells' key")
+    if version != 4 or isinstance(version, bool):
+        hint = " (convert it with `jupyter nbconvert --to notebook --nbformat 4`)" if isinstance(version, int) and version < 4 else ""
+        raise NotebookError(f"nbformat {version!r} is not supported, only nbformat 4{hint}")
+    if not isinstance(document.get("cells"), list):
+        raise NotebookError("not an nbformat 4 notebook: 'cells' is not a list")
+    cells = [_cell(cell, index) for index, cell in enumerate(document["cells"])]
     metadata = document.get("metadata")
     language = None
     if isinstance(metadata, dict):
@@ -287,62 +232,122 @@ def read(text: str) -> Notebook:
     return Notebook(cells, text, language)
 
 
-def _check_format(document: Dict[str, object]) -> None:
-    version = document.get("nbformat")
-    if "cells" not in document and version is None:
-        raise NotebookError("not a Jupyter notebook: no 'nbformat' or 'cells' key")
-    if version != 4 or isinstance(version, bool):
-        hint = " (convert it with `jupyter nbconvert --to notebook --nbformat 4`)" if isinstance(version, int) and version < 4 else ""
-        raise NotebookError(f"nbformat {version!r} is not supported, only nbformat 4{hint}")
-    if not isinstance(document.get("cells"), list):
-        raise NotebookError("not an nbformat 4 notebook: 'cells' is not a list")
-
-
-def _read_cell(reader: _Reader, position: int, index: int) -> Tuple[Cell, int]:
-    if reader.char(position) != "{":
+def _cell(cell: object, index: int) -> Cell:
+    if not isinstance(cell, dict):
         raise NotebookError(f"not an nbformat 4 notebook: cell {index + 1} is not an object")
-    kind = source = language = span = pieces = None
-    for key, at in reader.members(position):
-        if key == "source" and reader.char(at) == "[":
-            strings = reader.array(at, lambda p, _: _read_string(reader, p))
-            span, pieces = (at, reader.end), tuple(strings)
-            source = "".join(value for _, _, value in strings)
-            continue
-        value, reader.end = reader.value(at)
-        if key == "source":
-            if not isinstance(value, str):
-                raise NotebookError(f"not an nbformat 4 notebook: the source of cell {index + 1} is not text")
-            source, span, pieces = value, (at, reader.end), None
-        elif key == "cell_type":
-            kind = value
-        elif key == "metadata" and isinstance(value, dict):
-            vscode = value.get("vscode")
-            if isinstance(vscode, dict) and isinstance(vscode.get("languageId"), str):
-                language = vscode["languageId"]
+    kind, source = cell.get("cell_type"), cell.get("source")
     if not isinstance(kind, str) or source is None:
         raise NotebookError(f"not an nbformat 4 notebook: cell {index + 1} has no {'cell_type' if not isinstance(kind, str) else 'source'}")
-    return Cell(kind, source, language, span, pieces), reader.end
+    listed = isinstance(source, list)
+    if listed and all(isinstance(line, str) for line in source):
+        source = "".join(source)
+    if not isinstance(source, str):
+        raise NotebookError(f"not an nbformat 4 notebook: the source of cell {index + 1} is not text")
+    metadata = cell.get("metadata")
+    vscode = metadata.get("vscode") if isinstance(metadata, dict) else None
+    language = vscode.get("languageId") if isinstance(vscode, dict) and isinstance(vscode.get("languageId"), str) else None
+    return Cell(kind, source, language, listed)
+
+
+# Locating values in a text that json.loads took: one pass of the standard library's C decoder per value.
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+class _Reader:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.end = 0
+
+    def space(self, position: int) -> int:
+        return _SPACE.match(self.text, position).end()
+
+    def value(self, position: int) -> Tuple[object, int]:
+        return _DECODER.raw_decode(self.text, self.space(position))
+
+    def members(self, position: int):
+        """(key, position of its value) of each member of the object at ``position``; the caller sets
+        ``self.end`` past each value before asking for the next."""
+        position = self.space(position) + 1  # past "{"
+        while True:
+            position = self.space(position)
+            if self.text[position] == "}":
+                self.end = position + 1
+                return
+            key, position = scanstring(self.text, position + 1)
+            value_at = self.space(self.space(position) + 1)  # past ":"
+            yield key, value_at
+            position = self.space(self.end)
+            if self.text[position] == ",":
+                position += 1
+
+    def array(self, position: int, item) -> List[object]:
+        """The items of the array at ``position``, each read by ``item(position, index) -> (value, end)``."""
+        items = []
+        position = self.space(position) + 1  # past "["
+        while True:
+            position = self.space(position)
+            if self.text[position] == "]":
+                self.end = position + 1
+                return items
+            value, position = item(position, len(items))
+            items.append(value)
+            position = self.space(position)
+            if self.text[position] == ",":
+                position += 1
+
+
+def _source_spans(text: str) -> List[Optional[Tuple[int, int]]]:
+    """Where each cell's ``source`` value stands in ``text`` (a notebook ``read`` took); the last one wins, as in json.loads."""
+    reader = _Reader(text)
+
+    def cell(position: int, _) -> Tuple[Optional[Tuple[int, int]], int]:
+        span = None
+        for key, at in reader.members(position):
+            reader.end = reader.value(at)[1]
+            if key == "source":
+                span = (at, reader.end)
+        return span, reader.end
+
+    spans: List[Optional[Tuple[int, int]]] = []
+    for key, at in reader.members(0):
+        if key == "cells":
+            spans = reader.array(at, cell)
+        else:
+            reader.end = reader.value(at)[1]
+    return spans
 
 
 def _read_string(reader: _Reader, position: int) -> Tuple[Tuple[int, int, str], int]:
     value, end = reader.value(position)
-    if not isinstance(value, str):
-        raise NotebookError("not an nbformat 4 notebook: a cell's source list holds something other than text")
     return (position, end, value), end
 
 
 # -- IPython's escapes -------------------------------------------------------------------
 
 
-def _mask_escapes(text: str) -> Tuple[str, List[int]]:
+def _mask_escapes(text: str, automagics: bool = False) -> Tuple[str, List[int]]:
     """``text`` with each line that is an IPython escape at the start of a logical line masked by Python of
-    the same length, and the 0-based numbers of the masked lines (their continuation lines included)."""
-    if _MAYBE_ESCAPE.search(text) is None:
+    the same length, and the 0-based numbers of the masked lines (their continuation lines included).
+    ``automagics``: also lines such as ``pip install torch`` (asked for a cell that does not parse)."""
+    patterns = (_ESCAPE_START, _AUTOMAGIC_START) if automagics else (_ESCAPE_START,)
+    candidates = [match.end() - 1 for pattern in patterns for match in pattern.finditer(text)]
+    if _ESCAPE_FIRST.match(text):
+        candidates.append(0)
+    for match in _HELP_END.finditer(text):
+        start = max(text.rfind("\n", 0, match.start()), text.rfind("\r", 0, match.start())) + 1
+        if _HELP_SUFFIX.match(text, start, match.end()):  # ``x?``, not ``# why?``
+            candidates.append(start)
+    if not candidates:
         return text, []
+    starts = line_starts(text)
+    last = bisect.bisect_right(starts, max(candidates)) - 1  # no line after the last candidate needs reading
     lines = split_lines(text)
     masked: List[int] = []
     depth, quote, continued, escape_continues = 0, None, False, False
     for number, line in enumerate(lines):
+        if number > last and not escape_continues:
+            break
         body = line.rstrip("\r\n")
         ending = line[len(body) :]
         if escape_continues:  # a line of a magic continued with a backslash
@@ -351,7 +356,7 @@ def _mask_escapes(text: str) -> Tuple[str, List[int]]:
             escape_continues = body.endswith("\\")
             continue
         if depth == 0 and quote is None and not continued:
-            replacement = _masked_escape(body)
+            replacement = _masked_escape(body, automagics)
             if replacement is not None:
                 lines[number] = replacement + ending
                 masked.append(number)
@@ -361,11 +366,11 @@ def _mask_escapes(text: str) -> Tuple[str, List[int]]:
     return "".join(lines), masked
 
 
-def _masked_escape(body: str) -> Optional[str]:
+def _masked_escape(body: str, automagics: bool) -> Optional[str]:
     """The masked form of ``body`` when it is an escape, else None."""
     stripped = body.lstrip(" \t")
     indent = body[: len(body) - len(stripped)]
-    if (stripped and stripped[0] in "%!?/,;") or _HELP_SUFFIX.match(body):
+    if (stripped and stripped[0] in "%!?/,;") or _HELP_SUFFIX.match(body) or (automagics and _AUTOMAGIC_LINE.match(body)):
         return indent + _same_length_statement(stripped)
     assigned = _ASSIGNED_ESCAPE.match(body)
     if assigned is not None:
@@ -379,22 +384,27 @@ def _same_length_statement(text: str) -> str:
     return "0" + ("#" + text[2:] if len(text) > 1 else "")
 
 
+_CODE_MARK = re.compile(r"[#\"'()\[\]{}]")
+_STRING_END = {quote: re.compile(r"\\.|" + quote) for quote in ('"', "'", '"""', "'''")}
+
+
 def _scan_line(body: str, depth: int, quote: Optional[str]) -> Tuple[int, Optional[str], bool]:
     """Bracket depth, open string delimiter and backslash continuation after the line ``body``."""
     position, length = 0, len(body)
     comment = False
     while position < length:
-        char = body[position]
         if quote is not None:
-            if char == "\\":
-                position += 2
-                continue
-            if body.startswith(quote, position):
-                position += len(quote)
-                quote = None
-                continue
-            position += 1
+            for mark in _STRING_END[quote].finditer(body, position):
+                if mark.group() == quote:  # not an escaped character
+                    position, quote = mark.end(), None
+                    break
+            else:
+                break  # the string goes on past this line
             continue
+        mark = _CODE_MARK.search(body, position)
+        if mark is None:
+            break
+        char, position = mark.group(), mark.start()
         if char == "#":
             comment = True
             break
@@ -402,10 +412,7 @@ def _scan_line(body: str, depth: int, quote: Optional[str]) -> Tuple[int, Option
             quote = char * 3 if body.startswith(char * 3, position) else char
             position += len(quote)
             continue
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth = max(0, depth - 1)
+        depth = depth + 1 if char in "([{" else max(0, depth - 1)
         position += 1
     continued = quote is None and not comment and body.endswith("\\")
     if quote is not None and len(quote) == 1 and not body.endswith("\\"):
@@ -430,7 +437,7 @@ class _Part:
 
     @property
     def lines(self) -> int:
-        return len(line_starts(self.text)) - 1
+        return self.text.count("\n") if "\r" not in self.text else len(line_starts(self.text)) - 1
 
 
 @dataclass
@@ -455,16 +462,8 @@ class _Module:
 
     @classmethod
     def build(cls, notebook: Notebook) -> "_Module":
-        parts: List[_Part] = []
-        if not notebook.is_python:
-            return cls(parts)
-        for index, cell in enumerate(notebook.cells):
-            if cell.kind != "code" or not cell.source.strip() or (cell.language and cell.language.lower() != "python"):
-                continue
-            part = _part(index, cell.source)
-            if part is not None:
-                parts.append(part)
-        return cls(parts)
+        parts = [_part(index, notebook.cells[index].source) for index in _code_cells(notebook)]
+        return cls([part for part in parts if part is not None])
 
     def drop(self, part: _Part, problem: Diagnostic) -> None:
         self.parts.remove(part)
@@ -473,6 +472,14 @@ class _Module:
 
     def parse_cells(self, notebook: Notebook, path: str) -> None:
         """Leave out (and report) the cells that do not parse on their own; keep the module's ``ast``."""
+        try:
+            tree = ast.parse(self.text)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        if tree is not None and self._cells_hold_whole_statements(tree):
+            # Each cell holds whole top-level statements: each parses alone (the common case, one parse).
+            self.tree = tree
+            return
         bodies: List[ast.stmt] = []
         index = 0
         while index < len(self.parts):
@@ -481,6 +488,12 @@ class _Module:
                 # Parsed alone, as Jupyter runs it, at its lines in the module: the trees join into the module's.
                 tree = ast.parse("\n" * (part.line - 1) + part.text)
             except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+                with_automagics = _part(part.cell, notebook.cells[part.cell].source, automagics=True)
+                if with_automagics is not None and with_automagics.masked != part.masked:
+                    # ``pip install torch`` without its %: masked (same length), the cell is parsed again.
+                    self.parts[index] = with_automagics
+                    self._place()
+                    continue
                 line = max(1, (getattr(exc, "lineno", None) or part.line) - part.line + 1)
                 column = getattr(exc, "offset", None) or 1
                 message = exc.msg if isinstance(exc, SyntaxError) else ("expression nested too deeply to parse" if isinstance(exc, (RecursionError, MemoryError)) else str(exc))
@@ -491,6 +504,13 @@ class _Module:
             bodies.extend(tree.body)
             index += 1
         self.tree = ast.Module(body=bodies, type_ignores=[])
+
+    def _cells_hold_whole_statements(self, tree: ast.Module) -> bool:
+        for statement in tree.body:
+            first = min([statement.lineno] + [d.lineno for d in getattr(statement, "decorator_list", ())])
+            if self.part_at_line(first) is not self.part_at_line(statement.end_lineno):
+                return False  # it runs across a boundary: ``else:`` in the next cell, an indented continuation
+        return True
 
     def problem(self, notebook: Notebook, path: str, part: _Part, line: int, column: int, message: str) -> Diagnostic:
         return Diagnostic(path, message, line, column, "parse", NotebookCell(part.cell + 1, notebook.file_line(part.cell, line)))
@@ -589,7 +609,18 @@ class _Module:
         return replace(fix, edits=tuple(edits)), tuple(locations), tuple(cells)
 
 
-def _part(index: int, source: str) -> Optional[_Part]:
+def _code_cells(notebook: Notebook) -> List[int]:
+    """The indexes of the notebook's Python code cells that hold something."""
+    if not notebook.is_python:
+        return []
+    return [
+        index
+        for index, cell in enumerate(notebook.cells)
+        if cell.kind == "code" and cell.source.strip() and (not cell.language or cell.language.lower() == "python")
+    ]
+
+
+def _part(index: int, source: str, automagics: bool = False) -> Optional[_Part]:
     """The module part of a code cell, or None when the cell runs another language (``%%bash``)."""
     text = source
     masked_lines: List[int] = []
@@ -603,14 +634,16 @@ def _part(index: int, source: str) -> Optional[_Part]:
         text = text[:lead] + "#" + text[lead + 1 :]  # a comment of the same length: the body is Python
         masked_lines.append(len(line_starts(text[:lead])) - 1)
         magic_first = True
-    text, escapes = _mask_escapes(text)
+    text, escapes = _mask_escapes(text, automagics)
     masked_lines += escapes
     added = not text.endswith(("\n", "\r"))
     if added:
         text += "\n"
-    starts = line_starts(text)
-    original = source + ("\n" if added else "")
-    masked = [(starts[n], starts[n + 1], original[starts[n] : starts[n + 1]]) for n in sorted(set(masked_lines))]
+    masked = []
+    if masked_lines:
+        starts = line_starts(text)
+        original = source + ("\n" if added else "")
+        masked = [(starts[n], starts[n + 1], original[starts[n] : starts[n + 1]]) for n in sorted(set(masked_lines))]
     return _Part(index, text, added, masked, magic_first)
 
 
@@ -641,12 +674,16 @@ def check(notebook: Notebook, path: str, settings: "Settings") -> "LintResult":
     """The findings and errors of the notebook's Python cells, located in their cells."""
     from torchlint.engine import LintResult, lint_text, select_rules
 
+    # As for a .py file, code without a rule's trigger is not parsed (nor are its magics masked).
+    code = "".join(notebook.cells[index].source for index in _code_cells(notebook))
+    triggered = [] if is_skipped_file(code) else select_rules(code, settings.codes_for(path))
+    if not triggered:
+        return LintResult()
+    codes = [rule.code for rule in triggered]
     module = _Module.build(notebook)
-    if not module.parts or is_skipped_file(module.text) or not select_rules(module.text, settings.codes_for(path)):
-        return LintResult()  # as for a .py file without a trigger: nothing is parsed
     module.parse_cells(notebook, path)
     while True:
-        result = lint_text(module.text, path, settings, tree=module.tree)
+        result = lint_text(module.text, path, settings, codes=codes, tree=module.tree)
         broken = _unparsable_part(module, result, notebook, path)
         if broken is None:
             break
