@@ -638,11 +638,12 @@ def touches_frozen(fix: Fix, frozen: Sequence[Tuple[int, int]]) -> bool:
     for edit in fix.edits:
         for start, end in frozen:
             if start == end:
-                if edit.start < start < edit.end:
-                    return True
-            elif edit.start < end and start < edit.end:
-                return True
-            elif edit.start == edit.end and (start < edit.start < end or (edit.start == start and not edit.content.endswith(("\n", "\r")))):
+                touched = edit.start < start < edit.end
+            elif edit.start == edit.end:  # an insertion
+                touched = start < edit.start < end or (edit.start == start and not edit.content.endswith(("\n", "\r")))
+            else:
+                touched = edit.start < end and start < edit.end
+            if touched:
                 return True
     return False
 
