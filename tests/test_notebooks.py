@@ -276,10 +276,11 @@ def test_a_fix_that_needs_an_import_puts_it_after_the_imports_of_an_earlier_cell
         assert engine.apply_edits(before, [edit]) == dict((c.index, c.after) for c in fixed.cells)[index]
 
 
-def test_an_import_needed_by_a_cell_magic_cell_goes_after_the_magic():
-    nb = cells(("code", "%%time\nimport torch as T\ny = T.log(T.softmax(x, -1))"))
+@pytest.mark.parametrize("lead", ["", "\n\n"])
+def test_an_import_needed_by_a_cell_magic_cell_goes_after_the_magic(lead):
+    nb = cells(("code", lead + "%%time\nimport torch as T\ny = T.log(T.softmax(x, -1))"))
     (change,) = notebook.fix(nb, "n.ipynb", SETTINGS).cells
-    assert change.after == "%%time\nimport torch as T\nimport torch.nn.functional as F\ny = F.log_softmax(x, -1)"
+    assert change.after == lead + "%%time\nimport torch as T\nimport torch.nn.functional as F\ny = F.log_softmax(x, -1)"
 
 
 def test_magics_are_never_rewritten():

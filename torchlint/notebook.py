@@ -745,8 +745,8 @@ def _broken_cell(module: _Module, changed: Dict[int, str]) -> Optional[int]:
     for part in module.parts:
         if part.cell not in changed:
             continue
-        if part.magic_first and (not part.masked or part.masked[0][0] != 0):
-            return part.cell
+        if part.magic_first and (not part.masked or part.text[: part.masked[0][0]].strip("\r\n")):
+            return part.cell  # text went in before the cell magic, which must stay the cell's first line
         try:
             ast.parse(part.text)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
