@@ -11,7 +11,7 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook, new_output, new_raw_cell
 
 from torchlint import config, engine, notebook
-from torchlint.rule import Edit, Fix, Applicability
+from torchlint.rule import Applicability, Edit, Fix
 
 SETTINGS = config.resolve(None, config.Overrides(select=["ALL"]))
 TL201 = "y = torch.log(F.softmax(x, dim=-1))"

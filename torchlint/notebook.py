@@ -46,7 +46,7 @@ from torchlint.source import line_starts, split_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.config import Settings
-    from torchlint.engine import FixResult, LintResult
+    from torchlint.engine import LintResult
 
 NOTEBOOK_SUFFIX = ".ipynb"
 
