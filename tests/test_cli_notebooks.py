@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import nbformat
@@ -248,3 +250,14 @@ def test_skip_file_in_the_first_cell_and_noqa_in_a_cell(project):
     nbformat.write(nb, str(project / "nb.ipynb"))
     code, items, _ = check_json(*ONLY, "nb.ipynb", cwd=project)
     assert code == 0 and items == []
+
+
+def test_checking_and_fixing_a_notebook_imports_neither_nbformat_nor_torch(project):
+    script = (
+        "import sys\n"
+        "from torchlint import cli\n"
+        "codes = [cli.main(['check', '--no-cache', 'nb.ipynb']), cli.main(['check', '--fix', 'nb.ipynb'])]\n"
+        "print(codes, sorted(name for name in ('nbformat', 'torch', 'jsonschema') if name in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=project, capture_output=True, text=True, timeout=300)
+    assert proc.stdout.splitlines()[-1] == "[1, 0] []", proc.stdout + proc.stderr
