@@ -25,7 +25,7 @@ def reference_discover(paths: Sequence[str], settings: config.Settings) -> List[
                 subdirs[:] = sorted(d for d in subdirs if not settings.is_excluded(os.path.join(directory, d)))
                 for name in sorted(names):
                     full = os.path.join(directory, name)
-                    if name.endswith(files.PYTHON_SUFFIXES) and not settings.is_excluded(full):
+                    if name.endswith(files.CHECKED_SUFFIXES) and not settings.is_excluded(full):
                         candidates.append(full)
         else:
             candidates = [path]

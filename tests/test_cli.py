@@ -188,9 +188,10 @@ def test_github_format(project):
 
 # -- json -----------------------------------------------------------------------------
 
-JSON_KEYS = {"code", "name", "path", "line", "column", "end_line", "end_column", "message", "confidence", "fix"}
+# "cell" is the notebook cell that line and column count in: null in a .py file.
+JSON_KEYS = {"code", "name", "path", "cell", "line", "column", "end_line", "end_column", "message", "confidence", "fix"}
 FIX_KEYS = {"applicability", "message", "edits"}
-EDIT_KEYS = {"line", "column", "end_line", "end_column", "content"}
+EDIT_KEYS = {"cell", "line", "column", "end_line", "end_column", "content"}
 
 
 def test_json_shape(project):
@@ -202,6 +203,7 @@ def test_json_shape(project):
     assert isinstance(items, list) and len(items) == 7
     for item in items:
         assert set(item) == JSON_KEYS
+        assert item["cell"] is None
         assert isinstance(item["line"], int) and isinstance(item["column"], int)
         assert item["line"] >= 1 and item["column"] >= 1
         assert (item["end_line"], item["end_column"]) > (item["line"], item["column"])

@@ -36,6 +36,17 @@ def log_probs(logits):
     return torch.log(F.softmax(logits, dim=-1))
 """
 FIXED = BAD.replace("torch.log(F.softmax(logits, dim=-1))", "F.log_softmax(logits, dim=-1)")
+
+
+def notebook_of(code: str) -> str:
+    """A notebook (pre-commit's ``jupyter`` type) with ``code`` in its second cell, as Jupyter writes it."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    return nbformat.writes(new_notebook(cells=[new_markdown_cell("# Exploration"), new_code_cell(code)])) + "\n"
+
+
+NOTEBOOK = notebook_of(BAD)
 NO_TORCH = """\
 import math
 
@@ -103,6 +114,7 @@ def bad_commit(tmp_path_factory, environment):
     beside a copy in a folder that [tool.torchlint] excludes (pre-commit names it; --force-exclude skips it)."""
     files = {
         "model/head.py": BAD,
+        "model/explore.ipynb": NOTEBOOK,
         "vendored/head.py": BAD,
         "pyproject.toml": '[tool.torchlint]\nextend-exclude = ["vendored"]\n',
     }
@@ -117,6 +129,7 @@ def test_check_hook_fails_and_names_the_bug(bad_commit):
     status, output = sections["torchlint"]
     assert status == "Failed", output
     assert "model/head.py:6:12: TL201" in output
+    assert "model/explore.ipynb:cell 2:6:12: TL201" in output  # hooks run on notebooks too
     assert "- exit code: 1" in output
     assert "files were modified" not in output  # the check hook writes nothing
     assert "vendored" not in output
@@ -129,6 +142,9 @@ def test_fix_hook_rewrites_the_file_and_fails_the_commit(bad_commit):
     assert status == "Failed", output
     assert "files were modified by this hook" in output
     assert (repository / "model/head.py").read_text(encoding="utf-8") == FIXED
+    assert (repository / "model/explore.ipynb").read_text(encoding="utf-8") == NOTEBOOK.replace(
+        "torch.log(F.softmax(logits, dim=-1))", "F.log_softmax(logits, dim=-1)"
+    )
     assert (repository / "vendored/head.py").read_text(encoding="utf-8") == BAD
 
 

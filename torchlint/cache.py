@@ -68,11 +68,11 @@ from dataclasses import fields
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torchlint
-from torchlint.rule import Applicability, Confidence, Diagnostic, Edit, Finding, Fix, Location
+from torchlint.rule import Applicability, Confidence, Diagnostic, Edit, Finding, Fix, Location, NotebookCell
 
 DEFAULT_DIR_NAME = ".torchlint_cache"
 # Bumped when the entry layout changes (1: one pickle per file).
-FORMAT = 3  # 3: findings carry their confidence
+FORMAT = 4  # 3: findings carry their confidence; 4: and their notebook cell
 RACY_SECONDS = 2
 KEEP_ENTRY_DAYS = 30
 KEEP_OTHER_RUN_DAYS = 7
@@ -143,11 +143,12 @@ def _read_with_stat(path: str) -> Tuple[bytes, List[int], int]:
 # encoding knows, and a cache whose classes grew a field stores nothing rather than losing it.
 
 _SCHEMA = {
-    Finding: ("code", "name", "path", "location", "message", "fix", "fix_edit_locations", "confidence"),
+    Finding: ("code", "name", "path", "location", "message", "fix", "fix_edit_locations", "confidence", "cell", "fix_edit_cells"),
     Location: ("line", "column", "end_line", "end_column"),
     Fix: ("applicability", "message", "edits"),
     Edit: ("start", "end", "content"),
-    Diagnostic: ("path", "message", "line", "column", "kind"),
+    Diagnostic: ("path", "message", "line", "column", "kind", "cell"),
+    NotebookCell: ("index", "file_line"),
 }
 _ENCODABLE = all(tuple(f.name for f in fields(cls)) == names for cls, names in _SCHEMA.items())
 
@@ -156,21 +157,35 @@ def _encode_finding(finding: Finding) -> list:
     loc, fix = finding.location, finding.fix
     encoded_fix = None if fix is None else [fix.applicability.value, fix.message, [[e.start, e.end, e.content] for e in fix.edits]]
     return [finding.code, finding.name, finding.path, loc.line, loc.column, loc.end_line, loc.end_column, finding.message,
-            encoded_fix, [list(span) for span in finding.fix_edit_locations], finding.confidence.value]
+            encoded_fix, [list(span) for span in finding.fix_edit_locations], finding.confidence.value,
+            _encode_cell(finding.cell), list(finding.fix_edit_cells)]
 
 
 def _decode_finding(item: list) -> Finding:
-    code, name, path, line, column, end_line, end_column, message, fix, spans, confidence = item
+    code, name, path, line, column, end_line, end_column, message, fix, spans, confidence, cell, edit_cells = item
     if fix is not None:
         fix = Fix(Applicability(fix[0]), fix[1], tuple(Edit(start, end, content) for start, end, content in fix[2]))
     return Finding(
         code, name, path, Location(line, column, end_line, end_column), message, fix, tuple(tuple(s) for s in spans),
-        Confidence(confidence),
+        Confidence(confidence), _decode_cell(cell), tuple(edit_cells),
     )
 
 
+def _encode_cell(cell: Optional[NotebookCell]) -> Optional[list]:
+    return None if cell is None else [cell.index, cell.file_line]
+
+
+def _decode_cell(item: Optional[list]) -> Optional[NotebookCell]:
+    return None if item is None else NotebookCell(*item)
+
+
 def _encode_diagnostic(diagnostic: Diagnostic) -> list:
-    return [diagnostic.path, diagnostic.message, diagnostic.line, diagnostic.column, diagnostic.kind]
+    return [diagnostic.path, diagnostic.message, diagnostic.line, diagnostic.column, diagnostic.kind, _encode_cell(diagnostic.cell)]
+
+
+def _decode_diagnostic(item: list) -> Diagnostic:
+    path, message, line, column, kind, cell = item
+    return Diagnostic(path, message, line, column, kind, _decode_cell(cell))
 
 
 # An entry: [absolute path, [size, mtime_ns, ctime_ns, inode], hashed at (ns), digest, last used (day),
@@ -272,7 +287,7 @@ class Cache:
             if index is None or tuple(index.dependencies({d.module for d in stored}, self.digests)) != stored:
                 return None  # a looked-up module changed, appeared or disappeared
         findings = [_decode_finding(item) for item in entry[_FINDINGS]]
-        diagnostics = [Diagnostic(*item) for item in entry[_DIAGNOSTICS]]
+        diagnostics = [_decode_diagnostic(item) for item in entry[_DIAGNOSTICS]]
         return findings, diagnostics
 
     def load(self, path: str, index=None) -> Optional[Result]:

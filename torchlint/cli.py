@@ -15,12 +15,12 @@ import sys
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
-from torchlint import __version__, cache, collection, config, registry, runner, source
+from torchlint import __version__, cache, collection, config, notebook, registry, runner, source
 from torchlint.cache import Cache
 from torchlint.cache import default_dir as default_cache_dir
 from torchlint.docs import page
 from torchlint.files import discover
-from torchlint.report import RunSummary, formatters
+from torchlint.report import RunSummary, formatters, position
 from torchlint.rule import Diagnostic, Finding
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -197,9 +197,9 @@ def _check(args: argparse.Namespace) -> int:
             sys.stdout.write(outcome.output)
 
     run.findings.sort(key=lambda f: f.sort_key)
-    run.diagnostics.sort(key=lambda d: (d.path, d.line, d.column))
+    run.diagnostics.sort(key=lambda d: d.sort_key)
     for diagnostic in run.diagnostics:
-        print(f"error: {diagnostic.path}:{diagnostic.line}:{diagnostic.column}: {diagnostic.message}", file=sys.stderr)
+        print(f"error: {diagnostic.path}:{position(diagnostic.line, diagnostic.column, diagnostic.cell)}: {diagnostic.message}", file=sys.stderr)
 
     summary = RunSummary(run.findings, run.diagnostics, run.fixed, settings.unsafe_fixes, fix_mode=args.fix, quiet=args.quiet)
     if args.diff:
@@ -240,25 +240,32 @@ def _process(text: str, path: str, args: argparse.Namespace, settings: config.Se
 def _process_parsed(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> Optional[str]:
     from torchlint import engine  # LibCST and the rules: only when a file is really checked
 
+    # A notebook is checked as the module its code cells make (torchlint/notebook.py): the same calls.
+    checker = notebook if notebook.is_notebook(path) else engine
     if not (args.fix or args.diff):
-        result = engine.lint_text(text, path, settings)
+        result = checker.lint_text(text, path, settings)
         run.findings.extend(result.findings)
         run.diagnostics.extend(result.diagnostics)
         return None
-    fixed = engine.fix_text(text, path, settings)
+    fixed = checker.fix_text(text, path, settings)
     run.diagnostics.extend(fixed.result.diagnostics)
     if args.diff:
-        # --diff reports what it would change, not the findings.
+        # --diff reports what it would change, not the findings; a notebook's diff is one per changed cell.
         run.would_change += fixed.applied
-        if fixed.text != text:
-            diff = difflib.unified_diff(
-                source.split_lines(text), source.split_lines(fixed.text), fromfile=path, tofile=path
-            )
-            sys.stdout.write("".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in diff))
+        if isinstance(fixed, notebook.NotebookFixResult):
+            for cell in fixed.cells:
+                sys.stdout.write(_unified_diff(cell.before, cell.after, f"{path}:cell {cell.index}"))
+        elif fixed.text != text:
+            sys.stdout.write(_unified_diff(text, fixed.text, path))
         return None
     run.fixed += fixed.applied
     run.findings.extend(fixed.result.findings)
     return fixed.text if fixed.text != text else None
+
+
+def _unified_diff(before: str, after: str, name: str) -> str:
+    diff = difflib.unified_diff(source.split_lines(before), source.split_lines(after), fromfile=name, tofile=name)
+    return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in diff)
 
 
 def _check_file(path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> None:

@@ -53,6 +53,8 @@ class FixResult:
     text: str
     applied: int
     result: LintResult  # what remains after fixing
+    # The ``frozen`` spans fix_text was given, where they stand in ``text``.
+    frozen: Tuple[Tuple[int, int], ...] = ()
 
 
 # -- the traversal ---------------------------------------------------------------
@@ -631,13 +633,46 @@ def apply_fix(source: str, path: str, fix: Fix) -> Optional[str]:
     return fixed if parse(fixed, path)[0] is not None else None
 
 
-def _choose_fixes(findings: Sequence[Finding], unsafe: bool, rejected: Set[Tuple]) -> List[Finding]:
-    """A set of applicable fixes whose edits do not overlap, earliest first."""
+def touches_frozen(fix: Fix, frozen: Sequence[Tuple[int, int]]) -> bool:
+    """Whether applying ``fix`` would change or split a frozen span of the text.
+
+    A frozen span [start, end) must come out verbatim, whole and still starting a line: no edit may
+    overlap it or insert inside it, and text inserted at its start must end with a line break.  An
+    empty span (start == end) is a boundary that no edit may straddle.  (A notebook freezes its
+    masked magics and the boundaries between its cells.)
+    """
+    for edit in fix.edits:
+        for start, end in frozen:
+            if start == end:
+                touched = edit.start < start < edit.end
+            elif edit.start == edit.end:  # an insertion
+                touched = start < edit.start < end or (edit.start == start and not edit.content.endswith(("\n", "\r")))
+            else:
+                touched = edit.start < end and start < edit.end
+            if touched:
+                return True
+    return False
+
+
+def _moved(frozen: Sequence[Tuple[int, int]], edits: Sequence[Edit]) -> Tuple[Tuple[int, int], ...]:
+    """Where the frozen spans stand once ``edits`` (none touching them) are applied: text inserted at a
+    span's start goes before it (a boundary between cells then ends the earlier cell after the insertion)."""
+    moved = []
+    for start, end in frozen:
+        shift = sum(len(edit.content) - (edit.end - edit.start) for edit in edits if edit.end <= start)
+        moved.append((start + shift, end + shift))
+    return tuple(moved)
+
+
+def _choose_fixes(findings: Sequence[Finding], unsafe: bool, rejected: Set[Tuple], frozen: Sequence[Tuple[int, int]] = ()) -> List[Finding]:
+    """A set of applicable fixes whose edits do not overlap (nor touch a frozen span), earliest first."""
     chosen: List[Finding] = []
     taken: List[Edit] = []
     for finding in findings:
         fix = finding.fix
         if fix is None or not fix.applicability.applied_by(unsafe) or _fix_key(finding) in rejected:
+            continue
+        if frozen and touches_frozen(fix, frozen):
             continue
         if any(_overlaps(edit, other) for edit in fix.edits for other in taken):
             continue
@@ -650,16 +685,23 @@ def _fix_key(finding: Finding) -> Tuple:
     return (finding.code, finding.fix.edits if finding.fix else ())
 
 
-def fix_text(source: str, path: str, settings: Settings, unsafe: Optional[bool] = None) -> FixResult:
-    """Apply fixes in passes until none applies; never produce text that does not parse."""
+def fix_text(
+    source: str, path: str, settings: Settings, unsafe: Optional[bool] = None, frozen: Sequence[Tuple[int, int]] = ()
+) -> FixResult:
+    """Apply fixes in passes until none applies; never produce text that does not parse.
+
+    ``frozen``: spans of ``source`` that no applied fix may touch (see ``touches_frozen``);
+    the result says where they stand in the fixed text.
+    """
     unsafe = settings.unsafe_fixes if unsafe is None else unsafe
     applied = 0
     rejected: Set[Tuple] = set()
     extra: List[Diagnostic] = []
     current = source
+    frozen = tuple(frozen)
     result = lint_text(current, path, settings)
     for _ in range(MAX_FIX_PASSES):
-        chosen = _choose_fixes(result.findings, unsafe, rejected)
+        chosen = _choose_fixes(result.findings, unsafe, rejected, frozen)
         if not chosen:
             break
         candidate = apply_edits(current, (e for f in chosen for e in f.fix.edits))
@@ -686,6 +728,8 @@ def fix_text(source: str, path: str, settings: Settings, unsafe: Optional[bool] 
             candidate = apply_edits(current, chosen[0].fix.edits)
         applied += len(chosen)
         current = candidate
+        if frozen:
+            frozen = _moved(frozen, sorted({e for f in chosen for e in f.fix.edits}, key=lambda e: (e.start, e.end)))
         result = lint_text(current, path, settings)
     result.diagnostics.extend(extra)
-    return FixResult(current, applied, result)
+    return FixResult(current, applied, result, frozen)

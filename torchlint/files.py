@@ -7,13 +7,16 @@ import re
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 from torchlint.config import Settings
+from torchlint.notebook import NOTEBOOK_SUFFIX
 from torchlint.rule import Diagnostic
 
 PYTHON_SUFFIXES = (".py", ".pyi")
+# What a directory walk checks: Python files and Jupyter notebooks.
+CHECKED_SUFFIXES = PYTHON_SUFFIXES + (NOTEBOOK_SUFFIX,)
 
 
 def discover(paths: Sequence[str], settings: Settings, force_exclude: bool = False) -> Tuple[List[str], List[Diagnostic]]:
-    """Python files under ``paths``, in a stable order, and a diagnostic for each path that does not exist.
+    """Python files and notebooks under ``paths``, in a stable order, and a diagnostic for each path that does not exist.
 
     Files named on the command line are linted even when excluded, unless
     ``force_exclude`` (what pre-commit, which passes every staged file, wants).
@@ -95,7 +98,7 @@ def _matches(pattern: "Optional[re.Pattern[str]]", text: str) -> bool:
 
 
 def _walk(root: str, settings: Settings) -> Iterator[Tuple[str, str]]:
-    """(path, real path) of the Python files under ``root``: os.walk's order, one scandir per directory.
+    """(path, real path) of the Python files and notebooks under ``root``: os.walk's order, one scandir per directory.
 
     The real path of a file that is not a symlink is its directory's plus its
     name, so only symlinks pay a ``realpath``.
@@ -120,7 +123,7 @@ def _walk(root: str, settings: Settings) -> Iterator[Tuple[str, str]]:
         real_prefix = real if real.endswith(os.sep) else real + os.sep
         for entry in sorted(names, key=lambda e: e.name):
             name = entry.name
-            if name.endswith(PYTHON_SUFFIXES) and not excluder.excluded(name, where):
+            if name.endswith(CHECKED_SUFFIXES) and not excluder.excluded(name, where):
                 path = os.path.join(directory, name)
                 yield path, (os.path.realpath(path) if entry.is_symlink() else real_prefix + name)
         children = []

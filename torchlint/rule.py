@@ -122,6 +122,20 @@ class Location:
 
 
 @dataclass(frozen=True)
+class NotebookCell:
+    """The cell of a notebook that a finding or an error is in (its lines and columns count within the cell).
+
+    ``index``: the cell's 1-based place among all the notebook's cells, markdown ones included (as
+    ruff numbers them); ``file_line``: the line of the ``.ipynb`` file that holds the reported line
+    of the cell (1 when the file does not keep one source line per line), for the formats that can
+    only point into the file (SARIF, GitHub annotations).
+    """
+
+    index: int
+    file_line: int = 1
+
+
+@dataclass(frozen=True)
 class Finding:
     code: str
     name: str
@@ -132,10 +146,13 @@ class Finding:
     # Edit positions as (line, column, end_line, end_column), 1-based, for reports.
     fix_edit_locations: Tuple[Tuple[int, int, int, int], ...] = ()
     confidence: Confidence = Confidence.HIGH
+    # In a notebook: the finding's cell, and the 1-based cell index of each edit (an import may go to another cell).
+    cell: Optional[NotebookCell] = None
+    fix_edit_cells: Tuple[int, ...] = ()
 
     @property
-    def sort_key(self) -> Tuple[str, int, int, str]:
-        return (self.path, self.location.line, self.location.column, self.code)
+    def sort_key(self) -> Tuple[str, int, int, int, str]:
+        return (self.path, self.cell.index if self.cell else 0, self.location.line, self.location.column, self.code)
 
 
 @dataclass(frozen=True)
@@ -147,6 +164,11 @@ class Diagnostic:
     line: int = 1
     column: int = 1
     kind: str = "error"  # "parse", "decode", "io", "internal"
+    cell: Optional[NotebookCell] = None  # in a notebook: the cell that line and column count in
+
+    @property
+    def sort_key(self) -> Tuple[str, int, int, int]:
+        return (self.path, self.cell.index if self.cell else 0, self.line, self.column)
 
 
 @dataclass

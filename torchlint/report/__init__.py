@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Optional
 
-from torchlint.rule import Diagnostic, Finding
+from torchlint.rule import Diagnostic, Finding, NotebookCell
 
 
 @dataclass
@@ -15,6 +15,11 @@ class RunSummary:
     unsafe_fixes: bool = False
     fix_mode: bool = False
     quiet: bool = False  # findings only, no summary lines
+
+
+def position(line: int, column: int, cell: Optional[NotebookCell] = None) -> str:
+    """``line:column``, or ``cell N:line:column`` in a notebook (ruff's form)."""
+    return f"cell {cell.index}:{line}:{column}" if cell is not None else f"{line}:{column}"
 
 
 def formatters() -> Dict[str, Callable[[RunSummary], str]]:

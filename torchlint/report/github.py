@@ -1,7 +1,7 @@
 """GitHub Actions workflow commands: one ::error annotation per finding."""
 from __future__ import annotations
 
-from torchlint.report import RunSummary
+from torchlint.report import RunSummary, position
 
 
 def _escape_data(value: str) -> str:
@@ -16,15 +16,12 @@ def render(run: RunSummary) -> str:
     lines = []
     for f in run.findings:
         loc = f.location
-        props = ",".join(
-            [
-                f"title={_escape_property(f'torchlint ({f.code})')}",
-                f"file={_escape_property(f.path)}",
-                f"line={loc.line}",
-                f"col={loc.column}",
-                f"endLine={loc.end_line}",
-                f"endColumn={loc.end_column}",
-            ]
-        )
-        lines.append(f"::error {props}::{_escape_data(f'{f.path}:{loc.line}:{loc.column}: {f.code} {f.message}')}")
+        props = [f"title={_escape_property(f'torchlint ({f.code})')}", f"file={_escape_property(f.path)}"]
+        if f.cell is None:
+            props += [f"line={loc.line}", f"col={loc.column}", f"endLine={loc.end_line}", f"endColumn={loc.end_column}"]
+        else:
+            # The annotation points at the notebook file's line that holds the code; the cell is in the message.
+            props.append(f"line={f.cell.file_line}")
+        text = f"{f.path}:{position(loc.line, loc.column, f.cell)}: {f.code} {f.message}"
+        lines.append(f"::error {','.join(props)}::{_escape_data(text)}")
     return "\n".join(lines) + ("\n" if lines else "")

@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 
 from torchlint import __version__, registry
 from torchlint.docs import README_URL, help_uri, page
-from torchlint.report import RunSummary
+from torchlint.report import RunSummary, position
 from torchlint.rule import Confidence
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -44,29 +44,26 @@ def render(run: RunSummary) -> str:
     results = []
     for f in run.findings:
         loc = f.location
+        region: Dict[str, Any] = {"startLine": loc.line, "startColumn": loc.column, "endLine": loc.end_line, "endColumn": loc.end_column}
+        properties: Dict[str, Any] = {"confidence": f.confidence.value}
+        message = f.message
+        if f.cell is not None:
+            # A notebook: the region is the file's line that holds the code, the cell goes in the message.
+            region = {"startLine": f.cell.file_line}
+            properties.update(cell=f.cell.index, cellLine=loc.line, cellColumn=loc.column)
+            message = f"{position(loc.line, loc.column, f.cell)}: {f.message}"
         result: Dict[str, Any] = {
             "ruleId": f.code,
             "ruleIndex": index[f.code],
             "level": "error",
             # SARIF's rank (0-100) orders results by how sure the tool is; the level name rides along.
             "rank": CONFIDENCE_RANK[f.confidence],
-            "properties": {"confidence": f.confidence.value},
-            "message": {"text": f.message},
-            "locations": [
-                {
-                    "physicalLocation": {
-                        "artifactLocation": {"uri": _uri(f.path)},
-                        "region": {
-                            "startLine": loc.line,
-                            "startColumn": loc.column,
-                            "endLine": loc.end_line,
-                            "endColumn": loc.end_column,
-                        },
-                    }
-                }
-            ],
+            "properties": properties,
+            "message": {"text": message},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(f.path)}, "region": region}}],
         }
-        if f.fix is not None:
+        # A fix in a notebook edits a cell's source, not the file's bytes: SARIF cannot say it.
+        if f.fix is not None and f.cell is None:
             result["fixes"] = [
                 {
                     "description": {"text": f.fix.message},

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.report import RunSummary
+from torchlint.report import RunSummary, position
 
 
 def render(run: RunSummary) -> str:
@@ -14,8 +14,7 @@ def render(run: RunSummary) -> str:
                 fixable += 1
             else:
                 hidden += 1
-        loc = f.location
-        lines.append(f"{f.path}:{loc.line}:{loc.column}: {f.code}{marker} {f.message}")
+        lines.append(f"{f.path}:{position(f.location.line, f.location.column, f.cell)}: {f.code}{marker} {f.message}")
     remaining = len(run.findings)
     if run.quiet:
         return "\n".join(lines) + ("\n" if lines else "")
