@@ -58,6 +58,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from torchlint import config, engine  # noqa: E402
+from torchlint.rule import DEFAULT_CONFIDENCE_FLOOR, Confidence  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -92,6 +93,7 @@ class Listed:
     line: int
     column: int
     source_lines: Sequence[str]
+    confidence: str = "high"
 
     @property
     def key(self) -> Key:
@@ -133,8 +135,9 @@ def read_verdicts(path: Path) -> Dict[Key, Verdict]:
 
 
 def lint_corpus(corpus: Path, packages: Sequence[str], codes: Sequence[str]) -> Tuple[List[Listed], int, int]:
-    """Every finding of ``codes`` in ``packages``, sorted by path, line, column and code; files and lines read."""
-    settings = config.Settings(enabled=frozenset(codes))
+    """Every finding of ``codes`` in ``packages`` at every confidence, sorted by path, line, column and code;
+    files and lines read."""
+    settings = config.Settings(enabled=frozenset(codes), confidence_floor=Confidence.LOW)
     found: List[Tuple[tuple, Listed]] = []
     files = lines = 0
     for package in packages:
@@ -148,7 +151,9 @@ def lint_corpus(corpus: Path, packages: Sequence[str], codes: Sequence[str]) -> 
             relative = path.relative_to(corpus).as_posix()
             source_lines = text.splitlines()
             for finding in engine.lint_text(text, relative, settings).findings:
-                listed = Listed(finding.code, relative, finding.location.line, finding.location.column, source_lines)
+                listed = Listed(
+                    finding.code, relative, finding.location.line, finding.location.column, source_lines, finding.confidence.value
+                )
                 found.append((finding.sort_key, listed))
     found.sort(key=lambda item: item[0])
     return [listed for _, listed in found], files, lines
@@ -212,9 +217,54 @@ def needs_line(counts: Counter) -> str:
     )
 
 
+LEVELS = ("high", "medium", "low")
+
+
+def shown_by_default(finding: Listed) -> bool:
+    return Confidence(finding.confidence).at_least(DEFAULT_CONFIDENCE_FLOOR)
+
+
+def level_lines(listed: Sequence[Listed], verdicts: Dict[Key, Verdict]) -> List[str]:
+    """Per confidence level, and for the default floor: how many findings, and the precision of the judged ones."""
+    lines = []
+    groups = [(level, [f for f in listed if f.confidence == level]) for level in LEVELS]
+    groups.append((f"default floor ({DEFAULT_CONFIDENCE_FLOOR.value} and above)", [f for f in listed if shown_by_default(f)]))
+    for label, group in groups:
+        counts, _, _ = score(group, verdicts, ())
+        lines.append(f"{label}: {len(group)} findings; {precision_line(counts)}")
+    return lines
+
+
+def level_sample(listed: Sequence[Listed], level: str, size: int, seed: int) -> List[Listed]:
+    """``size`` findings of ``level`` drawn with ``seed`` from the list sorted by path, line, column and code."""
+    group = [finding for finding in listed if finding.confidence == level]
+    drawn = sorted(random.Random(f"{seed}:{level}").sample(range(len(group)), min(size, len(group))))
+    return [group[index] for index in drawn]
+
+
+def sample_lines(listed: Sequence[Listed], verdicts: Dict[Key, Verdict], size: int, seed: int) -> List[str]:
+    """The precision a fixed-seed sample of ``size`` per level estimates, and the default floor's estimate
+    weighted by how many findings each level holds."""
+    lines = []
+    estimate_real = estimate_total = 0.0
+    for level in ("high", "medium"):
+        population = sum(1 for finding in listed if finding.confidence == level)
+        drawn = level_sample(listed, level, size, seed)
+        counts, unjudged, _ = score(drawn, verdicts, ())
+        judged = sum(counts[v] for v in VERDICTS)
+        real = counts["real"] + counts["real*"]
+        lines.append(f"sample of {len(drawn)} {level} (seed {seed}): {precision_line(counts)}; not read yet: {len(unjudged)}")
+        if judged:
+            estimate_real += population * real / judged
+            estimate_total += population
+    if estimate_total:
+        lines.append(f"default floor estimated from the samples: {100 * estimate_real / estimate_total:.0f} %")
+    return lines
+
+
 def show(number: int, finding: Listed, verdict: Optional[Verdict]) -> None:
     label = f" [{verdict.verdict}: {verdict.reason}]" if verdict is not None else " [no verdict]"
-    print(f"\n## {number}. {finding.code} {finding.path}:{finding.line}:{finding.column}{label}")
+    print(f"\n## {number}. {finding.code} ({finding.confidence}) {finding.path}:{finding.line}:{finding.column}{label}")
     lines = finding.source_lines
     for current in range(max(1, finding.line - 5), min(len(lines), finding.line + 2) + 1):
         marker = ">>" if current == finding.line else "  "
@@ -229,6 +279,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--codes", default=",".join(CODES))
     parser.add_argument("--verdicts", type=Path, default=DEFAULT_VERDICTS)
     parser.add_argument("--sample", type=int, default=0, help="also print N findings drawn with --seed")
+    parser.add_argument(
+        "--sample-per-level", type=int, default=0, help="score (and print the unread of) N findings per confidence level"
+    )
+    parser.add_argument("--all-unjudged", action="store_true", help="print every finding with no verdict, low ones too")
     parser.add_argument("--prune", action="store_true", help="drop from --verdicts the rows no finding matches")
     parser.add_argument("--seed", type=int, default=101)
     args = parser.parse_args(argv)
@@ -251,8 +305,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"# {len(listed)} findings in {files} files, {lines} lines ({elapsed:.0f} s): "
           + ", ".join(f"{code} {per_code[code]}" for code in codes))
 
-    counts, unjudged, gone = score(listed, verdicts, packages)
-    print(f"# verdicts ({args.verdicts.name}): {precision_line(counts)}")
+    counts, unjudged, gone = score([f for f in listed if shown_by_default(f)], verdicts, packages)
+    print(f"# verdicts ({args.verdicts.name}), default floor: {precision_line(counts)}")
+    for line in level_lines(listed, verdicts):
+        print(f"#   {line}")
     print(f"# {needs_line(counts)}")
     print(f"# no verdict yet: {len(unjudged)}")
     gone_counts = Counter(verdict.verdict for verdict in gone.values())
@@ -264,7 +320,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.prune and gone:
         prune(args.verdicts, set(gone))
         print(f"# pruned {len(gone)} rows from {args.verdicts}")
-    for number, finding in enumerate(unjudged, start=1):
+    gone = {key: verdict for key, verdict in gone.items() if key not in {f.key for f in listed}}
+    if args.sample_per_level:
+        for line in sample_lines(listed, verdicts, args.sample_per_level, args.seed):
+            print(f"# {line}")
+        to_read = [f for level in ("high", "medium") for f in level_sample(listed, level, args.sample_per_level, args.seed)]
+        for number, finding in enumerate(to_read, start=1):
+            if verdicts.get(finding.key) is None:
+                show(number, finding, None)
+        return 0
+    shown = [f for f in listed if verdicts.get(f.key) is None] if args.all_unjudged else unjudged
+    for number, finding in enumerate(shown, start=1):
         show(number, finding, None)
     if args.sample:
         print(f"\n# sample of {min(args.sample, len(listed))}, seed {args.seed}")

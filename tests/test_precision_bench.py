@@ -61,7 +61,7 @@ def test_findings_are_scored_against_the_recorded_verdicts(precision, capsys, co
     assert "# 2 findings" in out
     assert "1 judged: real 1, real* 0, false alarm 0; precision 1/1 = 100 %" in out
     assert "# no verdict yet: 1" in out
-    assert "TL101 pkg/pkg/losses.py:9:12 [no verdict]" in out
+    assert "TL101 (high) pkg/pkg/losses.py:9:12 [no verdict]" in out
     assert "# recorded rows no finding matches: 1 (false 1)" in out
 
 
@@ -134,3 +134,19 @@ def test_prune_drops_only_the_rows_no_finding_matches(precision, capsys, corpus,
     assert status == 0
     assert "# pruned 1 rows" in capsys.readouterr().out
     assert verdicts.read_text(encoding="utf-8") == HEADER + kept_row + other_package
+
+
+def test_findings_are_scored_by_confidence_level(precision, corpus, capsys):
+    verdicts = corpus.parent / "verdicts.tsv"
+    verdicts.write_text(
+        HEADER + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan empty mask\t\n",
+        encoding="utf-8",
+    )
+    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--sample-per-level", "5"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "#   high: 2 findings; 1 judged: real 1" in out
+    assert "sample of 2 high (seed 101): 1 judged: real 1, real* 0, false alarm 0; precision 1/1 = 100 %" in out
+    assert "not read yet: 1" in out
+    assert "default floor estimated from the samples: 100 %" in out
+    assert "TL101 (high) pkg/pkg/losses.py:9:12 [no verdict]" in out  # the unread one of the sample is listed to be read
