@@ -18,7 +18,9 @@ What is timed (wall clock and the CPU time of the child processes):
   peer that is not installed is skipped with a message);
 - the floors: ``ast.parse`` and ``libcst.parse_module`` of every file, in 1 and 2 processes.
 
-Ratios are printed against the 2-process LibCST floor and against ruff.
+Ratios are printed against the 2-process LibCST floor and against ruff.  ``--baseline REV --repeat N``
+also times the package as it was at git revision REV, cold with 2 jobs, in N pairs alternating with this
+tree's, and prints the ratio of the medians: a change's cost measured in one run, on one machine's load.
 """
 from __future__ import annotations
 
@@ -123,6 +125,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--ruff", help="the ruff executable (default: /tmp/speedvenvs/ruff/bin/ruff, then PATH)")
     parser.add_argument("--torchfix", help="the torchfix executable (default: /tmp/speedvenvs/torchfix/bin/torchfix, then PATH)")
     parser.add_argument("--warm-runs", type=int, default=1, help="how many warm cached runs to time after the fill")
+    parser.add_argument(
+        "--baseline", metavar="REV",
+        help="also time the torchlint package of git revision REV, cold with 2 jobs, alternating with this tree's",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="with --baseline: how many alternating pairs of cold runs")
     parser.add_argument("--markdown", help="append the table as markdown to this file")
     parser.add_argument("--floor", nargs=3, metavar=("KIND", "PROCS", "LIST"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -160,6 +167,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     environment = dict(os.environ, PYTHONPATH=snapshot + os.pathsep + os.environ.get("PYTHONPATH", ""))
     torchlint = [sys.executable, "-m", "torchlint", "check", "--select", "ALL", "--exit-zero", "-q"]
     me = [sys.executable, os.path.abspath(__file__), "--floor"]
+    baseline_environment = None
+    if args.baseline:
+        # The package as it was at REV, beside this tree's: both timed in this run, on this machine's load.
+        base = os.path.join(work, "baseline")
+        os.makedirs(base)
+        archive = subprocess.run(["git", "archive", args.baseline, "torchlint"], cwd=REPO, stdout=subprocess.PIPE, check=True).stdout
+        subprocess.run(["tar", "-x", "-C", base], input=archive, check=True)
+        baseline_environment = dict(os.environ, PYTHONPATH=base + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
     rows: List[Tuple[str, List[str]]] = [
         ("ast.parse, 1 process", me + ["ast", "1", list_file]),
@@ -170,6 +185,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         ("torchlint --no-cache, 2 jobs", torchlint + ["--no-cache", "--jobs", "2"] + roots),
         ("torchlint cache fill, 2 jobs", torchlint + ["--cache-dir", cache_dir, "--jobs", "2"] + roots),
     ]
+    pairs = []
+    if args.baseline:
+        for run in range(1, max(1, args.repeat) + 1):
+            head_name, base_name = f"torchlint --no-cache, 2 jobs (pair {run})", f"baseline {args.baseline} --no-cache, 2 jobs (pair {run})"
+            rows.append((head_name, torchlint + ["--no-cache", "--jobs", "2"] + roots))
+            rows.append((base_name, torchlint + ["--no-cache", "--jobs", "2"] + roots))
+            pairs.append((head_name, base_name))
     for run in range(1, max(1, args.warm_runs) + 1):
         suffix = f" (run {run})" if args.warm_runs > 1 else ""
         rows.append((f"torchlint warm cache, 2 jobs{suffix}", torchlint + ["--cache-dir", cache_dir, "--jobs", "2"] + roots))
@@ -192,7 +214,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if any(s in name for s in skip):
             continue
         print(f"  running: {name} ...", end="", flush=True)
-        results[name] = _timed(command, cwd=work, env=environment if name.startswith("torchlint") else None)
+        env = baseline_environment if name.startswith("baseline") else environment if name.startswith("torchlint") else None
+        results[name] = _timed(command, cwd=work, env=env)
         wall, cpu, code, tail = results[name]
         print(f" {wall:.1f} s wall, {cpu:.1f} s CPU, exit {code}: {tail}", flush=True)
     end_load = os.getloadavg()
@@ -207,6 +230,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         flag = "" if code in (0, 1) else f" (exit {code})"
         table.append(f"| {name}{flag} | {wall:.2f} | {cpu:.2f} | {vs_floor} | {vs_ruff} |")
     footer = f"load average at the end {end_load[0]:.2f} {end_load[1]:.2f} {end_load[2]:.2f}"
+    timed_pairs = [(results[head][0], results[base][0]) for head, base in pairs if head in results and base in results]
+    if timed_pairs:
+        heads, bases = sorted(h for h, _ in timed_pairs), sorted(b for _, b in timed_pairs)
+        median = lambda values: values[len(values) // 2] if len(values) % 2 else (values[len(values) // 2 - 1] + values[len(values) // 2]) / 2
+        footer += (
+            f"; cold 2 jobs, median of {len(timed_pairs)}: this tree {median(heads):.2f} s, {args.baseline} {median(bases):.2f} s, "
+            f"ratio {median(heads) / median(bases):.2f}"
+        )
     print("\n".join(table))
     print(footer)
     if args.markdown:

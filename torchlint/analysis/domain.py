@@ -20,21 +20,26 @@ AugAssign); :func:`find_domain_ops` finds every op inside an expression
 ``nan_to_num``).  Whether an operand is guarded is :mod:`torchlint.analysis.guards`'s
 question, not this module's.
 
-Divisors (``Divisor.kind``), the fix each calls for:
+A divisor is a candidate when it is a reduction (a sum, mean, norm, std, var, count or extremum,
+seen through reshapes such as ``[:, None]``, ``unsqueeze_``, ``expand``), a product of candidates, or
+a difference; what it is comes from the sign domain (:func:`torchlint.analysis.signs.evaluate`), and
+``Divisor.edge`` records why it reaches 0 (None: its sign is unknown).  The kinds, and the fix each
+calls for:
 
     "count":     count_nonzero(m), m.sum() over a mask (a comparison, a bool
                  cast, a name that says mask/valid) -> clamp to 1
-    "magnitude": norm / linalg.norm / linalg.vector_norm / std / var, a sum of
-                 non-negative terms (abs, squares) -> clamp to eps
+    "magnitude": a norm, std or var, a sum of non-negative terms (abs, squares,
+                 ReLU outputs), max - min, the weights of a weighted mean
+                 (``mm(w, x) / w.sum(1)``) -> clamp to eps
     "normalize": ``x / x.norm(dim=d, keepdim=True)`` -> F.normalize
     "cosine":    ``(a * b).sum(d) / (a.norm(dim=d) * b.norm(dim=d))`` -> F.cosine_similarity
-    "product":   a product of magnitudes otherwise -> clamp to eps
+    "product":   a product of candidates otherwise -> clamp to eps
+    "sum":       a sum of values of unknown sign: it can cancel to 0, but no clamp is
+                 a correct fix (it may be negative) -> no fix
 
-A divisor given by name (``n = mask.sum(); x / n``) is followed through
+A mean, an extremum or a difference of unknown sign is not a candidate: nothing says it
+reaches 0.  A divisor given by name (``n = mask.sum(); x / n``) is followed through
 :mod:`torchlint.analysis.dataflow` when the caller passes a site.
-A sum of values whose sign is unknown is not a divisor here: it can be
-negative, so no clamp would be a correct fix, and libraries divide by such
-sums (weights known to be positive) constantly.
 """
 from __future__ import annotations
 

@@ -10,68 +10,51 @@ from torchlint.rules.numerics.unguarded import UnguardedOpRule
 class UnguardedFractionalPow(UnguardedOpRule):
     """
     ## What it does
-    Flags a fractional power with an exponent in (0, 1) of a tensor that is
-    not provably positive: `torch.pow(x, p)`, `x.pow(p)`, `x ** p` where `p`
-    is a literal such as `0.25` or `1 / 3`, or a reciprocal of unknown order
-    such as `1 / p` or `1. / self.p` (generalised-mean pooling). Square roots
-    (`** 0.5`) are TL101's.
+    Flags a fractional power of a tensor that can reach 0 or go below it:
+    `torch.pow(x, p)`, `x.pow(p)`, `x ** p` where `p` is a literal in (0, 1)
+    (`0.5`, `0.25`, `1 / 3`: a root spelled as a power is reported here), a
+    reciprocal `1 / p` (generalised-mean pooling), or an exponent held in a
+    name, attribute or tensor (`gamma`, `self.p`), which may be below 1. An
+    exponent known to be an integer (`p: int = 3`) is no root.
 
-    A base counts as guarded (see `torchlint/analysis/guards.py`) when it
-    adds a positive literal or an eps-like name, is clamped to a positive
-    minimum (`x.clamp(min=eps).pow(p)`), is an average pool or mean of such a
-    value, an `exp`, a positive constant, or a name bound earlier in the
-    function to one of these.
+    The base is judged as TL101's operand is (`torchlint rule TL101`), and a
+    probability counts as zero-capable here: `probs ** gamma` of a focal loss
+    meets an exact 0 once a logit passes -17 in float16.
 
     ## Why is this bad?
     The derivative of `x ** p` is `p * x ** (p - 1)`; for `p < 1` that is
     `inf` at `x = 0`, and a negative base gives NaN already in the forward
-    pass. Generalised-mean pooling written as
+    pass. A learnable exponent gets a NaN gradient of its own there
+    (`x ** p * log(x)` at 0). Generalised-mean pooling written as
     `F.avg_pool2d(x.pow(p), k).pow(1. / p)` meets 0 at the first all-zero
-    feature map: a learnable `p` gets a NaN gradient there
-    (`x ** (1/p) * log(x)` at 0) and is NaN after one step, and so does `x`
-    unless a ReLU right before masks it. `clamp(min=0)` does not help: it
-    passes 0 through with the root's infinite derivative. A ReLU does help the
-    base: its backward zeroes the gradient wherever its output is 0, so
-    `F.relu(x).pow(3)` pooled and rooted with a constant exponent is not
-    reported (measured in `tests/test_runtime_numerics.py`). Nor is an
-    attention average of positive values (`softmax(scores) @ v` or
-    `F.scaled_dot_product_attention(q, k, v)` without dropout, `v` shifted
-    above 0): its rows are weighted averages.
+    feature map; a focal loss `(1 - p) ** gamma` with `gamma < 1` is NaN as
+    soon as a prediction is exactly right. A ReLU right before the base helps
+    when the exponent is a number (its backward zeroes the gradient where its
+    output is 0); `clamp(min=0)` does not.
 
     ## Example
     ```python
     pooled = F.avg_pool2d(x.pow(p), (h, w)).pow(1.0 / p)
-    cbrt = torch.pow(volume, 1 / 3)
+    rms = (x ** 2).mean(-1) ** 0.5
     ```
 
     ## Use instead
     ```python
     pooled = F.avg_pool2d(x.clamp(min=eps).pow(p), (h, w)).pow(1.0 / p)
-    cbrt = torch.pow(volume.clamp_min(1e-6), 1 / 3)
+    rms = (x ** 2).mean(-1).clamp_min(1e-6) ** 0.5
     ```
 
     ## Fix safety
     Numerics: the base is clamped, `x ** p` becomes `x.clamp_min(eps) ** p`
-    with eps from `[tool.torchlint] eps` (default 1e-6, which float16 still
-    represents; 1e-8 would round to 0 there). Values at or above eps are
-    computed exactly as before; below it the result is `eps ** p` instead of
-    0 or NaN and the gradient is 0. The gradient just above eps is
+    with eps from `[tool.torchlint] eps` (default 1e-6). Values at or above
+    eps are computed exactly as before; below it the result is `eps ** p`
+    instead of 0 or NaN and the gradient is 0. The gradient just above eps is
     `p * eps ** (p - 1)`: finite in float32 and bfloat16, but in float16 it
-    overflows for very small roots (`p <= 0.2` with eps = 1e-6); raise eps
-    for such code.
+    overflows for very small roots (`p <= 0.2` with eps = 1e-6); raise eps for
+    such code.
 
-    Like TL101, reported only in differentiated code (a `forward`, a loss
-    function or class, a `losses` module), never in code autograd cannot
-    differentiate (`no_grad`, initialisation, optimizer files, constants,
-    random draws) unless the base is written as a difference.
-
-    Schedules, visualisation, helpers called only under `torch.no_grad()`
-    and parameters judged by what the same file's calls pass: as for TL101
-    (`torchlint rule TL101`).
-
-    Not detected: exponents held in variables other than `1 / p` (the linter
-    cannot see that `x ** p` has `p < 1`), and integer or negative exponents,
-    which have no infinite derivative at 0 of this kind.
+    Where it looks, and what is never reported: as for TL101. Silence one line
+    with `# noqa: TL103`.
     """
 
     code = "TL103"
@@ -79,6 +62,13 @@ class UnguardedFractionalPow(UnguardedOpRule):
     message = "fractional power of a value that can be 0 or negative: infinite/NaN gradient; clamp the base"
     fix_applicability = Applicability.NUMERICS
     triggers = ("pow", "**")
+
+    confidence_levels = (
+        "`high`: a known fraction (`0.5`, `1 / p`) of a base that reaches 0 by construction, where gradients "
+        "flow (or below 0 anywhere); `medium`: such a base where no gradient is shown, an exponent held in a "
+        "name (`x ** gamma`: a hazard only if gamma < 1) over such a base where gradients flow, or a base of "
+        "unknown sign where gradients flow; `low`: the rest, an unknown exponent of an unknown base included."
+    )
 
     op_kinds = frozenset({POW})
     callee_names = call_names(POW_FUNCTIONS)

@@ -16,57 +16,30 @@ class UnguardedDivision(UnguardedOpRule):
     """
     ## What it does
     Flags a division by a tensor reduction that can be 0: `a / d`, `a /= d`,
-    `torch.div(a, d)`, `a.div(d)` where `d` is
+    `torch.div(a, d)`, `a.div(d)` where `d` (through reshapes such as
+    `[:, None]`, `unsqueeze`, `expand`, `view`, and through a local name) is
 
-    - a count: `mask.sum()`, `mask.float().sum(dim)`, `(labels != ignore).sum()`,
-      `torch.count_nonzero(m)` (also through a name: `n = mask.sum()`);
-    - a magnitude: `x.norm(...)`, `torch.norm`, `torch.linalg.norm`,
-      `torch.linalg.vector_norm`, `x.std()`, `x.var()`, a sum of squares or
-      absolute values, or a product of these;
-    - in particular the hand-written normalisation `x / x.norm(dim=d, keepdim=True)`
-      and cosine similarity `(a * b).sum(d) / (a.norm(dim=d) * b.norm(dim=d))`.
+    - a count: `mask.sum()`, `(labels != ignore).sum()`, `torch.count_nonzero(m)`;
+    - a magnitude: a norm, `std`, `var`, a sum of squares, absolute values or
+      ReLU outputs, `max - min`, or a product of these, in particular the
+      hand-written `x / x.norm(dim=d, keepdim=True)` and cosine
+      `(a * b).sum(d) / (a.norm(dim=d) * b.norm(dim=d))`;
+    - the sum of the weights of a weighted mean: `mm(w, x) / w.sum(1)`,
+      `(w * x).sum(d) / w.sum(d)`;
+    - a sum of values of unknown sign (`medium` or `low`: it can cancel to 0).
 
-    A divisor counts as guarded (see `torchlint/analysis/guards.py`) when it
-    adds a positive literal or an eps-like name (`std + eps`), is clamped to a
-    positive minimum (`mask.sum().clamp_min(1)`, `clamp(min=1e-9)`), is bound
-    earlier to such a value (`denom = torch.clamp(mask.sum(1), min=1e-9)`), or
-    sits under `if mask.any():` / `if n > 0:` / an earlier `if n == 0: return`.
-    A test of the expression a name holds guards the name:
-    `0 if kept.sum() == 0 else num / denom` with `denom = kept.sum()`, and a
-    test of a name guards the expression it holds, recomputed from the same
-    inputs (`n = mask.sum()`, `if n == 0: return`, then `loss / mask.sum()`); a
-    count's truth guards it (`if mask.sum(): ... / mask.sum()`), and so does
-    the test around every same-file call of a loss helper, read with the
-    call's arguments (`if fg_mask.sum(): self.seg_loss(fg_mask, ...)` guards
-    `/ fg_mask.sum()` inside `seg_loss`). The
-    norm of random draws (`slices = torch.randn(d, k)`, then
-    `slices / slices.norm(dim=0)`) is positive: a column of continuous draws
-    is never all zero.
-
-    A sum of values whose sign the linter cannot see (`w / w.sum()`) is not
-    flagged: such sums are usually of positive weights, and a clamp would be
-    wrong for a sum that may be negative.
-
-    Counts of a *padding mask* are not flagged either: `attention_mask.sum(1)`,
-    `tokens.ne(self.pad).sum(-1)`, `(~key_padding_mask).sum(1)`, a length mask
-    `arange(T)[None] < lengths[:, None]` or `length_to_mask(lengths)`, through
-    casts, reshapes and local names. Such a mask marks the real positions of
-    sequences padded to the longest one: every sequence has a token (a
-    tokenizer adds its special tokens even to an empty text) and the longest
-    sequence covers every position, so the count is at least 1 (measured on
-    the corpus: mean pooling over attention masks was the largest class of
-    false alarms). A loss mask (`labels != -100`, a foreground mask), whose
-    count is 0 for an all-ignored batch, is still flagged. A mask passed in as
-    a parameter with an uninformative name (`mask`) cannot be told apart and
-    is flagged.
+    A divisor is guarded when the sign domain proves it positive
+    (`+ eps`, `clamp_min(1)`, `exp`, a softmax, a count of a padding mask
+    such as `attention_mask.sum(1)`: every sequence has a token) or a test
+    keeps it off zero (`if mask.any():`, `if n > 0:`, an earlier
+    `if n == 0: return`, `0 if d == 0 else x / d`).
 
     ## Why is this bad?
     An all-padding batch, an empty mask or a zero feature vector makes the
     divisor exactly 0: `0 / 0` is NaN and `x / 0` is `inf` in the forward
     pass, and the gradient of `a / d` contains `1 / d` and `a / d**2`, so the
     backward pass is NaN too. One such batch puts NaN into every weight at the
-    next optimizer step. The norm of a zero vector also has a NaN gradient of
-    its own (`x / |x|` at 0).
+    next optimizer step.
 
     ## Example
     ```python
@@ -87,37 +60,20 @@ class UnguardedDivision(UnguardedOpRule):
     ## Fix safety
     Numerics. Counts are clamped to 1 (an empty mask then gives 0 instead of
     NaN; any non-empty count is unchanged). Norms, standard deviations,
-    variances and sums of squares are clamped to eps from
+    variances, sums of squares and weights are clamped to eps from
     `[tool.torchlint] eps` (default 1e-6). `x / x.norm(dim=d, keepdim=True)`
-    becomes `F.normalize(x, dim=d, eps=...)` (same values: F.normalize divides
-    by the same norm, clamped) and the manual cosine becomes
+    becomes `F.normalize(x, dim=d, eps=...)` (same values: it divides by the
+    same norm, clamped) and the manual cosine becomes
     `F.cosine_similarity(a, b, dim=d, eps=...)`, which agrees with the manual
-    formula to rounding (1e-7 relative in float32; it normalises before the
-    dot product, so in float16/bfloat16 the two differ by the dtype's rounding).
-    The eps is passed explicitly because the functions' own defaults (1e-12,
-    1e-8) round to 0 in float16, where they give NaN again.
-    `torch.nn.functional` is imported as `F` unless the file has an alias.
+    formula to rounding. The eps is passed explicitly because the functions'
+    own defaults (1e-12, 1e-8) round to 0 in float16. A sum of unknown sign has
+    no automatic fix: a clamp would turn a negative divisor positive. In
+    float16 the gradient of `x / max(|x|, eps)` at `x = 0` is `1 / eps`, which
+    overflows for eps below about 2e-5: set `eps = 1e-4` for code that divides
+    by norms in float16.
 
-    In float16 the gradient of `x / max(|x|, eps)` at `x = 0` is `1 / eps`,
-    which overflows float16 (max 65504) for eps below about 2e-5: the forward
-    value is finite with the default eps, but code that divides by norms in
-    float16 (rather than under autocast, which computes norms in float32)
-    should set `eps = 1e-4`.
-
-    Where it looks: code that is differentiated, a `forward`, `__call__` or
-    `training_step`, a function or class named for a loss, a file in a
-    `loss`/`losses` module. Geometric solvers normalising null vectors and
-    eigenvectors, and metric code, divide by norms that are nonzero by
-    construction far more often than not (measured in
-    `bench/results/precision_tl1.md`) and are not reported.
-
-    Schedules, visualisation, helpers called only under `torch.no_grad()`
-    and parameters judged by what the same file's calls pass: as for TL101
-    (`torchlint rule TL101`).
-
-    Not detected: divisors computed in a function of another file or stored
-    in attributes (same-file helpers are followed, as for TL101), and sums
-    whose non-negativity the linter cannot see.
+    Where it looks, and what is never reported: as for TL101 (`torchlint rule
+    TL101`). Silence one line with `# noqa: TL104`.
     """
 
     code = "TL104"
@@ -125,6 +81,12 @@ class UnguardedDivision(UnguardedOpRule):
     message = "division by a reduction that can be 0 (empty mask, zero vector, constant feature): NaN/inf; clamp the divisor"
     fix_applicability = Applicability.NUMERICS
     triggers = ("/", "div(", "divide(")
+
+    confidence_levels = (
+        "`high`: the divisor reaches 0 by construction (a count of a mask, a norm, std/var, a sum of squares "
+        "or ReLU outputs, `max - min`, the weights of a weighted mean); `medium`: a sum of unknown sign where "
+        "gradients flow (a `forward`, a loss, a scope that calls `backward()`); `low`: elsewhere."
+    )
 
     op_kinds = frozenset({DIV})
     callee_names = call_names(DIV_FUNCTIONS)
