@@ -241,7 +241,9 @@ def gradient_never_computed(context: "FileContext", ancestors: Sequence[cst.CSTN
     (``*FeatureExtractor``, ``*ImageProcessor`` subclasses)."""
     if in_no_grad_code(context, ancestors) or _in_preprocessing(context, ancestors):
         return True
-    return _in_data_or_metric_code(ancestors)
+    # A metric class whose method or own name says loss is one (pytorch-forecasting's losses derive from
+    # torchmetrics' Metric): there the name is the evidence that gradients flow.
+    return _in_data_or_metric_code(ancestors) and not _named_differentiated(ancestors)
 
 
 # A value that is backward()-ed, or a tensor that asks for a gradient, in the same scope.
