@@ -1,6 +1,6 @@
 """How long `torchlint server` takes from a change of a document to its diagnostics.
 
-    python bench/server_latency.py [--corpus DIR] [--edits 20] [FILE ...]
+    python bench/server_latency.py [--corpus DIR] [--edits 20] [--notebook] [FILE ...]
 
 A client (pygls's) starts the server over stdio, opens each FILE and sends
 ``--edits`` changes of the whole text, one at a time: a line with a TL201 finding
@@ -9,6 +9,12 @@ again.  The time of an edit runs from sending ``textDocument/didChange`` to rece
 the ``publishDiagnostics`` of that version (which must show the inserted finding
 come and go).  Beside it, the engine's own ``lint_text`` time on the same texts, in
 this process: the difference is the server's (debounce, protocol, positions).
+
+``--notebook``: each FILE is opened as a Jupyter notebook instead (LSP 3.17
+``notebookDocument/didOpen``), a code cell per top-level statement group as
+``bench/notebook_speed.py`` splits it; the probe comes and goes at the start of the
+middle cell (``notebookDocument/didChange`` of that cell's text), the time runs to that
+cell's diagnostics, and the engine's column is ``notebook.check`` on the same cells.
 
 Without FILE: every model file of 1,950 to 2,050 lines of transformers, timm and
 diffusers in the corpus made by `bench/corpus.py`.  Medians over one run on one
@@ -33,7 +39,8 @@ from lsprotocol import types  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
 
 from corpus import default_dest  # noqa: E402
-from torchlint import config, engine  # noqa: E402
+from notebook_speed import cell_ranges  # noqa: E402
+from torchlint import config, engine, notebook  # noqa: E402
 from torchlint.server.language_server import DEBOUNCE_SECONDS  # noqa: E402
 
 PROBE = "_probe = torch.log(torch.softmax(torch.ones(3), dim=-1))\n\n\n"
@@ -61,7 +68,24 @@ def probed(text: str) -> str:
     return "".join(lines[: first - 1]) + PROBE + "".join(lines[first - 1 :])
 
 
-async def measure(path: Path, edits: int) -> Tuple[List[float], int]:
+def cells_of(text: str) -> List[str]:
+    """The code cells ``text`` makes as a notebook (see bench/notebook_speed.py)."""
+    lines = text.splitlines(keepends=True)
+    return ["".join(lines[start:end]).rstrip("\n") for start, end in cell_ranges(text)]
+
+
+def edited_texts(path: Path, as_notebook: bool) -> Tuple[List[str], List[str], int]:
+    """The documents' texts as opened (the file, or its cells), the two texts the edits alternate
+    between, and which document they change."""
+    original = path.read_text(encoding="utf-8")
+    if not as_notebook:
+        return [original], [probed(original), original], 0
+    cells = cells_of(original)
+    middle = len(cells) // 2
+    return cells, [PROBE + cells[middle], cells[middle]], middle
+
+
+async def measure(path: Path, edits: int, as_notebook: bool = False) -> Tuple[List[float], int]:
     """Seconds from each didChange to its diagnostics, and how many of them showed the probe as expected."""
     client = LanguageClient("torchlint-bench", "1")
     published: "asyncio.Queue[Tuple[types.PublishDiagnosticsParams, float]]" = asyncio.Queue()
@@ -72,17 +96,45 @@ async def measure(path: Path, edits: int) -> Tuple[List[float], int]:
 
     await client.start_io(sys.executable, "-m", "torchlint", "server")
     root = path.parent
-    await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities(), root_uri=root.as_uri()))
+    capabilities = types.ClientCapabilities()
+    if as_notebook:
+        capabilities.notebook_document = types.NotebookDocumentClientCapabilities(types.NotebookDocumentSyncClientCapabilities())
+    await client.initialize_async(types.InitializeParams(capabilities=capabilities, root_uri=root.as_uri()))
     client.initialized(types.InitializedParams())
-    uri = path.as_uri()
-    original = path.read_text(encoding="utf-8")
-    texts = [probed(original), original]
-    client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "python", 0, original)))
+    opened, texts, edited = edited_texts(path, as_notebook)
+    if as_notebook:
+        notebook_uri = path.with_suffix(".ipynb").as_uri()
+        uris = [f"vscode-notebook-cell:{path.with_suffix('.ipynb').as_posix()}#{number}" for number in range(len(opened))]
+        cells = [types.NotebookCell(types.NotebookCellKind.Code, uri) for uri in uris]
+        client.notebook_document_did_open(
+            types.DidOpenNotebookDocumentParams(
+                types.NotebookDocument(notebook_uri, "jupyter-notebook", 0, cells),
+                [types.TextDocumentItem(uri, "python", 0, text) for uri, text in zip(uris, opened)],
+            )
+        )
+    else:
+        uris = [path.as_uri()]
+        client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uris[0], "python", 0, opened[0])))
+    uri = uris[edited]
+
+    def change(version: int, text: str) -> None:
+        document = types.VersionedTextDocumentIdentifier(version=version, uri=uri)
+        whole = [types.TextDocumentContentChangeWholeDocument(text)]
+        if as_notebook:
+            content = types.NotebookDocumentCellContentChanges(document, whole)
+            client.notebook_document_did_change(
+                types.DidChangeNotebookDocumentParams(
+                    types.VersionedNotebookDocumentIdentifier(version=version, uri=notebook_uri),
+                    types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[content])),
+                )
+            )
+        else:
+            client.text_document_did_change(types.DidChangeTextDocumentParams(document, whole))
 
     async def diagnostics_of(version: int) -> Tuple[types.PublishDiagnosticsParams, float]:
         while True:
             params, received = await asyncio.wait_for(published.get(), 120)
-            if params.version == version:
+            if params.uri == uri and params.version == version:
                 return params, received
 
     baseline = len((await diagnostics_of(0))[0].diagnostics)
@@ -91,11 +143,7 @@ async def measure(path: Path, edits: int) -> Tuple[List[float], int]:
         text = texts[(version - 1) % 2]
         await asyncio.sleep(0.2)  # an edit at a time, as after a pause in typing
         sent = time.perf_counter()
-        client.text_document_did_change(
-            types.DidChangeTextDocumentParams(
-                types.VersionedTextDocumentIdentifier(version=version, uri=uri), [types.TextDocumentContentChangeWholeDocument(text)]
-            )
-        )
+        change(version, text)
         params, received = await diagnostics_of(version)
         latencies.append(received - sent)
         right += len(params.diagnostics) == baseline + (1 if text is texts[0] else 0)
@@ -105,15 +153,19 @@ async def measure(path: Path, edits: int) -> Tuple[List[float], int]:
     return latencies, right
 
 
-def engine_times(path: Path, edits: int) -> List[float]:
-    """Seconds of ``engine.lint_text`` on each text the edits send, in the same order, in this process."""
+def engine_times(path: Path, edits: int, as_notebook: bool = False) -> List[float]:
+    """Seconds of ``engine.lint_text`` (``notebook.check``) on each text the edits send, in the same order, in this process."""
     settings = config.resolve(config.locate([str(path)]), config.Overrides())
-    original = path.read_text(encoding="utf-8")
-    texts = [probed(original), original]
+    opened, texts, edited = edited_texts(path, as_notebook)
     times = []
     for number in range(edits):
+        text = texts[number % 2]
         start = time.perf_counter()
-        engine.lint_text(texts[number % 2], str(path), settings)
+        if as_notebook:
+            cells = [notebook.Cell("code", text if index == edited else source) for index, source in enumerate(opened)]
+            notebook.check(notebook.Notebook(cells), str(path.with_suffix(".ipynb")), settings)
+        else:
+            engine.lint_text(text, str(path), settings)
         times.append(time.perf_counter() - start)
     return times
 
@@ -123,6 +175,7 @@ def main(argv=None) -> int:
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--corpus", type=Path, default=Path(os.environ.get("TORCHLINT_CORPUS", default_dest())))
     parser.add_argument("--edits", type=int, default=20)
+    parser.add_argument("--notebook", action="store_true", help="open each file as a notebook of cells and edit its middle cell")
     args = parser.parse_args(argv)
     files = args.files or default_files(args.corpus)
     if not files:
@@ -130,12 +183,13 @@ def main(argv=None) -> int:
         return 2
     engine.lint_text("import torch\n", "warm.py", config.resolve(None, config.Overrides()))  # import the rules once
     print(f"debounce {DEBOUNCE_SECONDS * 1000:.0f} ms, {args.edits} edits per file, {os.cpu_count()} CPUs\n")
-    print("| file | lines | didChange to diagnostics, median (min-max) | engine lint_text, median | diagnostics right |")
+    alone_name = "notebook.check" if args.notebook else "engine lint_text"
+    print(f"| file | lines | didChange to diagnostics, median (min-max) | {alone_name}, median | diagnostics right |")
     print("|---|---:|---:|---:|---:|")
     every, engine_every = [], []
     for path in files:
-        latencies, right = asyncio.run(measure(path, args.edits))
-        alone = engine_times(path, args.edits)
+        latencies, right = asyncio.run(measure(path, args.edits, args.notebook))
+        alone = engine_times(path, args.edits, args.notebook)
         every.extend(latencies)
         engine_every.extend(alone)
         lines = path.read_bytes().count(b"\n")
@@ -145,7 +199,7 @@ def main(argv=None) -> int:
             f"| {statistics.median(alone) * 1000:.0f} ms | {right}/{len(latencies)} |",
             flush=True,
         )
-    print(f"\nall {len(every)} edits: median {statistics.median(every) * 1000:.0f} ms; engine alone: median {statistics.median(engine_every) * 1000:.0f} ms")
+    print(f"\nall {len(every)} edits: median {statistics.median(every) * 1000:.0f} ms; {alone_name} alone: median {statistics.median(engine_every) * 1000:.0f} ms")
     return 0
 
 

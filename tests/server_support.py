@@ -76,6 +76,62 @@ def change_document(client, uri: str, text: str, version: int) -> None:
     )
 
 
+def with_notebooks(capabilities):
+    """``capabilities`` with LSP 3.17 notebook document sync, as VS Code's for Jupyter notebooks."""
+    from lsprotocol import types
+
+    capabilities.notebook_document = types.NotebookDocumentClientCapabilities(types.NotebookDocumentSyncClientCapabilities())
+    return capabilities
+
+
+def cell_uri(path: Path, number: int) -> str:
+    """The URI of a notebook cell's document, in VS Code's scheme (the fragment tells the cells apart)."""
+    return f"vscode-notebook-cell:{path.as_posix()}#cell{number}"
+
+
+def open_notebook(client, path: Path, sources: Sequence[str], version: int = 1) -> List[str]:
+    """Open the Jupyter notebook ``path`` with one Python code cell per source; the cells' URIs."""
+    from lsprotocol import types
+
+    uris = [cell_uri(path, number) for number in range(len(sources))]
+    cells = [types.NotebookCell(types.NotebookCellKind.Code, uri) for uri in uris]
+    client.notebook_document_did_open(
+        types.DidOpenNotebookDocumentParams(
+            types.NotebookDocument(path.as_uri(), "jupyter-notebook", version, cells),
+            [types.TextDocumentItem(uri, "python", version, source) for uri, source in zip(uris, sources)],
+        )
+    )
+    return uris
+
+
+def change_notebook(client, path: Path, version: int, cells) -> None:
+    """Send ``cells`` (a ``NotebookDocumentCellChanges``) as the notebook's change to ``version``."""
+    from lsprotocol import types
+
+    client.notebook_document_did_change(
+        types.DidChangeNotebookDocumentParams(
+            types.VersionedNotebookDocumentIdentifier(version=version, uri=path.as_uri()),
+            types.NotebookDocumentChangeEvent(cells=cells),
+        )
+    )
+
+
+def change_cell(client, path: Path, uri: str, version: int, *changes) -> None:
+    """Change the text of the cell ``uri`` (to ``version``, the notebook's too) by ``changes``."""
+    from lsprotocol import types
+
+    content = types.NotebookDocumentCellContentChanges(types.VersionedTextDocumentIdentifier(version=version, uri=uri), list(changes))
+    change_notebook(client, path, version, types.NotebookDocumentCellChanges(text_content=[content]))
+
+
+async def code_actions(client, uri: str, diagnostic, only=None):
+    """The code actions the server offers for ``diagnostic`` of ``uri``, asked as an editor asks on its range."""
+    from lsprotocol import types
+
+    context = types.CodeActionContext(diagnostics=[diagnostic], only=only)
+    return await client.text_document_code_action_async(types.CodeActionParams(types.TextDocumentIdentifier(uri), diagnostic.range, context))
+
+
 async def diagnostics_of(client, uri: str, count: Optional[int] = None) -> list:
     """The diagnostics the server published for ``uri`` (at least one publication; ``count`` of them when given)."""
     await until(

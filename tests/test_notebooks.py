@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import nbformat
@@ -274,6 +275,31 @@ def test_a_fix_that_needs_an_import_puts_it_after_the_imports_of_an_earlier_cell
     for index, edit in zip(finding.fix_edit_cells, finding.fix.edits):
         before = nb.cells[index - 1].source
         assert engine.apply_edits(before, [edit]) == dict((c.index, c.after) for c in fixed.cells)[index]
+
+
+def test_apply_fix_gives_the_cells_one_fix_changes_unless_one_would_no_longer_run():
+    nb = cells(("code", "import torch"), ("markdown", "m"), ("code", "%%time\nx = torch.randn(3)\ny = torch.log(torch.softmax(x, -1))"))
+    (finding,) = notebook.check(nb, "n.ipynb", SETTINGS).findings
+    assert notebook.apply_fix(nb, finding) == {
+        1: "import torch\nimport torch.nn.functional as F",
+        3: "%%time\nx = torch.randn(3)\ny = F.log_softmax(x, -1)",
+    }
+
+    def fix_of(cell, edit):
+        return replace(finding, fix=replace(finding.fix, edits=(edit,)), fix_edit_cells=(cell,))
+
+    assert notebook.apply_fix(nb, fix_of(3, Edit(0, 0, "import os\n"))) is None  # %%time must stay first
+    assert notebook.apply_fix(nb, fix_of(1, Edit(0, 0, "("))) is None  # the cell no longer parses
+    assert notebook.apply_fix(nb, fix_of(3, Edit(0, 0, "%%bash\n"))) is None  # the cell runs another language
+    assert notebook.apply_fix(nb, fix_of(3, Edit(7, 7, "w = 0\n"))) == {3: "%%time\nw = 0\nx = torch.randn(3)\ny = torch.log(torch.softmax(x, -1))"}
+
+
+def test_a_masked_source_keeps_the_cells_lines_and_columns():
+    source = "%%time\n!pip install torch\nx = 1\nx?"
+    masked = notebook.masked_source(source)
+    assert len(masked) == len(source) and masked.splitlines()[2] == "x = 1"
+    ast.parse(masked)
+    assert notebook.masked_source("%%bash\nls") == "%%bash\nls"
 
 
 @pytest.mark.parametrize("lead", ["", "\n\n"])

@@ -17,6 +17,7 @@ from server_support import (  # noqa: E402
     SERVER,
     apply_text_edits,
     change_document,
+    code_actions,
     diagnostics_of,
     edits_for,
     open_document,
@@ -101,13 +102,6 @@ async def test_diagnostics_on_open_stand_where_the_cli_puts_them(tmp_path, encod
     assert first.data["name"] == rule.name and first.data["confidence"] == "high"
 
 
-async def _actions(client, uri, diagnostic, only=None):
-    context = types.CodeActionContext(diagnostics=[diagnostic], only=only)
-    return await client.text_document_code_action_async(
-        types.CodeActionParams(types.TextDocumentIdentifier(uri), diagnostic.range, context)
-    )
-
-
 @pytest.mark.parametrize("client_name", ["neovim@v0.7.0", "visual-studio-code", "no-resolve"])
 @pytest.mark.asyncio
 async def test_a_quick_fix_makes_the_edit_that_fix_makes(tmp_path, client_name):
@@ -121,7 +115,7 @@ async def test_a_quick_fix_makes_the_edit_that_fix_makes(tmp_path, client_name):
     async with session(tmp_path, capabilities) as (client, _):
         uri = open_document(client, path)
         (diagnostic,) = await diagnostics_of(client, uri)
-        actions = await _actions(client, uri, diagnostic)
+        actions = await code_actions(client, uri, diagnostic)
         (fix,) = [a for a in actions if a.title.startswith("torchlint TL201: Replace")]
         assert fix.kind == types.CodeActionKind.QuickFix and fix.is_preferred and fix.diagnostics[0].code == "TL201"
         if fix.edit is None:
@@ -139,7 +133,7 @@ async def test_unsafe_fixes_are_offered_and_labelled(tmp_path):
         uri = open_document(client, path)
         diagnostics = await diagnostics_of(client, uri, count=2)
         (load,) = [d for d in diagnostics if d.code == "TL401"]
-        actions = await _actions(client, uri, load, only=[types.CodeActionKind.QuickFix])
+        actions = await code_actions(client, uri, load, only=[types.CodeActionKind.QuickFix])
         (fix,) = [a for a in actions if "noqa" not in a.title]
         assert fix.title.endswith("(unsafe fix)") and not fix.is_preferred
         fix = await client.code_action_resolve_async(fix)
@@ -153,7 +147,7 @@ async def test_fix_all_applies_the_safe_and_numerics_fixes_of_the_document(tmp_p
     async with session(tmp_path) as (client, _):
         uri = open_document(client, path)
         diagnostics = await diagnostics_of(client, uri, count=4)
-        actions = await _actions(client, uri, diagnostics[0], only=[types.CodeActionKind.SourceFixAll])
+        actions = await code_actions(client, uri, diagnostics[0], only=[types.CodeActionKind.SourceFixAll])
         (fix_all,) = actions
         assert fix_all.kind == "source.fixAll.torchlint"
         fix_all = await client.code_action_resolve_async(fix_all)
@@ -169,7 +163,7 @@ async def test_the_noqa_action_silences_the_finding_and_nothing_else(tmp_path):
         uri = open_document(client, path)
         diagnostics = await diagnostics_of(client, uri, count=2)
         (softmax,) = [d for d in diagnostics if d.code == "TL201"]
-        (noqa,) = [a for a in await _actions(client, uri, softmax) if "noqa" in a.title]
+        (noqa,) = [a for a in await code_actions(client, uri, softmax) if "noqa" in a.title]
         silenced = apply_text_edits(BAD, edits_for(noqa.edit, uri))
         assert TL201_LINE + "  # noqa: TL201\n" in silenced
         change_document(client, uri, silenced, version=2)

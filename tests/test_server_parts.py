@@ -10,11 +10,13 @@ pytest.importorskip("lsprotocol")
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from torchlint import config, engine, registry  # noqa: E402
+from lsprotocol import types  # noqa: E402
+
+from torchlint import config, engine, notebook, registry  # noqa: E402
 from torchlint.docs import help_uri, summary  # noqa: E402
 from torchlint.noqa import NoqaIndex, code_at, noqa_edit  # noqa: E402
-from torchlint.rule import Applicability, Edit, Fix  # noqa: E402
-from torchlint.server.documents import TextView  # noqa: E402
+from torchlint.rule import Applicability, Edit, Fix, NotebookCell  # noqa: E402
+from torchlint.server.documents import CellDocument, NotebookView, TextView, changed_cells  # noqa: E402
 from torchlint.server.positions import UTF8, UTF16, UTF32, LineIndex  # noqa: E402
 from torchlint.server.projects import Projects  # noqa: E402
 
@@ -90,6 +92,74 @@ def test_engine_edits_become_text_edits_of_the_document():
     view = TextView("file:///m.py", "/m.py", "a😋b\nc\n")
     (edits,) = view.text_edits([Edit(2, 3, "B"), Edit(4, 4, "# x\n")]).values()
     assert [(e.range.start.line, e.range.start.character, e.new_text) for e in edits] == [(0, 3, "B"), (1, 0, "# x\n")]
+
+
+# -- notebooks -------------------------------------------------------------------------------
+
+
+def _cells(*sources):
+    return [CellDocument(f"cell:{number}", "code", "python", source, version=10 + number) for number, source in enumerate(sources)]
+
+
+def test_a_notebook_view_sends_each_offset_to_its_cell_and_back():
+    cells = _cells("a = 1\nb😋 = 2", "", "c = 3\n")
+    view = NotebookView("file:///n.ipynb", "/n.ipynb", cells)
+    for cell in cells:
+        lines = LineIndex(cell.text)
+        for offset in range(len(cell.text) + 1):
+            position = types.Position(*lines.position(offset))
+            assert view.locate(view.offset(cell.uri, position)) == (cell.uri, position)
+    assert view.uris() == ("cell:0", "cell:1", "cell:2") and view.version_of("cell:1") == 11
+    assert view.offset("cell:9", types.Position(0, 0)) is None
+    # The end of a cell and the start of the next are two offsets apart: no range of one touches the other.
+    end_of_first, start_of_last = view.offset("cell:0", types.Position(1, 99)), view.offset("cell:2", types.Position(0, 0))
+    assert view.range(end_of_first, view.offset("cell:1", types.Position(0, 0))) is None
+    assert view.location_offset(1, 1, NotebookCell(3)) == start_of_last
+    assert view.text[slice(*view.line_span(view.offset("cell:0", types.Position(1, 3))))] == "b😋 = 2"
+
+
+def test_a_notebook_views_fixes_make_the_cells_that_fix_makes():
+    # The fix needs an import, which goes to the end of the first cell.
+    sources = ("import torch", "x = torch.randn(3)\n!nvidia-smi", "%%time\ny = torch.log(torch.softmax(x, -1))")
+    view = NotebookView("file:///n.ipynb", "/n.ipynb", _cells(*sources))
+    settings = config.resolve(None, config.Overrides(select=["TL201"]))
+    (finding,) = view.lint(settings).findings
+    expected = list(sources)
+    for change in notebook.fix(view.notebook, view.path, settings).cells:
+        expected[change.index - 1] = change.after
+    assert expected[0] != sources[0] and expected[2] != sources[2]
+    for edits in (view.text_edits(view.fix_edits(finding)), view.fix_all(settings)):
+        assert [_apply(cell.text, edits.get(cell.uri, [])) for cell in view.cells] == expected
+    noqa = view.text_edits([view.noqa_edit(finding)])
+    assert _apply(sources[2], noqa["cell:2"]) == sources[2] + "  # noqa: TL201"
+
+
+def test_changed_cells_follow_the_structure_then_the_kinds_then_the_texts():
+    first, second, third = _cells("import torch", "x = 1", "y = 2")
+
+    def cell(uri, kind=types.NotebookCellKind.Code):
+        return types.NotebookCell(kind, uri)
+
+    change = types.NotebookDocumentCellChanges(
+        structure=types.NotebookDocumentCellChangeStructure(
+            array=types.NotebookCellArrayChange(start=0, delete_count=3, cells=[cell("cell:2"), cell("cell:0"), cell("new")]),
+            did_open=[types.TextDocumentItem("new", "python", 1, "z = 3")],
+            did_close=[types.TextDocumentIdentifier("cell:1")],
+        ),
+        data=[cell("cell:0", types.NotebookCellKind.Markup)],
+        text_content=[
+            types.NotebookDocumentCellContentChanges(
+                types.VersionedTextDocumentIdentifier(version=5, uri="cell:2"),
+                [types.TextDocumentContentChangePartial(range=types.Range(types.Position(0, 4), types.Position(0, 5)), text="20")],
+            )
+        ],
+    )
+    after = changed_cells([first, second, third], change, UTF16)
+    assert [(c.uri, c.kind, c.text, c.version) for c in after] == [
+        ("cell:2", "code", "y = 20", 5),
+        ("cell:0", "markdown", "import torch", 10),
+        ("new", "code", "z = 3", 1),
+    ]
 
 
 # -- noqa ------------------------------------------------------------------------------------

@@ -27,8 +27,8 @@ others are checked.
 
 The JSON is read with the standard library only (no nbformat, no torch): users lint on machines
 without them.  Language-server use: ``read`` (or ``Notebook(cells=[Cell("code", source), ...])``),
-then ``check`` (findings carry ``finding.cell.index``) and ``fix`` (``NotebookFixResult.cells``:
-the new source of each changed cell).
+then ``check`` (findings carry ``finding.cell.index``), ``apply_fix`` (the cells one finding's fix
+changes) and ``fix`` (``NotebookFixResult.cells``: the new source of each changed cell).
 """
 from __future__ import annotations
 
@@ -647,6 +647,13 @@ def _part(index: int, source: str, automagics: bool = False) -> Optional[_Part]:
     return _Part(index, text, added, masked, magic_first)
 
 
+def masked_source(source: str) -> str:
+    """A code cell's source as the module holds it: IPython's escapes masked by Python of the same length,
+    so that its lines and columns stay the cell's (the source itself for a cell that runs another language)."""
+    part = _part(0, source)
+    return source if part is None else part.text[: len(source)]
+
+
 # -- checking and fixing ----------------------------------------------------------------
 
 
@@ -752,6 +759,33 @@ def _broken_cell(module: _Module, changed: Dict[int, str]) -> Optional[int]:
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return part.cell
     return None
+
+
+def apply_fix(notebook: Notebook, finding: Finding, path: str = "") -> Optional[Dict[int, str]]:
+    """The new source of each cell (1-based index) that the fix of ``finding`` (from ``check``) changes; None
+    when one of them would no longer run on its own (such a fix is not offered, as ``engine.apply_fix`` says)."""
+    from torchlint.engine import apply_edits
+
+    if finding.fix is None:
+        return None
+    edits: Dict[int, List[Edit]] = {}
+    for edit, cell in zip(finding.fix.edits, finding.fix_edit_cells):
+        edits.setdefault(cell - 1, []).append(edit)
+    sources = {index: apply_edits(notebook.cells[index].source, cell_edits) for index, cell_edits in edits.items()}
+    fixed = Notebook([replace(cell, source=sources.get(index, cell.source)) for index, cell in enumerate(notebook.cells)], language=notebook.language)
+    parts = [_part(index, source) for index, source in sorted(sources.items())]
+    if None in parts:
+        return None  # a cell magic of another language came first
+    module = _Module(parts)
+    module.parse_cells(fixed, path)
+    if module.problems:
+        return None
+    for part in module.parts:
+        # Read from the cell as it was: a Python cell magic that the fix moved down must still come first.
+        part.magic_first = _part(part.cell, notebook.cells[part.cell].source).magic_first
+    if _broken_cell(module, sources) is not None:
+        return None
+    return {index + 1: source for index, source in sources.items()}
 
 
 # -- the file-level doors: the same calls as engine.lint_text / engine.fix_text ----------------

@@ -12,8 +12,6 @@ from typing import Dict, List, Optional, Sequence
 
 from lsprotocol import types
 
-from torchlint import engine
-from torchlint.noqa import noqa_edit
 from torchlint.rule import Applicability, Finding
 from torchlint.server.diagnostics import finding_diagnostic, finding_offsets
 from torchlint.server.documents import DocumentEdits, DocumentView
@@ -77,7 +75,7 @@ def noqa_action(outcome: Outcome, number: int, versioned: bool) -> Optional[type
     finding = outcome.findings[number]
     view = outcome.view
     placed = finding_diagnostic(view, finding)
-    edit = noqa_edit(view.text, finding.location.line, finding.code)
+    edit = view.noqa_edit(finding)
     edits = view.text_edits([edit]) if edit is not None else None
     if placed is None or edits is None:
         return None
@@ -102,11 +100,8 @@ def fix_all_action(outcome: Outcome) -> Optional[types.CodeAction]:
 
 def quick_fix_edits(outcome: Outcome, number: int) -> Optional[DocumentEdits]:
     """The edits of finding ``number``'s fix; None when the fixed text would not parse."""
-    finding = outcome.findings[number]
-    view = outcome.view
-    if finding.fix is None or engine.apply_fix(view.text, view.path, finding.fix) is None:
-        return None
-    return view.text_edits(finding.fix.edits)
+    edits = outcome.view.fix_edits(outcome.findings[number])
+    return outcome.view.text_edits(edits) if edits is not None else None
 
 
 def workspace_edit(view: DocumentView, edits: DocumentEdits, versioned: bool) -> types.WorkspaceEdit:

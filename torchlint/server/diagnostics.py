@@ -17,8 +17,8 @@ SOURCE = "torchlint"
 def finding_offsets(view: DocumentView, finding: Finding) -> Tuple[int, int]:
     location = finding.location
     return (
-        view.lines.offset_of_location(location.line, location.column),
-        view.lines.offset_of_location(location.end_line, location.end_column),
+        view.location_offset(location.line, location.column, finding.cell),
+        view.location_offset(location.end_line, location.end_column, finding.cell),
     )
 
 
@@ -43,9 +43,9 @@ def finding_diagnostic(view: DocumentView, finding: Finding) -> Optional[Tuple[s
 
 
 def syntax_error_diagnostic(view: DocumentView, problem: Diagnostic) -> Tuple[str, types.Diagnostic]:
-    start = view.lines.offset_of_location(problem.line, problem.column)
+    start = view.location_offset(problem.line, problem.column, problem.cell)
     # One character wide, so that editors show it; none at the end of a line.
-    end = start + 1 if start < view.lines.line_end(view.lines.position(start)[0]) else start
+    end = start + 1 if start < view.line_span(start)[1] else start
     uri, rng = view.range(start, end) or view.range(start, start)
     return uri, types.Diagnostic(range=rng, severity=types.DiagnosticSeverity.Error, source=SOURCE, message=problem.message)
 

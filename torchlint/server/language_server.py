@@ -9,6 +9,9 @@ one lint after it, ``debounce`` seconds after the last).
 Diagnostics are pushed (``textDocument/publishDiagnostics``) unless the client
 pulls them (``textDocument/diagnostic``, LSP 3.17): a client that can pull gets
 no pushed copies.
+
+A notebook (LSP 3.17 ``notebookDocument/*``) is linted as one unit, the module its
+cells make; its diagnostics, code actions and hovers go to each cell's document.
 """
 from __future__ import annotations
 
@@ -17,8 +20,8 @@ import concurrent.futures
 import functools
 import os
 import sys
-from dataclasses import dataclass
-from typing import Callable, Dict, Iterable, List, Optional
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 from lsprotocol import types
 from pygls.capabilities import get_capability
@@ -29,22 +32,39 @@ from torchlint import __version__, collection, registry
 from torchlint.docs import summary
 from torchlint.files import PYTHON_SUFFIXES
 from torchlint.noqa import code_at
+from torchlint.notebook import NOTEBOOK_SUFFIX
+from torchlint.report import position
 from torchlint.server import actions, linting
 from torchlint.server.diagnostics import outcome_diagnostics
-from torchlint.server.documents import TextView
+from torchlint.server.documents import (
+    CellDocument,
+    DocumentView,
+    NotebookView,
+    TextView,
+    cell_document,
+    changed_cells,
+    changed_text,
+)
 from torchlint.server.positions import UTF16
 from torchlint.server.projects import Projects
 
 # Seconds between the last change of a document and its lint.
 DEBOUNCE_SECONDS = 0.05
 CONFIG_FILE = "pyproject.toml"
+# The notebooks whose Python cells the client sends (VS Code's name for Jupyter's); markdown cells are not needed.
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[
+        types.NotebookDocumentFilterWithNotebook(notebook="jupyter-notebook", cells=[types.NotebookCellLanguage(language="python")])
+    ]
+)
 
 
 @dataclass(eq=False)
-class OpenDocument:
+class Opened:
+    """What the client has open and the server lints as one unit: a text document or a notebook."""
+
     uri: str
     path: str
-    text: str
     version: Optional[int]
     # Bumped by every change of the text or of what its lint read; a lint of an older revision is dropped.
     revision: int = 0
@@ -52,13 +72,36 @@ class OpenDocument:
     task: Optional["asyncio.Task[Optional[linting.Outcome]]"] = None
     closed: bool = False
 
+    def view(self, encoding: str) -> DocumentView:
+        raise NotImplementedError
+
+
+@dataclass(eq=False)
+class OpenDocument(Opened):
+    text: str = ""
+
+    def view(self, encoding: str) -> DocumentView:
+        return TextView(self.uri, self.path, self.text, self.version, encoding)
+
+
+@dataclass(eq=False)
+class OpenNotebook(Opened):
+    cells: List[CellDocument] = field(default_factory=list)
+
+    def view(self, encoding: str) -> DocumentView:
+        return NotebookView(self.uri, self.path, self.cells, self.version, encoding)
+
 
 class TorchlintServer(LanguageServer):
     def __init__(self, debounce: float = DEBOUNCE_SECONDS) -> None:
         # Full sync: the client sends the whole text, so the server's copy follows LSP's line rules exactly.
-        super().__init__("torchlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        super().__init__(
+            "torchlint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full, notebook_document_sync=NOTEBOOK_SYNC
+        )
         self.debounce = debounce
         self.documents: Dict[str, OpenDocument] = {}
+        self.notebooks: Dict[str, OpenNotebook] = {}
+        self.cells: Dict[str, OpenNotebook] = {}  # a cell's document URI -> its notebook
         self.projects = Projects()
         self.linter = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="torchlint-lint")
         self.encoding = UTF16
@@ -80,6 +123,9 @@ class TorchlintServer(LanguageServer):
         self.feature(types.TEXT_DOCUMENT_DID_CLOSE)(_handler(self.did_close))
         self.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))(_handler(self.did_save))
         self.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)(_handler(self.did_change_watched_files))
+        self.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)(_handler(self.did_open_notebook))
+        self.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)(_handler(self.did_change_notebook))
+        self.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)(_handler(self.did_close_notebook))
         self.feature(
             types.TEXT_DOCUMENT_DIAGNOSTIC,
             types.DiagnosticOptions(identifier="torchlint", inter_file_dependencies=True, workspace_diagnostics=False),
@@ -115,7 +161,7 @@ class TorchlintServer(LanguageServer):
         self.linter.submit(registry.all_rules)
 
     def shutdown_request(self, params: None) -> None:
-        for document in self.documents.values():
+        for document in self.opened():
             if document.task is not None:
                 document.task.cancel()
         self.linter.shutdown(wait=False, cancel_futures=True)
@@ -125,14 +171,22 @@ class TorchlintServer(LanguageServer):
         uris = list(self.workspace.folders) + ([self.workspace.root_uri] if self.workspace.root_uri else [])
         return [path for path in (to_fs_path(uri) for uri in uris) if path]
 
-    def path_of(self, uri: str) -> str:
+    def path_of(self, uri: str, suffixes: Tuple[str, ...] = PYTHON_SUFFIXES) -> str:
         path = to_fs_path(uri)
         if path is not None:
             return path
         # An unsaved document (``untitled:Untitled-1``): linted as a file of the first workspace folder.
         name = uri.rsplit("/", 1)[-1].rsplit(":", 1)[-1] or "untitled"
         folders = self.folders()
-        return os.path.join(folders[0] if folders else os.getcwd(), name if name.endswith(PYTHON_SUFFIXES) else name + ".py")
+        return os.path.join(folders[0] if folders else os.getcwd(), name if name.endswith(suffixes) else name + suffixes[0])
+
+    def opened(self) -> List[Opened]:
+        """The open text documents and notebooks."""
+        return [*self.documents.values(), *self.notebooks.values()]
+
+    def opened_as(self, uri: str) -> Optional[Opened]:
+        """What is linted for the document ``uri``: itself, or the notebook of a cell; or the notebook ``uri``."""
+        return self.documents.get(uri) or self.cells.get(uri) or self.notebooks.get(uri)
 
     # -- documents ------------------------------------------------------------------------
 
@@ -141,38 +195,74 @@ class TorchlintServer(LanguageServer):
         path = self.path_of(item.uri)
         if item.language_id != "python" and not path.endswith(PYTHON_SUFFIXES):
             return
-        self._close(item.uri)  # opened again: the earlier copy's lint must not report
-        document = self.documents[item.uri] = OpenDocument(item.uri, path, item.text, item.version)
+        self._close(self.documents.pop(item.uri, None))  # opened again: the earlier copy's lint must not report
+        document = self.documents[item.uri] = OpenDocument(item.uri, path, item.version, text=item.text)
         self._changed(document, delay=0)
 
     def did_change(self, params: types.DidChangeTextDocumentParams) -> None:
         document = self.documents.get(params.text_document.uri)
         if document is None:
             return
-        for change in params.content_changes:
-            if isinstance(change, types.TextDocumentContentChangePartial):
-                # Not asked for (the server syncs full texts), but applied with LSP's own line rules if sent.
-                view = TextView(document.uri, document.path, document.text, encoding=self.encoding)
-                start = view.offset(document.uri, change.range.start)
-                end = view.offset(document.uri, change.range.end)
-                document.text = document.text[:start] + change.text + document.text[end:]
-            else:
-                document.text = change.text
+        # Partial changes are not asked for (the server syncs full texts), but applied with LSP's own line rules if sent.
+        document.text = changed_text(document.text, params.content_changes, self.encoding)
         document.version = params.text_document.version
         self._changed(document, delay=self.debounce)
 
     def did_close(self, params: types.DidCloseTextDocumentParams) -> None:
-        if self._close(params.text_document.uri) and not self.pull_diagnostics:
-            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+        if self._close(self.documents.pop(params.text_document.uri, None)):
+            self._clear([params.text_document.uri])
 
-    def _close(self, uri: str) -> bool:
-        document = self.documents.pop(uri, None)
+    def did_open_notebook(self, params: types.DidOpenNotebookDocumentParams) -> None:
+        item = params.notebook_document
+        self._close_notebook(item.uri)  # opened again: the earlier copy's lint must not report
+        texts = {document.uri: document for document in params.cell_text_documents}
+        cells = [cell_document(cell, texts.get(cell.document)) for cell in item.cells]
+        notebook = self.notebooks[item.uri] = OpenNotebook(item.uri, self.path_of(item.uri, (NOTEBOOK_SUFFIX,)), item.version, cells=cells)
+        self.cells.update((cell.uri, notebook) for cell in cells)
+        self._changed(notebook, delay=0)
+
+    def did_change_notebook(self, params: types.DidChangeNotebookDocumentParams) -> None:
+        notebook = self.notebooks.get(params.notebook_document.uri)
+        if notebook is None:
+            return
+        notebook.version = params.notebook_document.version
+        if params.change.cells is None:
+            return  # the notebook's metadata alone: the lint reads the cells' kinds and languages, not it
+        before = {cell.uri for cell in notebook.cells}
+        notebook.cells = changed_cells(notebook.cells, params.change.cells, self.encoding)
+        removed = before - {cell.uri for cell in notebook.cells}
+        for uri in removed:
+            del self.cells[uri]
+        self.cells.update((cell.uri, notebook) for cell in notebook.cells)
+        self._clear(sorted(removed))
+        self._changed(notebook, delay=self.debounce)
+
+    def did_close_notebook(self, params: types.DidCloseNotebookDocumentParams) -> None:
+        notebook = self._close_notebook(params.notebook_document.uri)
+        if notebook is not None:
+            self._clear([cell.uri for cell in notebook.cells])
+
+    def _close_notebook(self, uri: str) -> Optional[OpenNotebook]:
+        notebook = self.notebooks.pop(uri, None)
+        if notebook is not None:
+            self._close(notebook)
+            for cell in notebook.cells:
+                self.cells.pop(cell.uri, None)
+        return notebook
+
+    def _close(self, document: Optional[Opened]) -> bool:
         if document is None:
             return False
         document.closed = True
         if document.task is not None:
             document.task.cancel()
         return True
+
+    def _clear(self, uris: Iterable[str]) -> None:
+        """Clear the diagnostics of documents that are no longer linted (a pulling client drops them itself)."""
+        if not self.pull_diagnostics:
+            for uri in uris:
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
 
     def did_save(self, params: types.DidSaveTextDocumentParams) -> None:
         self._files_changed([self.path_of(params.text_document.uri)])
@@ -182,7 +272,7 @@ class TorchlintServer(LanguageServer):
 
     # -- linting ---------------------------------------------------------------------------
 
-    def _changed(self, document: OpenDocument, delay: float) -> None:
+    def _changed(self, document: Opened, delay: float) -> None:
         """The document's text or what its lint read changed: drop its outcome, lint it again."""
         document.revision += 1
         document.outcome = None
@@ -192,13 +282,13 @@ class TorchlintServer(LanguageServer):
         if not self.pull_diagnostics:  # a pulling client asks for the lint itself
             self._schedule(document, delay)
 
-    def _schedule(self, document: OpenDocument, delay: float) -> None:
+    def _schedule(self, document: Opened, delay: float) -> None:
         document.task = asyncio.ensure_future(self._lint(document, document.revision, delay))
 
-    async def _lint(self, document: OpenDocument, revision: int, delay: float) -> Optional[linting.Outcome]:
+    async def _lint(self, document: Opened, revision: int, delay: float) -> Optional[linting.Outcome]:
         if delay:
             await asyncio.sleep(delay)
-        view = TextView(document.uri, document.path, document.text, document.version, self.encoding)
+        view = document.view(self.encoding)
         loop = asyncio.get_running_loop()
         outcome = await loop.run_in_executor(self.linter, linting.lint, view, self.projects, self.folders())
         if document.revision != revision or document.closed:
@@ -212,7 +302,7 @@ class TorchlintServer(LanguageServer):
                 )
         return outcome
 
-    async def _current(self, document: Optional[OpenDocument]) -> Optional[linting.Outcome]:
+    async def _current(self, document: Optional[Opened]) -> Optional[linting.Outcome]:
         """The outcome of the document's current text, waiting for (or starting) its lint; None once it is closed."""
         while document is not None and not document.closed:
             if document.outcome is not None:
@@ -232,7 +322,8 @@ class TorchlintServer(LanguageServer):
         for problem in outcome.internal_errors:
             self.window_log_message(
                 types.LogMessageParams(
-                    type=types.MessageType.Error, message=f"torchlint: {problem.path}:{problem.line}:{problem.column}: {problem.message}"
+                    type=types.MessageType.Error,
+                    message=f"torchlint: {problem.path}:{position(problem.line, problem.column, problem.cell)}: {problem.message}",
                 )
             )
         error = outcome.settings.error
@@ -255,7 +346,7 @@ class TorchlintServer(LanguageServer):
         modules = await loop.run_in_executor(self.linter, lambda: {self.projects.file_changed(p) for p in python})
         folders = self.folders()
         stale = []
-        for document in list(self.documents.values()):
+        for document in self.opened():
             outcome = document.outcome
             if outcome is None:
                 continue  # its lint is still to come and reads the files as they are now
@@ -275,7 +366,7 @@ class TorchlintServer(LanguageServer):
 
     async def pull(self, params: types.DocumentDiagnosticParams) -> types.DocumentDiagnosticReport:
         uri = params.text_document.uri
-        outcome = await self._current(self.documents.get(uri))
+        outcome = await self._current(self.opened_as(uri))
         if outcome is None:
             return types.RelatedFullDocumentDiagnosticReport(items=[])
         if params.previous_result_id == outcome.result_id:
@@ -285,7 +376,7 @@ class TorchlintServer(LanguageServer):
 
     async def code_action(self, params: types.CodeActionParams) -> Optional[List[types.CodeAction]]:
         uri = params.text_document.uri
-        outcome = await self._current(self.documents.get(uri))
+        outcome = await self._current(self.opened_as(uri))
         if outcome is None:
             return None
         view = outcome.view
@@ -325,7 +416,7 @@ class TorchlintServer(LanguageServer):
         target = actions.resolve_target(action.data)
         if target is None or action.edit is not None:
             return action
-        outcome = await self._current(self.documents.get(str(target["uri"])))
+        outcome = await self._current(self.opened_as(str(target["uri"])))
         if outcome is None or outcome.result_id != target["result"]:
             message = f"torchlint: '{action.title}' was offered for an earlier text of the document; ask for the actions again"
             self.window_log_message(types.LogMessageParams(type=types.MessageType.Warning, message=message))
@@ -337,8 +428,7 @@ class TorchlintServer(LanguageServer):
         """The edit of a listed action (on the lint thread); None when there is none to make."""
         view = outcome.view
         if target.get("fixAll"):
-            fixed = linting.fix_all(outcome, self.projects)
-            edits = view.edits_to(fixed) if fixed is not None else None
+            edits = linting.fix_all(outcome, self.projects)
         else:
             number = target.get("finding")
             if not isinstance(number, int) or not 0 <= number < len(outcome.findings):
@@ -356,20 +446,22 @@ class TorchlintServer(LanguageServer):
 
     async def hover(self, params: types.HoverParams) -> Optional[types.Hover]:
         uri = params.text_document.uri
-        document = self.documents.get(uri)
+        document = self.opened_as(uri)
         if document is None:
             return None
-        view = TextView(uri, document.path, document.text, document.version, self.encoding)
+        view = document.view(self.encoding)
         offset = view.offset(uri, params.position)
+        if offset is None:
+            return None
         rules = registry.all_rules()
-        line = view.lines.line_of(offset)
-        start = view.lines.starts[line]
-        code = code_at(view.text[start : view.lines.line_end(line)], offset - start)
+        start, end = view.line_span(offset)
+        code = code_at(view.text[start:end], offset - start)
         if code in rules:
             codes = [code]
         else:
+            revision = document.revision
             outcome = await self._current(document)
-            if outcome is None or outcome.view.text != view.text:
+            if outcome is None or document.revision != revision:  # the text changed: the offset is not the outcome's
                 return None
             codes = list(dict.fromkeys(outcome.findings[n].code for n in actions.findings_between(outcome, offset, offset)))
         if not codes:

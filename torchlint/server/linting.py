@@ -10,10 +10,9 @@ import itertools
 from dataclasses import dataclass, field
 from typing import FrozenSet, List, Optional, Sequence
 
-from torchlint import engine
 from torchlint.analysis import project
 from torchlint.rule import Diagnostic, Finding
-from torchlint.server.documents import DocumentView
+from torchlint.server.documents import DocumentEdits, DocumentView
 from torchlint.server.projects import DocumentSettings, Projects
 
 _result_ids = itertools.count(1)
@@ -51,7 +50,7 @@ def lint(view: DocumentView, projects: Projects, folders: Sequence[str] = ()) ->
     index.looked_up = set()
     try:
         with project.activated(index):
-            result = engine.lint_text(view.text, view.path, settings.settings)
+            result = view.lint(settings.settings)
         outcome.findings, outcome.problems = result.findings, result.diagnostics
     except Exception as exc:  # an engine bug on this text must not stop the server
         outcome.problems = [Diagnostic(view.path, f"internal error: {type(exc).__name__}: {exc}", kind="internal")]
@@ -61,9 +60,8 @@ def lint(view: DocumentView, projects: Projects, folders: Sequence[str] = ()) ->
     return outcome
 
 
-def fix_all(outcome: Outcome, projects: Projects) -> Optional[str]:
-    """The document with its safe and numerics fixes applied, as ``--fix`` applies them; None when nothing changes."""
-    view, settings = outcome.view, outcome.settings.settings
+def fix_all(outcome: Outcome, projects: Projects) -> Optional[DocumentEdits]:
+    """The edits of the safe and numerics fixes, as ``--fix`` applies them; None when nothing changes."""
+    settings = outcome.settings.settings
     with project.activated(projects.index_for(settings)):
-        fixed = engine.fix_text(view.text, view.path, settings, unsafe=False)
-    return fixed.text if fixed.text != view.text else None
+        return outcome.view.fix_all(settings)
