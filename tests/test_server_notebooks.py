@@ -218,7 +218,9 @@ async def test_a_crashing_rule_on_a_notebook_is_logged_and_the_server_goes_on(tm
         (load,) = await diagnostics_of(client, uris[1], count=1)
         assert load.code == "TL401" and list(client.diagnostics[uris[2]]) == []
         await until(lambda: any("TL201" in m.message for m in client.log_messages), what="the crash's log message")
-        (logged,) = [m for m in client.log_messages if "TL201" in m.message]
-        assert logged.type == types.MessageType.Error and str(path) in logged.message and "test double crashed" in logged.message
+        # one message per lint of the notebook: a slow machine may lint it twice before this line
+        crashes = [m for m in client.log_messages if "TL201" in m.message]
+        for logged in crashes:
+            assert logged.type == types.MessageType.Error and str(path) in logged.message and "test double crashed" in logged.message
         change_cell(client, path, uris[1], 2, types.TextDocumentContentChangeWholeDocument(text="s = torch.load(p)\nt = torch.load(q)"))
         assert [d.code for d in await diagnostics_of(client, uris[1], count=2)] == ["TL401", "TL401"]
