@@ -81,6 +81,26 @@ def _call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[T
     index = _index(context)
     if not judged_by_callers(name, nested=id(function) in index.nested):
         return None
+    return _plain_call_sites(context, function, index)
+
+
+def every_call_site(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
+    """Every call of ``function`` in the file whatever its name says (a public ``train(model, loader)``
+    too), or None when the file may reach it otherwise (see the module docs).  Unlike :func:`call_sites`
+    this is no claim that the file shows every caller: other modules may call a public function, and an
+    analysis that reads a parameter from these calls assumes they are the ones that matter."""
+
+    def compute(node: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
+        if node.decorators or node.asynchronous is not None or framework_called(node.name.value):
+            return None
+        return _plain_call_sites(context, node, _index(context))
+
+    return context.memoized("callers.every-site", function, compute)
+
+
+def _plain_call_sites(context: "FileContext", function: cst.FunctionDef, index: "_Index") -> Optional[Tuple[CallSite, ...]]:
+    """The calls ``name(...)`` / ``self.name(...)`` of ``function``, when every mention of its name is one."""
+    name = function.name.value
     if name in index.escaped:
         return None
     found = []

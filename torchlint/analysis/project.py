@@ -124,15 +124,32 @@ class _ModuleFacts:
         # local name -> qualified name
         self.imports: Dict[str, str] = {}
         self.classes: Dict[str, DatasetClass] = {}
+        # The top-level definitions themselves, for analyses that read bodies (analysis/module_outputs.py).
+        self.class_nodes: Dict[str, ast.ClassDef] = {}
+        self.functions: Dict[str, ast.FunctionDef] = {}
+        # Names assigned exactly once at the top level (``model = Net()``), and their values.
+        self.values: Dict[str, ast.expr] = {}
+        # Facts other analyses computed about this module's definitions, kept as long as the module is.
+        self.memo: Dict[object, object] = {}
+
         def relative_base(stmt: ast.ImportFrom) -> Optional[str]:
             return resolve_relative(module, is_package, stmt.level, stmt.module)
 
         for node in tree.body:
             for stmt in _guarded(node):
                 self.imports.update(import_bindings(stmt, relative_base))
+        assigned: Dict[str, List[ast.expr]] = {}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 self.classes[node.name] = self._class(node)
+                self.class_nodes[node.name] = node
+            elif isinstance(node, ast.FunctionDef):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in _target_names(target):
+                        assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else None)
+        self.values = {name: values[0] for name, values in assigned.items() if len(values) == 1 and values[0] is not None}
 
     def qualify(self, node: ast.expr) -> Optional[str]:
         return self.qualify_dotted(_dotted(node))
@@ -449,6 +466,28 @@ def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
     return _ModuleFacts(tree, module_name(path) if path not in ("-", "") else "__main__", path)
 
 
+def definition(
+    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"]
+) -> Optional[Tuple[_ModuleFacts, str]]:
+    """The module facts defining ``qualified`` and its name there: the linted file's own first, then the project's."""
+    module, _, name = qualified.rpartition(".")
+    if local is not None and module == local.module:
+        if name in local.classes or name in local.functions or name in local.values:
+            return local, name
+        target = local.imports.get(name)
+        if target is not None and target != qualified:
+            qualified = target
+        elif project is None:
+            return None
+    return project.locate(qualified) if project is not None else None
+
+
+def file_facts(context) -> Optional[_ModuleFacts]:
+    """The linted file's imports and top-level definitions, read with ``ast`` from its whole text once per file
+    (``context`` is a FileContext: rules share the answer)."""
+    return context.memoized("project.file_facts", context.module, lambda _: facts_of_source(context.source, context.path))
+
+
 def dataset_item(
     qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
 ) -> Optional[Tuple[DatasetClass, ItemShape]]:
@@ -547,6 +586,15 @@ class ProjectIndex:
 
     def find_class(self, qualified: str) -> Optional[DatasetClass]:
         """The class named ``qualified`` (``pkg.data.TextDataset``), following re-exports."""
+        found = self.locate(qualified)
+        if found is None:
+            return None
+        facts, name = found
+        return facts.classes.get(name)
+
+    def locate(self, qualified: str) -> Optional[Tuple[_ModuleFacts, str]]:
+        """The module that defines ``qualified`` (a class, a function or a name assigned once at its top
+        level) and the name it has there, following re-exports; None outside the project."""
         for _ in range(MAX_HOPS):
             module, _, name = qualified.rpartition(".")
             if not module:
@@ -554,8 +602,8 @@ class ProjectIndex:
             facts = self._module_facts(module)
             if facts is None:
                 return None
-            if name in facts.classes:
-                return facts.classes[name]
+            if name in facts.classes or name in facts.functions or name in facts.values:
+                return facts, name
             target = facts.imports.get(name)
             if target is None or target == qualified:
                 return None
