@@ -1,6 +1,6 @@
-"""The project index (torchlint/analysis/project.py) and TL403 across files.
+"""The project index (torchlint/analysis/project.py) and the rules that look across files.
 
-Multi-file fixtures live in fixtures/TL403/project/<case>/: a small project
+Multi-file fixtures live in fixtures/TLxxx/project/<case>/: a small project
 whose files carry `# expect:` annotations. Each case is copied to a fresh
 folder (its own project root, no configuration above it) and checked through
 the CLI's own entry point, `torchlint.cli.main`, as a user would run it; the
@@ -22,7 +22,7 @@ from torchlint import cli, config, engine, registry
 from torchlint.analysis import project
 from torchlint.flake8_plugin import TorchlintChecker
 
-CASES = sorted(p for p in (FIXTURES / "TL403" / "project").iterdir() if p.is_dir())
+CASES = sorted(p for p in FIXTURES.glob("TL*/project/*") if p.is_dir())
 
 
 def _copy(case: Path, tmp_path: Path) -> Path:
@@ -49,7 +49,7 @@ def _cli_findings(root: Path, capsys) -> Counter:
     return found
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_project_fixture_through_the_cli(case, tmp_path, capsys):
     root = _copy(case, tmp_path)
     expected = _expected(root)
@@ -60,7 +60,7 @@ def test_project_fixture_through_the_cli(case, tmp_path, capsys):
     assert _cli_findings(root, capsys) == expected
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_project_fixture_through_flake8_plugin(case, tmp_path):
     root = _copy(case, tmp_path)
     expected = _expected(root)

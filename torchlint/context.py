@@ -1,6 +1,7 @@
 """What a rule can ask about the file it is visiting."""
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
@@ -27,6 +28,8 @@ class FileContext:
         # ``line_map[n - 1]`` of ``source`` (empty: the same lines).  Set by the engine.
         self.module = module
         self.line_map: List[int] = []
+        # The whole file read by ``ast`` when the pre-pass parsed it (set by the engine), else None.
+        self.ast_tree: Optional[ast.Module] = None
         self.settings = settings
         self.imports = ImportTable.from_module(module)
         # The nodes enclosing the one being visited, outermost first (maintained by the engine).

@@ -194,6 +194,12 @@ class Scan:
         self._mentioning(names | attributes, mentioned)
         return frozenset(mentioned)
 
+    def regions_mentioning(self, words: Iterable[str]) -> FrozenSet[int]:
+        """Regions whose text holds one of ``words`` as a word (say, where the file may call a function)."""
+        found: Set[int] = set()
+        self._mentioning(set(words), found)
+        return frozenset(found)
+
     def _mentioning(self, words: Set[str], found: Set[int]) -> Set[int]:
         """Add to ``found`` the regions whose text holds one of ``words``; return those regions."""
         if not words:
@@ -427,6 +433,8 @@ class Plan:
     text: str  # what LibCST parses: the file, or the file without the regions no rule needs
     # Line n of ``text`` is line ``lines[n - 1]`` of the file; empty when ``text`` is the file.
     lines: List[int] = field(default_factory=list)
+    # The file's ``ast`` (the whole file), for analyses that read it with ``ast`` (FileContext.ast_tree).
+    tree: Optional[ast.Module] = None
 
 
 def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Optional[ast.Module] = None) -> Optional[Plan]:
@@ -453,11 +461,11 @@ def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Opt
         else:
             (callers_read_in if rule_class.reads_callers else seeds).update(wanted)
     if not running or whole:
-        return Plan(running, source)
+        return Plan(running, source, tree=tree)
     # One search for the regions that mention them: with_mentions of a union is the union of with_mentions.
     seeds |= scan.with_mentions(frozenset(callers_read_in)) if callers_read_in else set()
     text, lines = reduce_source(source, scan, needed_regions(scan, seeds))
-    return Plan(running, text, lines)
+    return Plan(running, text, lines, tree)
 
 
 def needed_regions(scan: Scan, seeds: Iterable[int]) -> Set[int]:

@@ -44,6 +44,7 @@ here are the file's own.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
@@ -93,15 +94,22 @@ def every_call_site(context: "FileContext", function: cst.FunctionDef) -> Option
     def compute(node: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
         if node.decorators or node.asynchronous is not None or framework_called(node.name.value):
             return None
-        return _plain_call_sites(context, node, _index(context))
+        if len(re.findall(rf"\b{re.escape(node.name.value)}\b", context.source)) < 2:
+            return None  # named only where it is defined: no call here, and no walk of the module to find one
+        # ``model.train()`` cannot run a function of the module: only a method is reached through an attribute.
+        method = id(node) in classes_of_methods(context)
+        return _plain_call_sites(context, node, _index(context), attributes_escape=method)
 
     return context.memoized("callers.every-site", function, compute)
 
 
-def _plain_call_sites(context: "FileContext", function: cst.FunctionDef, index: "_Index") -> Optional[Tuple[CallSite, ...]]:
-    """The calls ``name(...)`` / ``self.name(...)`` of ``function``, when every mention of its name is one."""
+def _plain_call_sites(
+    context: "FileContext", function: cst.FunctionDef, index: "_Index", attributes_escape: bool = True
+) -> Optional[Tuple[CallSite, ...]]:
+    """The calls ``name(...)`` / ``self.name(...)`` of ``function``, when every mention of its name is one
+    (``other.name`` counts as a mention when ``attributes_escape``)."""
     name = function.name.value
-    if name in index.escaped:
+    if name in index.escaped or (attributes_escape and name in index.escaped_attributes):
         return None
     found = []
     for site in index.calls.get(name, ()):
@@ -141,6 +149,7 @@ def argument_for(function: cst.FunctionDef, parameter: str, site: CallSite) -> O
 class _Index:
     calls: Dict[str, List[CallSite]]
     escaped: Set[str]  # names mentioned other than as the callee of a plain or ``self.`` call
+    escaped_attributes: Set[str]  # the same, as attributes of something else (``model.train()``, ``other._fn``)
     nested: Set[int]  # ids of the defs inside a def
 
 
@@ -167,7 +176,7 @@ def defined_function_names(context: "FileContext") -> FrozenSet[str]:
 
 
 def _build_index(module: cst.Module, wanted: FrozenSet[str]) -> _Index:
-    index = _Index({}, set(), set())
+    index = _Index({}, set(), set(), set())
     path: List[cst.CSTNode] = []
     callees: Set[int] = set()  # ids of the Name/Attribute nodes that are the callee of an indexed call
 
@@ -183,7 +192,7 @@ def _build_index(module: cst.Module, wanted: FrozenSet[str]) -> _Index:
                     index.escaped.add(node.value)
             elif isinstance(node, cst.Attribute):
                 if node.attr.value in wanted and id(node) not in callees:
-                    index.escaped.add(node.attr.value)
+                    index.escaped_attributes.add(node.attr.value)
                 callees.add(id(node.attr))  # the attribute's own Name is not a mention of a plain name
             elif isinstance(node, cst.FunctionDef):
                 callees.add(id(node.name))  # the definition itself

@@ -463,7 +463,7 @@ def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    return _ModuleFacts(tree, module_name(path) if path not in ("-", "") else "__main__", path)
+    return _ModuleFacts(tree, _module_of_path(path), path)
 
 
 def definition(
@@ -484,8 +484,24 @@ def definition(
 
 def file_facts(context) -> Optional[_ModuleFacts]:
     """The linted file's imports and top-level definitions, read with ``ast`` from its whole text once per file
-    (``context`` is a FileContext: rules share the answer)."""
-    return context.memoized("project.file_facts", context.module, lambda _: facts_of_source(context.source, context.path))
+    (``context`` is a FileContext: rules share the answer; the pre-pass's tree is reused when there is one)."""
+
+    def compute(_) -> Optional[_ModuleFacts]:
+        tree = getattr(context, "ast_tree", None)
+        if tree is None:
+            return facts_of_source(context.source, context.path)
+        return facts_of_tree(tree, context.path)
+
+    return context.memoized("project.file_facts", context.module, compute)
+
+
+def facts_of_tree(tree: ast.Module, path: str) -> _ModuleFacts:
+    """Classes and imports of a file from its ``ast`` (a pre-pass's tree)."""
+    return _ModuleFacts(tree, _module_of_path(path), path)
+
+
+def _module_of_path(path: str) -> str:
+    return module_name(path) if path not in ("-", "") else "__main__"
 
 
 def dataset_item(
@@ -578,6 +594,14 @@ class ProjectIndex:
         return facts
 
     # -- questions ----------------------------------------------------------------
+
+    def is_module(self, module: str) -> bool:
+        """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
+        return module in self._ensure()
+
+    def module_facts(self, module: str) -> Optional[_ModuleFacts]:
+        """Imports and top-level definitions of project module ``module`` (None outside the project)."""
+        return self._module_facts(module)
 
     def module_of(self, path: str) -> Optional[str]:
         """The module name of a file of the run (None when it is not one of them)."""
