@@ -27,29 +27,14 @@ import contextvars
 import functools
 import os
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 from torchlint.analysis.ast_names import ast_dotted_name, import_bindings
-from torchlint.analysis.tokenizers import is_tokenizer_name
+from torchlint.analysis.dataset_items import ItemShape, item_shape
 
 # How many import / inheritance hops a lookup follows.
 MAX_HOPS = 8
-
-
-@dataclass(frozen=True)
-class ItemShape:
-    """What ``__getitem__`` returns when its items vary in length.
-
-    kind: "dict" (a mapping of sequences, e.g. tokenizer output), "tuple", or
-    "tensor"/"list" (one sequence); reason: what makes the length vary, for the
-    message; from_tokenizer: the item is a tokenizer's output (a dict that a
-    ``DataCollatorWithPadding`` can pad).
-    """
-
-    kind: str
-    reason: str
-    from_tokenizer: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,8 +45,19 @@ class DatasetClass:
     # Base classes as qualified names (resolved through the defining module's imports).
     bases: Tuple[str, ...]
     defines_getitem: bool
-    # None when __getitem__ is absent or its items are not known to vary in length.
-    item: Optional[ItemShape]
+    # The parameters of its own ``__init__`` after ``self``, in order (empty without one).
+    init_parameters: Tuple[str, ...] = ()
+    node: Optional[ast.ClassDef] = field(default=None, repr=False, compare=False)
+    facts: Optional["_ModuleFacts"] = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def item(self) -> Optional[ItemShape]:
+        """What ``__getitem__`` returns when its items vary in length; None when it is absent or they do not
+        (read on the first question: most classes of a module are never asked about)."""
+        if self.node is None:
+            return None
+        getitem = _method(self.node, "__getitem__")
+        return item_shape(getitem, self.facts, self.node) if getitem is not None else None
 
 
 # -- module names ------------------------------------------------------------------
@@ -167,12 +163,13 @@ class _ModuleFacts:
 
     def _class(self, node: ast.ClassDef) -> DatasetClass:
         bases = tuple(q for q in (self.qualify(base) for base in node.bases) if q)
-        getitem = next(
-            (s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__getitem__"),
-            None,
-        )
-        item = item_shape(getitem, self) if getitem is not None else None
-        return DatasetClass(self.module, node.name, self.path, bases, getitem is not None, item)
+        init = _method(node, "__init__")
+        parameters = tuple(a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs)[1:] if init else ()
+        return DatasetClass(self.module, node.name, self.path, bases, _method(node, "__getitem__") is not None, parameters, node, self)
+
+
+def _method(node: ast.ClassDef, name: str) -> Optional[ast.FunctionDef]:
+    return next((s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name), None)
 
 
 def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
@@ -191,270 +188,12 @@ def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
 _dotted = ast_dotted_name
 
 
-_ENCODE_METHODS = frozenset({"encode", "encode_plus", "__call__"})
-_TENSOR_FROM_LIST = frozenset(
-    {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor", "torch.FloatTensor", "torch.IntTensor"}
-)
-
-
-def item_shape(function: ast.AST, facts: Optional[_ModuleFacts] = None) -> Optional[ItemShape]:
-    """Whether ``__getitem__`` returns sequences whose length depends on the item, and their shape.
-
-    Variable: a tokenizer call without fixed-length padding (no
-    ``padding="max_length"``, or ``padding=True``/``"longest"`` on one item);
-    ``torch.tensor(ids)`` of tokenized or split text; a slice whose bound is
-    looked up from the data (``x[self.starts[i]:self.starts[i + 1]]``); a list
-    built over split or tokenized text. Anything else is taken as fixed.
-    """
-    reader = _GetItemReader(function, facts)
-    return reader.shape()
-
-
-class _GetItemReader:
-    def __init__(self, function: ast.AST, facts: Optional[_ModuleFacts]) -> None:
-        self.function = function
-        self.facts = facts
-        params = function.args.args if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
-        self.index_names = {p.arg for p in params[1:2]}
-        # Local name -> the values assigned to it (in order).
-        self.bindings: Dict[str, List[ast.expr]] = {}
-        self.returns: List[ast.expr] = []
-        for node in ast.walk(function):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    for name in _target_names(target):
-                        self.bindings.setdefault(name, []).append(node.value)
-            elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
-                self.bindings.setdefault(node.target.id, []).append(node.value)
-            elif isinstance(node, ast.Return) and node.value is not None:
-                self.returns.append(node.value)
-            elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not function:
-                continue
-        self._seen: set = set()
-
-    def shape(self) -> Optional[ItemShape]:
-        for value in self.returns:
-            found = self._shape_of(value, 0)
-            if found is not None:
-                return found
-        return None
-
-    # -- shapes ------------------------------------------------------------------
-
-    def _shape_of(self, node: ast.expr, depth: int) -> Optional[ItemShape]:
-        if depth > MAX_HOPS:
-            return None
-        if isinstance(node, ast.Name):
-            for value in self.bindings.get(node.id, ()):
-                key = (node.id, id(value))
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                found = self._shape_of(value, depth + 1)
-                if found is not None:
-                    return found
-            return None
-        if isinstance(node, ast.Dict):
-            for value in node.values:
-                reason = self._varies(value, depth + 1)
-                if reason:
-                    return ItemShape("dict", reason, self._is_tokenizer_output(value, depth + 1))
-            return None
-        if isinstance(node, ast.DictComp):
-            reason = self._varies(node.value, depth + 1) or self._comprehension_varies(node, depth + 1)
-            if reason:
-                return ItemShape("dict", reason, self._comprehension_over_tokenizer(node, depth + 1))
-            return None
-        if isinstance(node, ast.Tuple):
-            for element in node.elts:
-                inner = self._shape_of(element, depth + 1)
-                if inner is not None:
-                    return ItemShape("tuple", inner.reason)
-                reason = self._varies(element, depth + 1)
-                if reason:
-                    return ItemShape("tuple", reason)
-            return None
-        tokenizer_call = self._tokenizer_call(node)
-        if tokenizer_call is not None:
-            reason = _unpadded(tokenizer_call)
-            if reason and _returns_dict(tokenizer_call):
-                return ItemShape("dict", reason, True)
-            return ItemShape("list", reason) if reason else None
-        reason = self._varies(node, depth + 1)
-        if reason:
-            return ItemShape("tensor" if isinstance(node, ast.Call) else "list", reason)
-        return None
-
-    def _varies(self, node: ast.expr, depth: int) -> Optional[str]:
-        """Why the sequence ``node`` has an item-dependent length, or None."""
-        if depth > MAX_HOPS:
-            return None
-        if isinstance(node, ast.Name):
-            for value in self.bindings.get(node.id, ()):
-                key = ("v", node.id, id(value))
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                found = self._varies(value, depth + 1)
-                if found:
-                    return found
-            return None
-        tokenizer_call = self._tokenizer_call(node)
-        if tokenizer_call is not None:
-            return _unpadded(tokenizer_call)
-        if isinstance(node, ast.Subscript):
-            if isinstance(node.slice, ast.Slice) and self._data_dependent_slice(node.slice):
-                return "a slice whose bounds are looked up from the data"
-            # enc["input_ids"] of a tokenizer output; squeeze/flatten keep the variation.
-            return self._varies(node.value, depth + 1) if _is_key(node.slice) else None
-        if isinstance(node, ast.Call):
-            func = node.func
-            qualified = self.facts.qualify(func) if self.facts else _dotted(func)
-            if qualified in _TENSOR_FROM_LIST and node.args:
-                inner = self._varies(node.args[0], depth + 1) or self._split_text(node.args[0], depth + 1)
-                return f"torch.tensor of {inner}" if inner and not inner.startswith("torch.tensor") else inner
-            if isinstance(func, ast.Attribute) and func.attr in ("squeeze", "flatten", "view", "reshape", "long", "to", "clone"):
-                if func.attr in ("view", "reshape") and node.args and not _is_minus_one(node.args[-1]):
-                    return None
-                return self._varies(func.value, depth + 1)
-            if isinstance(func, ast.Name) and func.id in ("list",) and node.args:
-                return self._varies(node.args[0], depth + 1) or self._split_text(node.args[0], depth + 1)
-            return None
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
-            return self._comprehension_varies(node, depth + 1)
-        return None
-
-    def _comprehension_varies(self, node: ast.expr, depth: int) -> Optional[str]:
-        for generator in node.generators:
-            if isinstance(node, ast.DictComp):
-                continue  # a dict comprehension's keys are fixed; its values were checked
-            source = self._split_text(generator.iter, depth) or self._varies(generator.iter, depth)
-            if source:
-                return source
-        return None
-
-    def _comprehension_over_tokenizer(self, node: ast.DictComp, depth: int) -> bool:
-        for generator in node.generators:
-            iterated = generator.iter
-            if isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Attribute) and iterated.func.attr == "items":
-                if self._is_tokenizer_output(iterated.func.value, depth):
-                    return True
-        return False
-
-    def _split_text(self, node: ast.expr, depth: int) -> Optional[str]:
-        """``text.split()`` / ``tokenizer.tokenize(text)`` / ``list(text)``: as many items as the text has."""
-        if depth > MAX_HOPS:
-            return None
-        if isinstance(node, ast.Name):
-            for value in self.bindings.get(node.id, ()):
-                key = ("s", node.id, id(value))
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                found = self._split_text(value, depth + 1)
-                if found:
-                    return found
-            return None
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
-            return self._comprehension_varies(node, depth + 1)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ("split", "tokenize", "convert_tokens_to_ids", "encode"):
-                return "split or tokenized text"
-        return None
-
-    def _is_tokenizer_output(self, node: ast.expr, depth: int) -> bool:
-        if depth > MAX_HOPS:
-            return False
-        if isinstance(node, ast.Name):
-            return any(self._is_tokenizer_output(v, depth + 1) for v in self.bindings.get(node.id, ()))
-        if isinstance(node, ast.Subscript):
-            return self._is_tokenizer_output(node.value, depth + 1)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("squeeze", "flatten"):
-            return self._is_tokenizer_output(node.func.value, depth + 1)
-        return self._tokenizer_call(node) is not None
-
-    def _tokenizer_call(self, node: ast.expr) -> Optional[ast.Call]:
-        """``self.tokenizer(text, ...)``, ``tokenizer.encode_plus(...)``, ``tok.encode(...)``."""
-        if not isinstance(node, ast.Call):
-            return None
-        func = node.func
-        receiver = func
-        if isinstance(func, ast.Attribute) and func.attr in _ENCODE_METHODS:
-            receiver = func.value
-        name = _dotted(receiver)
-        if name is None or not is_tokenizer_name(name):
-            return None
-        return node
-
-    def _data_dependent_slice(self, node: ast.Slice) -> bool:
-        """A bound read from the data at the item's index: ``self.offsets[idx]``, ``lengths[i]``."""
-        for bound in (node.lower, node.upper):
-            if bound is None:
-                continue
-            for value in self._expand(bound):
-                for sub in ast.walk(value):
-                    if isinstance(sub, ast.Subscript) and any(
-                        isinstance(n, ast.Name) and n.id in self.index_names for n in ast.walk(sub.slice)
-                    ):
-                        return True
-        return False
-
-    def _expand(self, node: ast.expr) -> List[ast.expr]:
-        values = [node]
-        if isinstance(node, ast.Name):
-            values.extend(self.bindings.get(node.id, ()))
-        return values
-
-
 def _target_names(target: ast.expr) -> Iterable[str]:
     if isinstance(target, ast.Name):
         yield target.id
     elif isinstance(target, (ast.Tuple, ast.List)):
         for element in target.elts:
             yield from _target_names(element)
-
-
-def _keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    return None
-
-
-def _unpadded(call: ast.Call) -> Optional[str]:
-    """Why a tokenizer call gives item-dependent lengths, or None when it pads to a fixed length."""
-    if any(k.arg is None for k in call.keywords):
-        return None  # **kwargs may hold the padding
-    padding = _keyword(call, "padding")
-    pad_to_max = _keyword(call, "pad_to_max_length")
-    if isinstance(pad_to_max, ast.Constant) and pad_to_max.value is True:
-        return None
-    if padding is None:
-        return "tokenizer output without padding='max_length'"
-    if isinstance(padding, ast.Constant):
-        if padding.value in ("max_length",):
-            return None
-        if padding.value in (True, "longest", False, "do_not_pad"):
-            return f"tokenizer output with padding={padding.value!r} on a single item"
-        return None
-    if isinstance(padding, ast.Attribute) and padding.attr in ("MAX_LENGTH",):
-        return None
-    if isinstance(padding, ast.Attribute) and padding.attr in ("LONGEST", "DO_NOT_PAD"):
-        return f"tokenizer output with padding={padding.attr} on a single item"
-    return None  # padding decided elsewhere
-
-
-def _returns_dict(call: ast.Call) -> bool:
-    func = call.func
-    return not (isinstance(func, ast.Attribute) and func.attr == "encode")
-
-
-def _is_key(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, (str, int))
-
-
-def _is_minus_one(node: ast.expr) -> bool:
-    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and node.operand.value == 1
 
 
 def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
@@ -502,6 +241,24 @@ def facts_of_tree(tree: ast.Module, path: str) -> _ModuleFacts:
 
 def _module_of_path(path: str) -> str:
     return module_name(path) if path not in ("-", "") else "__main__"
+
+
+def constructor_parameters(
+    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
+) -> Tuple[str, ...]:
+    """The parameters (after ``self``) of the ``__init__`` that building class ``qualified`` runs: its own, or
+    the first of its bases' in the file or the project that has one; empty when none is seen."""
+    found = definition(qualified, local, project) if depth <= MAX_HOPS else None
+    if found is None or found[1] not in found[0].classes:
+        return ()
+    cls = found[0].classes[found[1]]
+    if cls.node is not None and _method(cls.node, "__init__") is not None:
+        return cls.init_parameters
+    for base in cls.bases:
+        parameters = constructor_parameters(base, found[0], project, depth + 1)
+        if parameters:
+            return parameters
+    return ()
 
 
 def dataset_item(
