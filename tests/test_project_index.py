@@ -61,8 +61,9 @@ def test_project_fixture_through_the_cli(case, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
-def test_project_fixture_through_flake8_plugin(case, tmp_path):
+def test_project_fixture_through_flake8_plugin(case, tmp_path, monkeypatch):
     root = _copy(case, tmp_path)
+    monkeypatch.chdir(root)  # flake8 runs from the project's root, which it then indexes (no configuration here)
     expected = _expected(root)
     found = Counter()
     for path in sorted(root.rglob("*.py")):

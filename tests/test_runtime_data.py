@@ -636,3 +636,64 @@ def test_tl403_a_library_builder_of_unpacked_token_lists(monkeypatch):
     first, second = run(fixed(LIBRARY_BUILDER, "TL403"))["batches"](words)
     assert torch.equal(first["tokens"], torch.tensor([[1, 2, 3], [1, 2, 0]]))
     assert second["labels"].shape == (2, 4)
+
+
+# -- TL406 load-whole-object-weights-only ---------------------------------------------------------------
+
+WHOLE_OBJECT_LOADS = textwrap.dedent(
+    """
+    import torch
+
+
+    def predict(batch):
+        model = torch.load("exported/model.pt", map_location="cpu")
+        model.eval()
+        return model(batch)
+
+
+    def resume():
+        optimizer = torch.load("exported/optimizer.pt", map_location="cpu")
+        optimizer.zero_grad()
+        return optimizer
+    """
+)
+
+
+def test_tl406_a_whole_module_fails_to_load_by_default_and_the_fix_loads_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exported").mkdir()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.save(model, "exported/model.pt")  # the whole object, as the bad code's training script does
+    torch.save(optimizer, "exported/optimizer.pt")
+    batch = torch.randn(2, 4)
+
+    bad = run(WHOLE_OBJECT_LOADS)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        bad["predict"](batch)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        bad["resume"]()
+
+    after = fixed(WHOLE_OBJECT_LOADS, "TL406")
+    assert after.count("weights_only=False") == 2
+    good = run(after)
+    assert torch.equal(good["predict"](batch), model.eval()(batch))
+    assert isinstance(good["resume"](), torch.optim.SGD)
+
+
+def test_tl406_the_state_dict_way_loads_with_the_default(tmp_path):
+    # What the docs recommend instead: tensors only, which weights_only=True accepts.
+    model = torch.nn.Linear(4, 3)
+    torch.save(model.state_dict(), tmp_path / "weights.pt")
+    fresh = torch.nn.Linear(4, 3)
+    fresh.load_state_dict(torch.load(tmp_path / "weights.pt", map_location="cpu"))
+    assert torch.equal(fresh.weight, model.weight)
+    source = "import torch\n\ndef restore(model, path):\n    model.load_state_dict(torch.load(path, map_location='cpu'))\n"
+    assert not engine.lint_text(source, SNIPPET_PATH, settings_for(["TL406"])).findings
+
+
+def test_tl406_follows_the_target_torch_version():
+    old = config.Settings(enabled=frozenset({"TL406"}), target_torch_version=(2, 4))
+    assert not engine.lint_text(WHOLE_OBJECT_LOADS, SNIPPET_PATH, old).findings
+    assert len(engine.lint_text(WHOLE_OBJECT_LOADS, SNIPPET_PATH, settings_for(["TL406"])).findings) == 2

@@ -127,6 +127,7 @@ class _ModuleFacts:
         self.values: Dict[str, ast.expr] = {}
         # Facts other analyses computed about this module's definitions, kept as long as the module is.
         self.memo: Dict[object, object] = {}
+        self.tree = tree
 
         def relative_base(stmt: ast.ImportFrom) -> Optional[str]:
             return resolve_relative(module, is_package, stmt.level, stmt.module)
@@ -243,6 +244,48 @@ def _module_of_path(path: str) -> str:
     return module_name(path) if path not in ("-", "") else "__main__"
 
 
+def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> Iterator[Tuple[str, str]]:
+    """(literal path, what) for each ``torch.save(obj, "path")`` of a module where ``obj`` is built, in the
+    same function, from a class of the project or a torch.nn / torch.optim class."""
+    from torchlint.analysis.checkpoints import SAVE_FUNCTIONS, ast_path_key, is_module_class
+
+    for scope in ast.walk(facts.tree):
+        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            continue
+        built: Dict[str, ast.expr] = {}
+        for node in _own_statements(scope):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                built[node.targets[0].id] = node.value
+        for node in _own_statements(scope):
+            for call in ast.walk(node):
+                if not (isinstance(call, ast.Call) and facts.qualify(call.func) in SAVE_FUNCTIONS and len(call.args) >= 2):
+                    continue
+                key = ast_path_key(call.args[1])
+                saved = call.args[0]
+                if isinstance(saved, ast.Name):
+                    saved = built.get(saved.id, saved)
+                while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in ("to", "cuda", "cpu", "eval"):
+                    saved = saved.func.value
+                if key is None or not isinstance(saved, ast.Call):
+                    continue
+                qualified = facts.qualify(saved.func)
+                found = definition(qualified, facts, project) if qualified and not qualified.startswith("torch.") else None
+                if is_module_class(qualified, found is not None and found[1] in found[0].class_nodes):
+                    yield key, f"a whole `{ast_dotted_name(saved.func)}` (in {facts.module})"
+
+
+def _own_statements(scope: ast.AST) -> Iterator[ast.stmt]:
+    """The statements of a function or module, nested blocks included, nested functions and classes not."""
+    pending = list(getattr(scope, "body", ()))
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for field in ("body", "orelse", "finalbody", "handlers"):
+            pending.extend(child for child in getattr(node, field, ()) or () if isinstance(child, (ast.stmt, ast.excepthandler)))
+
+
 def constructor_parameters(
     qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
 ) -> Tuple[str, ...]:
@@ -303,6 +346,7 @@ class ProjectIndex:
         self._lock = threading.Lock()
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
+        self._whole_saves: Optional[Dict[str, str]] = None
         self.parsed_files = 0
 
     # -- building ---------------------------------------------------------------
@@ -359,6 +403,27 @@ class ProjectIndex:
     def module_facts(self, module: str) -> Optional[_ModuleFacts]:
         """Imports and top-level definitions of project module ``module`` (None outside the project)."""
         return self._module_facts(module)
+
+    def whole_object_saves(self) -> Dict[str, str]:
+        """Literal checkpoint paths that some module of the project writes a whole module or optimizer to
+        (``torch.save(model, "model.pt")`` with ``model = Net()``), each with what is written.  Read once, on
+        the first question: only modules whose text holds ``save(`` are parsed (and count as looked up)."""
+        if self._whole_saves is None:
+            found: Dict[str, str] = {}
+            for module, path in sorted(self._ensure().items()):
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                except OSError:
+                    continue
+                if b"save(" not in data or b"torch" not in data:
+                    continue
+                facts = self._module_facts(module)
+                if facts is not None:
+                    for key, what in whole_saves_in(facts, self):
+                        found.setdefault(key, what)
+            self._whole_saves = found
+        return self._whole_saves
 
     def module_of(self, path: str) -> Optional[str]:
         """The module name of a file of the run (None when it is not one of them)."""
