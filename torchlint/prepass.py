@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
 
 from torchlint.analysis.ast_names import ast_dotted_name, import_bindings
+from torchlint.analysis.project import star_imports_of
 from torchlint.source import line_starts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -99,6 +100,8 @@ class Scan:
             else:
                 self.regions.append(self._region(statement, None))
         self._collect_aliases()
+        # ``from utils import *`` / ``from torch import *``: names bound nowhere in the file resolve through them.
+        self.stars = star_imports_of(tree, path) if self._has_star_import() else None
         for region in self.regions:
             self.identifiers |= region.uses | region.binds | region.attribute_stores
             self._resolve_calls(region)
@@ -115,7 +118,11 @@ class Scan:
         if dotted is None:
             return set()
         head, _, rest = dotted.partition(".")
-        return {f"{target}.{rest}" if rest else target for target in self.imported.get(head, ())}
+        targets = self.imported.get(head)
+        if targets is None and self.stars is not None:
+            star = self.stars.resolve(head)
+            targets = {star} if star else set()
+        return {f"{target}.{rest}" if rest else target for target in targets or ()}
 
     def regions_calling_qualified(self, names: Iterable[str]) -> FrozenSet[int]:
         """Regions calling one of ``names`` (``torch.load``) as the file's imports resolve it."""
@@ -231,6 +238,9 @@ class Scan:
         )
 
     # -- building ---------------------------------------------------------------------
+
+    def _has_star_import(self) -> bool:
+        return any(isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) for node in self._imports)
 
     def _collect_aliases(self) -> None:
         # Imports anywhere count: a superset of what the linter's import table resolves at any point.

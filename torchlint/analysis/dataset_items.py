@@ -325,8 +325,7 @@ class _Reader:
             return None
         if self.facts is None:
             return dotted
-        head = dotted.split(".", 1)[0]
-        return self.facts.qualify_dotted(dotted) if head in self.facts.imports else dotted
+        return self.facts.imported(dotted) or dotted
 
     # -- the item -------------------------------------------------------------------
 

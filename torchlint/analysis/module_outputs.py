@@ -729,13 +729,7 @@ class _AstReader:
 
     def _qualified(self, func: ast.expr) -> Optional[str]:
         """``torch.nn.functional.softmax`` for ``F.softmax`` through the module's imports; None for the rest."""
-        dotted = ast_dotted_name(func)
-        if dotted is None:
-            return None
-        head = dotted.split(".", 1)[0]
-        if head not in self.facts.imports:
-            return None
-        return self.facts.qualify_dotted(dotted)
+        return self.facts.imported(ast_dotted_name(func))
 
     def _resolve(self, node: ast.expr) -> Optional[Tuple[_ModuleFacts, str]]:
         dotted = ast_dotted_name(node)

@@ -14,10 +14,16 @@ from, a package ``__init__.py`` that re-exports it, the module of a base
 class.  A run over a large tree therefore parses only the few modules that
 its DataLoaders' datasets come from, once each.
 
+Star imports (``from utils import *``) bind what the module exports
+(:meth:`ProjectIndex.exports`: its public names or ``__all__``, following its
+own star imports); a star import of a library binds every name the file
+binds nowhere else (analysis/ast_names.StarImports).  The same resolver
+serves the LibCST import table, the pre-pass and this index.
+
 What the index cannot see: classes created at run time (``type(...)``,
 factories returning a class or a dataset), datasets of other libraries
-(``datasets.load_dataset``), modules outside the run's files, star imports,
-and ``__getitem__`` inherited from a class outside the project.
+beyond those analysis/dataset_items.py knows, modules outside the run's
+files, and ``__getitem__`` inherited from a class outside the project.
 """
 from __future__ import annotations
 
@@ -30,7 +36,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from torchlint.analysis.ast_names import ast_dotted_name, import_bindings
+from torchlint.analysis.ast_names import Exports, StarImports, ast_bound_names, ast_dotted_name, import_bindings, star_modules
 from torchlint.analysis.dataset_items import ItemShape, item_shape
 
 # How many import / inheritance hops a lookup follows.
@@ -113,9 +119,12 @@ def resolve_relative(current_module: str, is_package: bool, level: int, target: 
 class _ModuleFacts:
     """Imports and top-level classes of one parsed module."""
 
-    def __init__(self, tree: ast.Module, module: str, path: str) -> None:
+    def __init__(self, tree: ast.Module, module: str, path: str, project: Optional["ProjectIndex"] = None) -> None:
         self.module = module
         self.path = path
+        # The index whose modules this one's star imports may name (None: only its own names are known).
+        self.project = project
+        self._stars: Optional[StarImports] = None
         is_package = os.path.basename(path) == "__init__.py"
         # local name -> qualified name
         self.imports: Dict[str, str] = {}
@@ -147,6 +156,30 @@ class _ModuleFacts:
                     for name in _target_names(target):
                         assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else None)
         self.values = {name: values[0] for name, values in assigned.items() if len(values) == 1 and values[0] is not None}
+        self.star_modules = star_modules(tree, relative_base)
+
+    def stars(self) -> Optional[StarImports]:
+        """What this module's ``from m import *`` statements bind, through the project's modules (None without any)."""
+        if not self.star_modules:
+            return None
+        if self._stars is None:
+            exports = self.project.exports if self.project is not None else (lambda module: None)
+            self._stars = StarImports(self.star_modules, ast_bound_names(self.tree), exports)
+        return self._stars
+
+    def imported(self, dotted: Optional[str]) -> Optional[str]:
+        """``torch.tensor`` for ``T.tensor`` (``import torch as T``) or ``tensor`` (``from torch import *``): a
+        name this module imports, qualified; None for its own names and locals."""
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        qualified = self.imports.get(head)
+        if qualified is None and head not in self.classes and head not in self.functions and head not in self.values:
+            stars = self.stars()
+            qualified = stars.resolve(head) if stars is not None else None
+        if qualified is None:
+            return None
+        return f"{qualified}.{rest}" if rest else qualified
 
     def qualify(self, node: ast.expr) -> Optional[str]:
         return self.qualify_dotted(_dotted(node))
@@ -159,7 +192,7 @@ class _ModuleFacts:
         if head in self.classes:
             qualified = f"{self.module}.{head}"
         else:
-            qualified = self.imports.get(head, f"{self.module}.{head}")
+            qualified = self.imports.get(head) or self.imported(head) or f"{self.module}.{head}"
         return f"{qualified}.{rest}" if rest else qualified
 
     def _class(self, node: ast.ClassDef) -> DatasetClass:
@@ -203,7 +236,7 @@ def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    return _ModuleFacts(tree, _module_of_path(path), path)
+    return _ModuleFacts(tree, _module_of_path(path), path, active_project())
 
 
 def definition(
@@ -214,7 +247,7 @@ def definition(
     if local is not None and module == local.module:
         if name in local.classes or name in local.functions or name in local.values:
             return local, name
-        target = local.imports.get(name)
+        target = local.imports.get(name) or local.imported(name)
         if target is not None and target != qualified:
             qualified = target
         elif project is None:
@@ -235,13 +268,43 @@ def file_facts(context) -> Optional[_ModuleFacts]:
     return context.memoized("project.file_facts", context.module, compute)
 
 
+def star_imports_of(tree: ast.Module, path: str, written: Optional[Sequence[str]] = None) -> Optional[StarImports]:
+    """What the file at ``path`` (read as ``tree``) binds through its star imports, resolved through the active
+    project index; ``written``: the star-imported modules as the file writes them (``.utils``), when known."""
+    module = _module_of_path(path)
+    is_package = os.path.basename(path) == "__init__.py"
+    if written is None:
+        modules = star_modules(tree, lambda node: resolve_relative(module, is_package, node.level, node.module))
+    else:
+        modules = []
+        for name in written:
+            level = len(name) - len(name.lstrip("."))
+            resolved = resolve_relative(module, is_package, level, name[level:] or None) if level else name
+            if resolved:
+                modules.append(resolved)
+    if not modules:
+        return None
+    project = active_project()
+    return StarImports(modules, ast_bound_names(tree), project.exports if project is not None else (lambda name: None))
+
+
 def facts_of_tree(tree: ast.Module, path: str) -> _ModuleFacts:
     """Classes and imports of a file from its ``ast`` (a pre-pass's tree)."""
-    return _ModuleFacts(tree, _module_of_path(path), path)
+    return _ModuleFacts(tree, _module_of_path(path), path, active_project())
 
 
 def _module_of_path(path: str) -> str:
     return module_name(path) if path not in ("-", "") else "__main__"
+
+
+def _declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
+    """The names of a module's ``__all__`` when it is a literal list or tuple of strings."""
+    declared = facts.values.get("__all__")
+    if isinstance(declared, (ast.List, ast.Tuple)) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in declared.elts
+    ):
+        return [e.value for e in declared.elts]
+    return None
 
 
 def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> Iterator[Tuple[str, str]]:
@@ -347,6 +410,7 @@ class ProjectIndex:
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
         self._whole_saves: Optional[Dict[str, str]] = None
+        self._exports: Dict[str, Optional[Exports]] = {}
         self.parsed_files = 0
 
     # -- building ---------------------------------------------------------------
@@ -390,7 +454,7 @@ class ProjectIndex:
                     tree = None
                 if tree is not None:
                     self.parsed_files += 1
-                    facts = _ModuleFacts(tree, module, path)
+                    facts = _ModuleFacts(tree, module, path, self)
         self._facts[module] = facts
         return facts
 
@@ -450,11 +514,40 @@ class ProjectIndex:
                 return None
             if name in facts.classes or name in facts.functions or name in facts.values:
                 return facts, name
-            target = facts.imports.get(name)
+            target = facts.imports.get(name) or facts.imported(name)
             if target is None or target == qualified:
                 return None
             qualified = target
         return None
+
+    def exports(self, module: str, _seen: Optional[set] = None) -> Optional[Exports]:
+        """What ``from <module> import *`` binds, for a module of the project (None for any other: a library)."""
+        if module in self._exports:
+            return self._exports[module]
+        facts = self._module_facts(module) if self.is_module(module) else None
+        if facts is None:
+            return None
+        seen = (_seen or set()) | {module}
+        names: Dict[str, str] = {}
+        libraries: List[str] = []
+        for star in facts.star_modules:
+            inner = self.exports(star, seen) if star not in seen else Exports({})
+            if inner is None:
+                libraries.append(star)
+            else:
+                names.update(inner.names)
+                libraries.extend(inner.libraries)
+        names.update((local, target) for local, target in facts.imports.items())
+        names.update((name, f"{module}.{name}") for name in list(facts.classes) + list(facts.functions) + list(facts.values))
+        public = _declared_all(facts)
+        if public is not None:
+            names = {name: names.get(name, f"{libraries[-1]}.{name}" if libraries else f"{module}.{name}") for name in public}
+            libraries = []
+        else:
+            names = {name: target for name, target in names.items() if not name.startswith("_")}
+        found = Exports(names, tuple(libraries))
+        self._exports[module] = found
+        return found
 
 
 def files_under(root: str) -> List[str]:
