@@ -697,3 +697,37 @@ def test_tl406_follows_the_target_torch_version():
     old = config.Settings(enabled=frozenset({"TL406"}), target_torch_version=(2, 4))
     assert not engine.lint_text(WHOLE_OBJECT_LOADS, SNIPPET_PATH, old).findings
     assert len(engine.lint_text(WHOLE_OBJECT_LOADS, SNIPPET_PATH, settings_for(["TL406"])).findings) == 2
+
+
+# -- TL405 on tensor methods: a keyword torch renamed, a misspelt one ------------------------------------
+
+TENSOR_METHOD_KEYWORDS = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    criterion = nn.MSELoss()
+
+
+    def step(model, x, y):
+        loss = criterion(model(x), y)
+        loss.backward(retain_variables=True)
+        loss.backward()
+        return torch.zeros(2).to(devcie="cpu")
+    """
+)
+
+
+def test_tl405_removed_backward_keyword_raises_and_the_renamed_one_retains_the_graph():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'retain_variables'"):
+        run(TENSOR_METHOD_KEYWORDS)["step"](model, x, y)
+    after = fixed(TENSOR_METHOD_KEYWORDS, "TL405")
+    assert "retain_graph=True" in after and 'device="cpu"' in after
+    model.zero_grad()
+    assert torch.equal(run(after)["step"](model, x, y), torch.zeros(2))
+    # The graph was retained for the second backward: the gradient is twice one pass's.
+    once = torch.autograd.grad(torch.nn.functional.mse_loss(model(x), y), model.weight)[0]
+    assert torch.allclose(model.weight.grad, 2 * once)

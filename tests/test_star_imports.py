@@ -81,3 +81,8 @@ def test_the_file_context_and_the_prepass_resolve_through_a_project_star_import(
     # Without an index the module's names are unknown: `utils` is taken as a library, so `torch` is `utils.torch`.
     alone = FileContext("main.py", source, cst.parse_module(source), config.Settings(enabled=frozenset()))
     assert alone.qualified_name(cst.parse_expression("torch.load")) == "utils.torch.load"
+
+
+def test_a_class_whose_base_comes_through_a_star_import():
+    facts = project.facts_of_source("from torch.nn import *\n\n\nclass Net(Module):\n    pass\n", "m.py")
+    assert facts.classes["Net"].bases == ("torch.nn.Module",)

@@ -144,6 +144,7 @@ class _ModuleFacts:
         for node in tree.body:
             for stmt in _guarded(node):
                 self.imports.update(import_bindings(stmt, relative_base))
+        self.star_modules = star_modules(tree, relative_base)
         assigned: Dict[str, List[ast.expr]] = {}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
@@ -156,7 +157,6 @@ class _ModuleFacts:
                     for name in _target_names(target):
                         assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else None)
         self.values = {name: values[0] for name, values in assigned.items() if len(values) == 1 and values[0] is not None}
-        self.star_modules = star_modules(tree, relative_base)
 
     def stars(self) -> Optional[StarImports]:
         """What this module's ``from m import *`` statements bind, through the project's modules (None without any)."""
