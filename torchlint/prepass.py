@@ -239,6 +239,11 @@ class Scan:
 
     # -- building ---------------------------------------------------------------------
 
+    @property
+    def import_statements(self) -> List[ast.stmt]:
+        """Every ``import`` / ``from ... import`` of the file, at any depth."""
+        return self._imports
+
     def _has_star_import(self) -> bool:
         return any(isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) for node in self._imports)
 

@@ -114,8 +114,12 @@ def ast_bound_names(tree: ast.AST) -> Set[str]:
 def star_modules(tree: ast.Module, relative_base: Optional[Callable[[ast.ImportFrom], Optional[str]]] = None) -> List[str]:
     """The modules a module star-imports at its top level (``from m import *``), in order."""
     found = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
+    pending = list(tree.body)
+    while pending:  # Python allows them only at the top level, maybe under ``if`` / ``try``
+        node = pending.pop(0)
+        if isinstance(node, (ast.If, ast.Try)):
+            pending[:0] = node.body + node.orelse + [s for h in getattr(node, "handlers", ()) for s in h.body] + getattr(node, "finalbody", [])
+        elif isinstance(node, ast.ImportFrom) and any(alias.name == "*" for alias in node.names):
             module = node.module if not node.level else (relative_base(node) if relative_base is not None else None)
             if module:
                 found.append(module)

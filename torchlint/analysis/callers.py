@@ -94,8 +94,8 @@ def every_call_site(context: "FileContext", function: cst.FunctionDef) -> Option
     def compute(node: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
         if node.decorators or node.asynchronous is not None or framework_called(node.name.value):
             return None
-        if len(re.findall(rf"\b{re.escape(node.name.value)}\b", context.source)) < 2:
-            return None  # named only where it is defined: no call here, and no walk of the module to find one
+        if len(re.findall(rf"\b{re.escape(node.name.value)}\s*\(", context.source)) < 2:
+            return None  # called nowhere in the text (``def name(`` is the one match): no walk of the module to find a call
         # ``model.train()`` cannot run a function of the module: only a method is reached through an attribute.
         method = id(node) in classes_of_methods(context)
         return _plain_call_sites(context, node, _index(context), attributes_escape=method)

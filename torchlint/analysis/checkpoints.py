@@ -139,8 +139,21 @@ def is_module_class(qualified: Optional[str], is_project_class: bool) -> bool:
     return last[:1].isupper() or qualified.startswith(("torchvision.models.", "timm."))
 
 
-def ast_path_key(node: ast.expr) -> Optional[str]:
-    """:func:`path_key` for a literal read with ``ast`` (the project's other modules)."""
+def ast_path_key(node: ast.expr, local: Optional[dict] = None, module: Optional[dict] = None) -> Optional[str]:
+    """:func:`path_key` read with ``ast``: ``local`` and ``module`` map the names assigned once in the function
+    and at the module's top level to their values."""
+    if isinstance(node, ast.Name):
+        value = (local or {}).get(node.id)
+        if value is None and node.id not in (local or {}):
+            value = (module or {}).get(node.id)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return repr(value.value)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return repr(node.value)
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id] + list(reversed(parts)))
     return None

@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
@@ -152,52 +152,6 @@ def module_output(context: "FileContext", expression: cst.BaseExpression, site: 
 def class_output(facts: _ModuleFacts, name: str, project=None) -> Output:
     """What ``forward`` of class ``name`` of module ``facts`` returns, its own or inherited."""
     return _AstReader(facts, project).class_output(name, 0)
-
-
-def imports_an_activation(facts: _ModuleFacts, project, names: Optional[Set[str]] = None) -> bool:
-    """Whether a definition module ``facts`` imports from the project (a class, a function, a module instance,
-    or one of a whole imported module's) outputs an activation: the only way another module's activation
-    reaches this module's code.  ``names``: look only at definitions of these (last) names, say those the
-    module calls.  Answers from what the index parses anyway, for a rule's pre-pass."""
-    if project is None:
-        return False
-    for qualified in set(facts.imports.values()):
-        if project.is_module(qualified):  # ``import models`` / ``from pkg import models``, then ``models.Net()``
-            module = project.module_facts(qualified)
-            if module is None:
-                continue
-            defined = list(module.class_nodes) + list(module.functions) + list(module.values)
-            if _defines_an_activation(module, project, [n for n in defined if names is None or n in names]):
-                return True
-        elif names is None or qualified.rsplit(".", 1)[-1] in names:
-            found = project.locate(qualified)
-            if found is not None and _defines_an_activation(found[0], project, [found[1]]):
-                return True
-    return False
-
-
-def _defines_an_activation(facts: _ModuleFacts, project, names: Sequence[str]) -> bool:
-    reader = _AstReader(facts, project)
-    top = _Scope(None, None, ())
-    for name in names:
-        if name in facts.class_nodes:
-            outputs = [reader.class_output(name, 0)]
-        elif name in facts.functions:
-            function = facts.functions[name]
-            outputs = [reader.function_output(function, None, 0), reader.function_module(function, None, 0)]
-        elif name in facts.values:
-            outputs = [reader.module(facts.values[name], top, 0)]
-        else:
-            continue
-        if any(_holds_activation(output) for output in outputs):
-            return True
-    return False
-
-
-def _holds_activation(output: Output) -> bool:
-    if isinstance(output, tuple):
-        return any(_holds_activation(o) for o in output)
-    return isinstance(output, Traced)
 
 
 def element(output: Output, index: int, length: Optional[int] = None) -> Output:
@@ -811,7 +765,6 @@ __all__ = [
     "call_step",
     "class_output",
     "element",
-    "imports_an_activation",
     "join",
     "module_output",
     "output_activation",

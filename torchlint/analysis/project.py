@@ -32,6 +32,7 @@ import contextlib
 import contextvars
 import functools
 import os
+import re
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -297,6 +298,41 @@ def _module_of_path(path: str) -> str:
     return module_name(path) if path not in ("-", "") else "__main__"
 
 
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+([^#\n]*)|import[ \t]+([^#\n]+))", re.MULTILINE)
+
+
+def _imported_modules(module: str, data: bytes, path: str) -> Iterator[str]:
+    """The modules (and candidate submodules) a module's import lines name, read from its text."""
+    is_package = os.path.basename(path) == "__init__.py"
+    for match in _IMPORT_LINE.finditer(data):
+        dots, base, names, plain = match.groups()
+        if plain is not None:
+            for part in plain.decode("utf-8", "replace").split(","):
+                name = part.strip().split(" ", 1)[0]
+                if name:
+                    yield name
+            continue
+        target = base.decode("utf-8", "replace") or None
+        absolute = resolve_relative(module, is_package, len(dots), target) if dots else target
+        if not absolute:
+            continue
+        yield absolute
+        for part in names.decode("utf-8", "replace").strip("()\\ \t\r").split(","):
+            name = part.strip().split(" ", 1)[0]
+            if name.isidentifier():
+                yield f"{absolute}.{name}"
+
+
+def _package_root(directory: str) -> str:
+    """The folder holding the outermost package ``directory`` is in (``directory`` itself when it is no package)."""
+    while _has_init(directory):
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return directory
+
+
 def _declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
     """The names of a module's ``__all__`` when it is a literal list or tuple of strings."""
     declared = facts.values.get("__all__")
@@ -308,33 +344,58 @@ def _declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
 
 
 def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> Iterator[Tuple[str, str]]:
-    """(literal path, what) for each ``torch.save(obj, "path")`` of a module where ``obj`` is built, in the
-    same function, from a class of the project or a torch.nn / torch.optim class."""
-    from torchlint.analysis.checkpoints import SAVE_FUNCTIONS, ast_path_key, is_module_class
+    """(path key, what) for each ``torch.save(obj, path)`` of a module where ``obj`` is built, in the same
+    function, from a class of the project or a torch.nn / torch.optim class.  The key is
+    checkpoints.ast_path_key's: a literal's text, a dotted name (``args.model_path``) otherwise."""
+    from torchlint.analysis.checkpoints import MODULE_MOVES, SAVE_FUNCTIONS, ast_path_key, is_module_class
 
-    for scope in ast.walk(facts.tree):
-        if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-            continue
-        built: Dict[str, ast.expr] = {}
-        for node in _own_statements(scope):
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                built[node.targets[0].id] = node.value
-        for node in _own_statements(scope):
-            for call in ast.walk(node):
-                if not (isinstance(call, ast.Call) and facts.qualify(call.func) in SAVE_FUNCTIONS and len(call.args) >= 2):
-                    continue
-                key = ast_path_key(call.args[1])
-                saved = call.args[0]
-                if isinstance(saved, ast.Name):
-                    saved = built.get(saved.id, saved)
-                while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in ("to", "cuda", "cpu", "eval"):
-                    saved = saved.func.value
-                if key is None or not isinstance(saved, ast.Call):
-                    continue
-                qualified = facts.qualify(saved.func)
-                found = definition(qualified, facts, project) if qualified and not qualified.startswith("torch.") else None
-                if is_module_class(qualified, found is not None and found[1] in found[0].class_nodes):
-                    yield key, f"a whole `{ast_dotted_name(saved.func)}` (in {facts.module})"
+    found: List[Tuple[str, str]] = facts.memo.get("project.whole_saves")  # type: ignore[assignment]
+    if found is None:
+        found = []
+        for scope in ast.walk(facts.tree):
+            if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                continue
+            statements = list(_own_statements(scope))
+            built: Dict[str, List[ast.expr]] = {}
+            for node in statements:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    built.setdefault(node.targets[0].id, []).append(node.value)
+            single = {name: values[0] for name, values in built.items() if len(values) == 1}
+            for node in statements:
+                for call in _header_nodes(node):
+                    if not (isinstance(call, ast.Call) and facts.qualify(call.func) in SAVE_FUNCTIONS and len(call.args) >= 2):
+                        continue
+                    key = ast_path_key(call.args[1], single, facts.values)
+                    saved = call.args[0]
+                    if isinstance(saved, ast.Name):
+                        saved = single.get(saved.id, saved)
+                    while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in MODULE_MOVES:
+                        saved = saved.func.value
+                    if key is None or not isinstance(saved, ast.Call):
+                        continue
+                    qualified = facts.qualify(saved.func)
+                    defined = definition(qualified, facts, project) if qualified and not qualified.startswith("torch.") else None
+                    if is_module_class(qualified, defined is not None and defined[1] in defined[0].class_nodes):
+                        found.append((key, f"a whole `{ast_dotted_name(saved.func)}` (in {facts.module})"))
+        facts.memo["project.whole_saves"] = found
+    return iter(found)
+
+
+def _header_nodes(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes of a statement outside its nested blocks (a loop's target and iterable, not its body)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return
+    pending: List[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        yield node
+        for name, value in ast.iter_fields(node):
+            if node is statement and name in ("body", "orelse", "finalbody", "handlers"):
+                continue
+            if isinstance(value, list):
+                pending.extend(v for v in value if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST):
+                pending.append(value)
 
 
 def _own_statements(scope: ast.AST) -> Iterator[ast.stmt]:
@@ -345,8 +406,8 @@ def _own_statements(scope: ast.AST) -> Iterator[ast.stmt]:
         yield node
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             continue
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            pending.extend(child for child in getattr(node, field, ()) or () if isinstance(child, (ast.stmt, ast.excepthandler)))
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            pending.extend(child for child in getattr(node, block, ()) or () if isinstance(child, (ast.stmt, ast.excepthandler)))
 
 
 def constructor_parameters(
@@ -409,8 +470,9 @@ class ProjectIndex:
         self._lock = threading.Lock()
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
-        self._whole_saves: Optional[Dict[str, str]] = None
+        self._whole_saves: Dict[Tuple[str, str], Optional[str]] = {}
         self._exports: Dict[str, Optional[Exports]] = {}
+        self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
         self.parsed_files = 0
 
     # -- building ---------------------------------------------------------------
@@ -458,7 +520,38 @@ class ProjectIndex:
         self._facts[module] = facts
         return facts
 
+    def _module_bytes(self, module: str) -> bytes:
+        """A module's text, read each time it is asked for (the questions that read it memoize their answers)."""
+        path = self._ensure().get(module)
+        if path is None:
+            return b""
+        try:
+            with open(path, "rb") as handle:
+                return handle.read()
+        except OSError:
+            return b""
+
     # -- questions ----------------------------------------------------------------
+
+    def reaches_words(self, module: str, words: Tuple[bytes, ...]) -> bool:
+        """Whether ``module``, or a project module it imports (directly or through others), holds one of ``words``
+        in its text: a necessary condition, from the text alone (nothing is parsed), for a definition of the
+        module to use something written with those words."""
+        key = (module, words)
+        if key not in self._reaches:
+            pending, seen, found = [module], {module}, False
+            while pending and not found:
+                current = pending.pop()
+                data = self._module_bytes(current)
+                if any(word in data for word in words):
+                    found = True
+                    break
+                for imported in _imported_modules(current, data, self._ensure().get(current, "")):
+                    if imported not in seen and self.is_module(imported):
+                        seen.add(imported)
+                        pending.append(imported)
+            self._reaches[key] = found
+        return self._reaches[key]
 
     def is_module(self, module: str) -> bool:
         """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
@@ -468,26 +561,35 @@ class ProjectIndex:
         """Imports and top-level definitions of project module ``module`` (None outside the project)."""
         return self._module_facts(module)
 
-    def whole_object_saves(self) -> Dict[str, str]:
-        """Literal checkpoint paths that some module of the project writes a whole module or optimizer to
-        (``torch.save(model, "model.pt")`` with ``model = Net()``), each with what is written.  Read once, on
-        the first question: only modules whose text holds ``save(`` are parsed (and count as looked up)."""
-        if self._whole_saves is None:
-            found: Dict[str, str] = {}
+    def whole_object_saves(self, near: str, literal: str) -> Optional[str]:
+        """What a module near file ``near`` writes whole to the checkpoint path ``literal`` (the text of a string
+        literal, quotes included), when some ``torch.save(model, "<that path>")`` of a module or optimizer does
+        (``model = Net()`` in the same function), else None.  Near: the files under the package ``near`` belongs
+        to (its folder when it is in none); only those whose bytes hold the path are parsed (and count as looked
+        up), once per path and folder."""
+        folder = _package_root(os.path.dirname(os.path.abspath(near)))
+        key = (folder, literal)
+        if key not in self._whole_saves:
+            found = None
+            needle = ast.literal_eval(literal).encode("utf-8", "replace")
+            prefix = folder + os.sep
             for module, path in sorted(self._ensure().items()):
+                if not os.path.abspath(path).startswith(prefix):
+                    continue
                 try:
                     with open(path, "rb") as handle:
                         data = handle.read()
                 except OSError:
                     continue
-                if b"save(" not in data or b"torch" not in data:
+                if needle not in data or b"save" not in data:
                     continue
                 facts = self._module_facts(module)
                 if facts is not None:
-                    for key, what in whole_saves_in(facts, self):
-                        found.setdefault(key, what)
-            self._whole_saves = found
-        return self._whole_saves
+                    found = next((what for saved, what in whole_saves_in(facts, self) if saved == literal), None)
+                    if found:
+                        break
+            self._whole_saves[key] = found
+        return self._whole_saves[key]
 
     def module_of(self, path: str) -> Optional[str]:
         """The module name of a file of the run (None when it is not one of them)."""

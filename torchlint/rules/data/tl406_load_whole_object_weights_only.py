@@ -1,26 +1,26 @@
 from __future__ import annotations
 
 import ast
-from typing import List, Optional, Sequence, Tuple
+import re
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
 from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg
 from torchlint.analysis.callers import every_call_site
+from torchlint.analysis.ast_names import ast_dotted_name
 from torchlint.analysis.checkpoints import (
     ALLOW_LISTS,
     LOAD_FUNCTIONS,
     MODULE_METHODS,
     MODULE_MOVES,
-    SAVE_FUNCTIONS,
     WEIGHTS_ONLY_DEFAULT_SINCE,
-    is_module_class,
     is_project_path,
     path_key,
 )
 from torchlint.analysis.dataflow import bindings, site_of
 from torchlint.analysis.names import dotted_name
-from torchlint.analysis.project import definition, file_facts
+from torchlint.analysis.project import file_facts, whole_saves_in
 from torchlint.analysis.signatures import gives_keyword
 from torchlint.prepass import framework_called
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
@@ -28,6 +28,7 @@ from torchlint.walk_order import visit
 
 # How far a loaded value is followed (names, moves, helpers that return it).
 MAX_STEPS = 6
+_SAVE_CALL = re.compile(r"\bsave\s*\(")
 
 
 class LoadWholeObjectWeightsOnly(Rule):
@@ -40,7 +41,7 @@ class LoadWholeObjectWeightsOnly(Rule):
     to, or through a same-file helper that returns it), or the same path is
     written by `torch.save(model, path)` of a module or an optimizer (in the
     same file, or as the same literal path in another module of the
-    project). Follows `target-torch-version`: below 2.6 nothing is reported.
+    project: of the package the file belongs to, or of its folder). Follows `target-torch-version`: below 2.6 nothing is reported.
 
     ## Why is this bad?
     Since torch 2.6 `torch.load` defaults to `weights_only=True`: it
@@ -99,20 +100,27 @@ class LoadWholeObjectWeightsOnly(Rule):
         loads = scan.regions_calling_qualified(LOAD_FUNCTIONS)
         if not loads:
             return None
-        # The loaded value's uses: where the names it is bound to, and the helpers returning it, are mentioned;
-        # the saves of the same path; the allow-lists.
-        names = set()
+        # Where the loaded value may be used outside its region: a name a script binds at the top level, an
+        # attribute other methods of the class read, a helper's callers (``return torch.load(path)``).
+        # (Saves and allow-lists are read from the file's ``ast``, outside the pre-pass.)
+        names, attributes = set(), {}
         for index in loads:
             region = scan.regions[index]
+            in_function = isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef))
             for node in ast.walk(region.node):
-                if isinstance(node, ast.Assign) and any(
-                    isinstance(inner, ast.Call) and scan.qualified(inner.func) & LOAD_FUNCTIONS for inner in ast.walk(node.value)
-                ):
-                    names.update(_last_names(node.targets))
-            if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not framework_called(region.node.name):
-                names.add(region.node.name)
-        saves = scan.regions_calling_qualified(SAVE_FUNCTIONS | ALLOW_LISTS)
-        return loads | saves | scan.regions_mentioning(names) if names else loads | saves
+                if isinstance(node, ast.Assign) and _calls_load(scan, node.value):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name) and not in_function:
+                            names.add(target.id)
+                        elif isinstance(target, ast.Attribute) and region.enclosing_class is not None:
+                            attributes.setdefault(region.enclosing_class, set()).add(target.attr)
+                elif isinstance(node, ast.Return) and node.value is not None and in_function and _calls_load(scan, node.value):
+                    if not framework_called(region.node.name):
+                        names.add(region.node.name)
+        seeds = set(loads) | set(scan.regions_mentioning(names)) if names else set(loads)
+        for owner, owned in attributes.items():
+            seeds |= scan.regions_where(lambda region: region.enclosing_class == owner and not region.uses.isdisjoint(owned))
+        return frozenset(seeds)
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
@@ -189,74 +197,33 @@ class LoadWholeObjectWeightsOnly(Rule):
         return None
 
     def _allow_lists(self) -> bool:
-        def compute(module: cst.Module) -> bool:
-            finder = _CallFinder(self.context, ALLOW_LISTS)
-            visit(module, finder)
-            return bool(finder.found)
-
-        return self.context.memoized("tl406.allow-lists", self.context.module, compute)
+        """Whether the file allow-lists types for weights_only (``torch.serialization.add_safe_globals([...])``)."""
+        if "safe_globals" not in self.context.source:
+            return False
+        facts = file_facts(self.context)
+        return facts is not None and any(
+            isinstance(node, ast.Call) and facts.imported(ast_dotted_name(node.func)) in ALLOW_LISTS for node in ast.walk(facts.tree)
+        )
 
     # -- the same path saved whole ---------------------------------------------------------------------
 
     def _saved_whole(self, node: cst.Call) -> Optional[str]:
+        """What a ``torch.save`` of a module or an optimizer writes to the path this load reads, in the file
+        (the same literal, constant or dotted name) or, for a literal, near it in the project."""
         path = argument(node, 0, "f")
         key = path_key(self.context, path.value) if path is not None else None
         if key is None:
             return None
-        for save, save_ancestors in self._saves():
-            saved = argument(save, 0, "obj")
-            where = argument(save, 1, "f")
-            if saved is None or where is None:
-                continue
-            self.context.ancestors, kept = list(save_ancestors), self.context.ancestors
-            try:
-                same = path_key(self.context, where.value) == key
-                described = self._whole(saved.value, save_ancestors) if same else None
-            finally:
-                self.context.ancestors = kept
+        facts = file_facts(self.context)
+        if facts is not None and _SAVE_CALL.search(self.context.source):
+            described = next((what for saved, what in whole_saves_in(facts, self.context.project) if saved == key), None)
             if described:
-                return f"`torch.save` writes {described} there"
+                return f"`torch.save` writes {described.split(' (in ')[0]} there"
         project = self.context.project
-        if project is not None and key.startswith(("'", '"')):
-            elsewhere = project.whole_object_saves().get(key)
+        if project is not None and key.startswith(("'", '"')) and self.context.path not in ("-", ""):
+            elsewhere = project.whole_object_saves(self.context.path, key)
             if elsewhere:
                 return f"`torch.save` writes {elsewhere} there"
-        return None
-
-    def _saves(self) -> Sequence[Tuple[cst.Call, List[cst.CSTNode]]]:
-        def compute(module: cst.Module):
-            finder = _CallFinder(self.context, SAVE_FUNCTIONS)
-            visit(module, finder)
-            return finder.found
-
-        return self.context.memoized("tl406.saves", self.context.module, compute)
-
-    def _whole(self, saved: cst.BaseExpression, ancestors: List[cst.CSTNode]) -> Optional[str]:
-        """A description of ``saved`` when it is a module or an optimizer: built from such a class."""
-        for _ in range(MAX_STEPS):
-            if isinstance(saved, cst.Call) and isinstance(saved.func, cst.Attribute) and saved.func.attr.value in MODULE_MOVES:
-                saved = saved.func.value
-                continue
-            if isinstance(saved, cst.Name):
-                if saved.value == "self":
-                    return None
-                reaching = bindings(site_of(ancestors), saved.value)
-                if len(reaching) != 1 or reaching[0].kind not in ("assign", "module") or reaching[0].value is None:
-                    return None
-                saved = reaching[0].value
-                continue
-            break
-        if not isinstance(saved, cst.Call):
-            return None
-        qualified = self.context.qualified_name(saved.func)
-        facts = file_facts(self.context)
-        project_class = False
-        dotted = dotted_name(saved.func)
-        if facts is not None and dotted is not None and not (qualified or "").startswith("torch."):
-            found = definition(qualified or facts.qualify_dotted(dotted), facts, self.context.project)
-            project_class = found is not None and found[1] in found[0].class_nodes
-        if is_module_class(qualified, project_class):
-            return f"a whole `{dotted}`"
         return None
 
     # -- the fix -------------------------------------------------------------------------------------------
@@ -274,16 +241,6 @@ class LoadWholeObjectWeightsOnly(Rule):
 
 def _is_true(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
-
-
-def _last_names(targets) -> List[str]:
-    names = []
-    for target in targets:
-        if isinstance(target, ast.Name):
-            names.append(target.id)
-        elif isinstance(target, ast.Attribute):
-            names.append(target.attr)
-    return names
 
 
 def _reaches(assignment: cst.Assign, name: str, ancestors: List[cst.CSTNode]) -> bool:
@@ -316,21 +273,5 @@ def _mentions(scope: cst.CSTNode, name: str) -> List[Tuple[cst.CSTNode, List[cst
     return found
 
 
-class _CallFinder(cst.CSTVisitor):
-    """Calls of ``functions`` (qualified) with their ancestors."""
-
-    def __init__(self, context, functions) -> None:
-        super().__init__()
-        self.context = context
-        self.functions = functions
-        self.found: List[Tuple[cst.Call, List[cst.CSTNode]]] = []
-        self.path: List[cst.CSTNode] = []
-
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        if isinstance(node, cst.Call) and self.context.qualified_name(node.func) in self.functions:
-            self.found.append((node, list(self.path)))
-        self.path.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.path.pop()
+def _calls_load(scan, node: ast.AST) -> bool:
+    return any(isinstance(inner, ast.Call) and scan.qualified(inner.func) & LOAD_FUNCTIONS for inner in ast.walk(node))

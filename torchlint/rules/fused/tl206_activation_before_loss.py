@@ -7,7 +7,7 @@ import libcst as cst
 from torchlint.analysis.ast_names import ast_dotted_name
 from torchlint.analysis.fused import activation_of
 from torchlint.analysis.losses import LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
-from torchlint.analysis.module_outputs import imports_an_activation, trace_output
+from torchlint.analysis.module_outputs import trace_output
 from torchlint.analysis.project import active_project, facts_of_tree
 from torchlint.prepass import framework_called
 from torchlint.rule import Applicability, Confidence, FixSpec, Rule
@@ -153,14 +153,15 @@ class ActivationBeforeLoss(Rule):
         seeds = scan.regions_where(lambda region: not region.uses.isdisjoint(losses))
         if not seeds:
             return None
-        if not scan.mentions(ACTIVATION_WORDS) and not _imports_an_activation(scan):
-            return None  # no activation is written here, and none comes from the project's modules
         functions = {
             scan.regions[i].node.name
             for i in seeds
             if isinstance(scan.regions[i].node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not framework_called(scan.regions[i].node.name)
         }
-        return seeds | scan.regions_mentioning(functions) if functions else seeds
+        seeds = seeds | scan.regions_mentioning(functions) if functions else seeds
+        if not scan.mentions(ACTIVATION_WORDS) and not _imports_an_activation(scan):
+            return None  # no activation is written here, and none comes from the project's modules
+        return seeds
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)
@@ -196,8 +197,9 @@ class ActivationBeforeLoss(Rule):
 
 
 def _imports_an_activation(scan) -> bool:
-    """Whether a project definition this file calls or subclasses (a model class, a builder, an instance) outputs
-    an activation: another module's activation reaches the file's code only through one of those."""
+    """Whether a project module this file imports a called or subclassed name from (a model class, a builder,
+    an instance), or imports whole, reaches an activation's name in its text or its imports' texts: another
+    module's activation reaches the file's code only through one of those."""
     project = active_project()
     if project is None:
         return False
@@ -208,10 +210,16 @@ def _imports_an_activation(scan) -> bool:
         if isinstance(statement, ast.ClassDef):
             used.update(ast_dotted_name(base).rsplit(".", 1)[-1] for base in statement.bases if ast_dotted_name(base))
     facts = facts_of_tree(scan.tree, scan.path)
-    for statement in ast.walk(scan.tree):
+    for statement in scan.import_statements:
         if isinstance(statement, ast.Import):  # ``import pkg.models``: its classes are reached as ``pkg.models.Net``
             facts.imports.update((alias.name, alias.name) for alias in statement.names if "." in alias.name and not alias.asname)
-    return imports_an_activation(facts, project, used)
+    words = tuple(word.encode() for word in ACTIVATION_WORDS)
+    for qualified in set(facts.imports.values()):
+        module = qualified if project.is_module(qualified) else qualified.rpartition(".")[0]
+        called = qualified.rsplit(".", 1)[-1] in used or module == qualified
+        if called and project.is_module(module) and project.reaches_words(module, words):
+            return True  # read from the text alone: the rule parses the module if its analysis gets there
+    return False
 
 
 def _message(loss_kind: str, activation_kind: str) -> str:
