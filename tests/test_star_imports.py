@@ -10,13 +10,13 @@ import libcst as cst
 
 from torchlint import config
 from torchlint.analysis import project
-from torchlint.analysis.ast_names import Exports, StarImports
+from torchlint.analysis.ast_names import StarImports
 from torchlint.context import FileContext
 from torchlint.prepass import Scan
 
 
 def test_a_library_star_import_binds_every_name_but_builtins_and_the_files_own():
-    stars = StarImports(["torch"], {"model", "load_json"}, lambda module: None)
+    stars = StarImports(["torch"], {"model", "load_json"})
     assert stars.resolve("load") == "torch.load"
     assert stars.resolve("LongTensor") == "torch.LongTensor"
     assert stars.resolve("range") is None and stars.resolve("len") is None  # builtins
@@ -25,12 +25,16 @@ def test_a_library_star_import_binds_every_name_but_builtins_and_the_files_own()
 
 
 def test_the_later_star_import_wins_and_a_project_module_binds_only_what_it_exports():
-    exports = {"utils": Exports({"torch": "torch", "F": "torch.nn.functional", "helper": "utils.helper"})}
-    stars = StarImports(["numpy", "utils"], set(), exports.get)
+    exported = {"torch": "torch", "F": "torch.nn.functional", "helper": "utils.helper"}
+
+    def lookup(module, name):
+        return (True, exported.get(name)) if module == "utils" else (False, None)
+
+    stars = StarImports(["numpy", "utils"], set(), lookup)
     assert stars.resolve("torch") == "torch"
     assert stars.resolve("F") == "torch.nn.functional"
     assert stars.resolve("load") == "numpy.load"  # not exported by utils: the earlier star import's
-    assert StarImports(["torch", "numpy"], set(), exports.get).resolve("load") == "numpy.load"
+    assert StarImports(["torch", "numpy"], set()).resolve("load") == "numpy.load"
 
 
 def _write(root: Path, files):
@@ -57,14 +61,22 @@ def test_project_exports_follow_all_chains_and_relative_imports(tmp_path):
             "pkg/deep.py": "from torch.serialization import *\n_hidden = 1\n",
         },
     )
-    exported = index.exports("pkg")
-    assert exported.names == {
-        "torch": "torch",
-        "F": "torch.nn.functional",
-        "Net": "pkg.common.Net",
-        "load": "torch.serialization.load",
-    }
-    assert index.exports("torch") is None  # not a module of the project
+    assert index.star_lookup("pkg", "torch") == (True, "torch")
+    assert index.star_lookup("pkg", "F") == (True, "torch.nn.functional")
+    assert index.star_lookup("pkg", "Net") == (True, "pkg.common.Net")
+    assert index.star_lookup("pkg", "load") == (True, "torch.serialization.load")  # through deep.py's star import
+    assert index.star_lookup("pkg", "os") == (True, None)  # not in __all__
+    assert index.star_lookup("pkg.deep", "_hidden") == (True, None)
+    assert index.star_lookup("torch", "load") == (False, None)  # not a module of the project
+
+
+def test_a_name_is_looked_up_reading_only_the_modules_on_its_way(tmp_path):
+    files = {f"pkg/m{n}.py": f"def f{n}():\n    pass\n" for n in range(20)}
+    files["pkg/__init__.py"] = "".join(f"from .m{n} import *\n" for n in range(20))
+    index = _write(tmp_path, files)
+    assert index.star_lookup("pkg", "f19") == (True, "pkg.m19.f19")
+    assert index.parsed_files == 2  # the package and the last module it star-imports
+    assert index.star_lookup("pkg", "f0") == (True, "pkg.m0.f0")
 
 
 def test_the_file_context_and_the_prepass_resolve_through_a_project_star_import(tmp_path):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-from dataclasses import dataclass
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 
@@ -46,30 +45,31 @@ def import_bindings(
 BUILTIN_NAMES = frozenset(dir(builtins))
 
 
-@dataclass(frozen=True)
-class Exports:
-    """What ``from <module> import *`` binds, for a module whose text the project index read: ``names`` maps
-    each public name to what it names; ``libraries`` are the modules it star-imports in turn, whose names
-    are not known (``from torch import *``)."""
+# What a star-imported module binds to a name: (the module is one whose text was read, what the name is there
+# or None).  For a module that was not read (a library), every public name is taken as its own.
+StarLookup = Callable[[str, str], Tuple[bool, Optional[str]]]
 
-    names: Dict[str, str]
-    libraries: Tuple[str, ...] = ()
+
+def library_lookup(module: str, name: str) -> Tuple[bool, Optional[str]]:
+    """The lookup when no module's text is known: every star-imported module is a library."""
+    return False, None
 
 
 class StarImports:
-    """The names a module's ``from m import *`` statements may bind, resolved on demand.
+    """The names a module's ``from m import *`` statements may bind, resolved name by name on demand.
 
     ``modules``: the star-imported modules, in the order of the statements (a later one shadows an earlier
     one, as in Python); ``bound``: the names the module binds itself anywhere (assignments, parameters,
-    definitions, other imports), which no star import reaches; ``exports``: what a module of the project
-    exports (:class:`Exports`), or None for a library, whose public names are not known: every name that
-    is not a builtin is then taken as the library's (``load`` under ``from torch import *`` is ``torch.load``).
+    definitions, other imports), which no star import reaches; ``lookup(module, name)``: what a module of the
+    project binds ``name`` to (ProjectIndex.star_lookup: its definitions, imports and own star imports, or
+    ``__all__``); for a library, whose public names are not known, every name that is not a builtin is
+    taken as the library's (``load`` under ``from torch import *`` is ``torch.load``).
     """
 
-    def __init__(self, modules: Sequence[str], bound: Iterable[str], exports: Callable[[str], Optional[Exports]]) -> None:
+    def __init__(self, modules: Sequence[str], bound: Iterable[str], lookup: StarLookup = library_lookup) -> None:
         self.modules = tuple(modules)
         self.bound = frozenset(bound)
-        self.exports = exports
+        self.lookup = lookup
         self._resolved: Dict[str, Optional[str]] = {}
 
     def resolve(self, name: str) -> Optional[str]:
@@ -79,18 +79,14 @@ class StarImports:
         return self._resolved[name]
 
     def _resolve(self, name: str) -> Optional[str]:
-        if not self.modules or name in self.bound or name.startswith("_"):
+        if not self.modules or name in self.bound or name.startswith("_") or name in BUILTIN_NAMES:
             return None
         for module in reversed(self.modules):
-            exported = self.exports(module)
-            if exported is not None:
-                if name in exported.names:
-                    return exported.names[name]
-                libraries = exported.libraries
-            else:
-                libraries = (module,)
-            if libraries and name not in BUILTIN_NAMES:
-                return f"{libraries[-1]}.{name}"
+            known, qualified = self.lookup(module, name)
+            if qualified is not None:
+                return qualified
+            if not known:
+                return f"{module}.{name}"
         return None
 
 

@@ -15,9 +15,9 @@ class.  A run over a large tree therefore parses only the few modules that
 its DataLoaders' datasets come from, once each.
 
 Star imports (``from utils import *``) bind what the module exports
-(:meth:`ProjectIndex.exports`: its public names or ``__all__``, following its
-own star imports); a star import of a library binds every name the file
-binds nowhere else (analysis/ast_names.StarImports).  The same resolver
+(:meth:`ProjectIndex.star_lookup`, name by name: its public names or
+``__all__``, following its own star imports); a star import of a library
+binds every name the file binds nowhere else (analysis/ast_names.StarImports).  The same resolver
 serves the LibCST import table, the pre-pass and this index.
 
 What the index cannot see: classes created at run time (``type(...)``,
@@ -37,7 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from torchlint.analysis.ast_names import Exports, StarImports, ast_bound_names, ast_dotted_name, import_bindings, star_modules
+from torchlint.analysis.ast_names import StarImports, ast_bound_names, ast_dotted_name, import_bindings, library_lookup, star_modules
 from torchlint.analysis.dataset_items import ItemShape, item_shape
 
 # How many import / inheritance hops a lookup follows.
@@ -164,8 +164,8 @@ class _ModuleFacts:
         if not self.star_modules:
             return None
         if self._stars is None:
-            exports = self.project.exports if self.project is not None else (lambda module: None)
-            self._stars = StarImports(self.star_modules, ast_bound_names(self.tree), exports)
+            lookup = self.project.star_lookup if self.project is not None else library_lookup
+            self._stars = StarImports(self.star_modules, ast_bound_names(self.tree), lookup)
         return self._stars
 
     def imported(self, dotted: Optional[str]) -> Optional[str]:
@@ -286,7 +286,7 @@ def star_imports_of(tree: ast.Module, path: str, written: Optional[Sequence[str]
     if not modules:
         return None
     project = active_project()
-    return StarImports(modules, ast_bound_names(tree), project.exports if project is not None else (lambda name: None))
+    return StarImports(modules, ast_bound_names(tree), project.star_lookup if project is not None else library_lookup)
 
 
 def facts_of_tree(tree: ast.Module, path: str) -> _ModuleFacts:
@@ -471,7 +471,7 @@ class ProjectIndex:
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
         self._whole_saves: Dict[Tuple[str, str], Optional[str]] = {}
-        self._exports: Dict[str, Optional[Exports]] = {}
+        self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
         self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
         self.parsed_files = 0
 
@@ -508,8 +508,7 @@ class ProjectIndex:
                     data = handle.read()
             except OSError:
                 data = b""
-            # A module without a class or an import cannot define or re-export a dataset.
-            if b"class " in data or b"import" in data:
+            if data.strip():  # an empty module (a bare ``__init__.py``) defines nothing
                 try:
                     tree = ast.parse(data)
                 except (SyntaxError, ValueError, RecursionError):
@@ -622,34 +621,39 @@ class ProjectIndex:
             qualified = target
         return None
 
-    def exports(self, module: str, _seen: Optional[set] = None) -> Optional[Exports]:
-        """What ``from <module> import *`` binds, for a module of the project (None for any other: a library)."""
-        if module in self._exports:
-            return self._exports[module]
-        facts = self._module_facts(module) if self.is_module(module) else None
+    def star_lookup(self, module: str, name: str, _seen: Optional[frozenset] = None) -> Tuple[bool, Optional[str]]:
+        """What ``from <module> import *`` binds ``name`` to: (whether the module is the project's, what the name
+        is there or None).  Reads only the modules on the way: the module's own definitions and imports, then
+        its star imports, later ones first; ``__all__`` limits what it exports."""
+        key = (module, name)
+        if key in self._star_names:
+            return self._star_names[key]
+        if not self.is_module(module):
+            return False, None
+        facts = self._module_facts(module)
         if facts is None:
-            return None
-        seen = (_seen or set()) | {module}
-        names: Dict[str, str] = {}
-        libraries: List[str] = []
-        for star in facts.star_modules:
-            inner = self.exports(star, seen) if star not in seen else Exports({})
-            if inner is None:
-                libraries.append(star)
-            else:
-                names.update(inner.names)
-                libraries.extend(inner.libraries)
-        names.update((local, target) for local, target in facts.imports.items())
-        names.update((name, f"{module}.{name}") for name in list(facts.classes) + list(facts.functions) + list(facts.values))
+            return True, None  # empty, or unreadable: it binds nothing we can know
+        seen = (_seen or frozenset()) | {module}
+        found: Optional[str] = None
         public = _declared_all(facts)
-        if public is not None:
-            names = {name: names.get(name, f"{libraries[-1]}.{name}" if libraries else f"{module}.{name}") for name in public}
-            libraries = []
-        else:
-            names = {name: target for name, target in names.items() if not name.startswith("_")}
-        found = Exports(names, tuple(libraries))
-        self._exports[module] = found
-        return found
+        if (public is None and not name.startswith("_")) or (public is not None and name in public):
+            if name in facts.classes or name in facts.functions or name in facts.values:
+                found = f"{module}.{name}"
+            elif name in facts.imports:
+                found = facts.imports[name]
+            else:
+                for star in reversed(facts.star_modules):
+                    if star in seen:
+                        continue
+                    known, qualified = self.star_lookup(star, name, seen)
+                    if qualified is not None or not known:
+                        found = qualified or f"{star}.{name}"
+                        break
+            if found is None and public is not None:
+                found = f"{module}.{name}"
+        self._star_names[key] = (True, found)
+        return True, found
+
 
 
 def files_under(root: str) -> List[str]:
