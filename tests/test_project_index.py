@@ -1,6 +1,6 @@
-"""The project index (torchlint/analysis/project.py) and TL403 across files.
+"""The project index (torchlint/analysis/project.py) and the rules that look across files.
 
-Multi-file fixtures live in fixtures/TL403/project/<case>/: a small project
+Multi-file fixtures live in fixtures/TLxxx/project/<case>/: a small project
 whose files carry `# expect:` annotations. Each case is copied to a fresh
 folder (its own project root, no configuration above it) and checked through
 the CLI's own entry point, `torchlint.cli.main`, as a user would run it; the
@@ -22,7 +22,7 @@ from torchlint import cli, config, engine, registry
 from torchlint.analysis import project
 from torchlint.flake8_plugin import TorchlintChecker
 
-CASES = sorted(p for p in (FIXTURES / "TL403" / "project").iterdir() if p.is_dir())
+CASES = sorted(p for p in FIXTURES.glob("TL*/project/*") if p.is_dir())
 
 
 def _copy(case: Path, tmp_path: Path) -> Path:
@@ -49,7 +49,7 @@ def _cli_findings(root: Path, capsys) -> Counter:
     return found
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
 def test_project_fixture_through_the_cli(case, tmp_path, capsys):
     root = _copy(case, tmp_path)
     expected = _expected(root)
@@ -60,9 +60,10 @@ def test_project_fixture_through_the_cli(case, tmp_path, capsys):
     assert _cli_findings(root, capsys) == expected
 
 
-@pytest.mark.parametrize("case", CASES, ids=lambda p: p.name)
-def test_project_fixture_through_flake8_plugin(case, tmp_path):
+@pytest.mark.parametrize("case", CASES, ids=lambda p: f"{p.parent.parent.name}/{p.name}")
+def test_project_fixture_through_flake8_plugin(case, tmp_path, monkeypatch):
     root = _copy(case, tmp_path)
+    monkeypatch.chdir(root)  # flake8 runs from the project's root, which it then indexes (no configuration here)
     expected = _expected(root)
     found = Counter()
     for path in sorted(root.rglob("*.py")):
@@ -143,13 +144,63 @@ def test_index_follows_reexports_and_bases_and_parses_only_what_it_needs(tmp_pat
         ("return self.tokenizer_fn(self.texts[i])", False),
         ("return self.source_tokenizer(self.texts[i])", True),
         ("x = self.texts[i].split()\n        return torch.tensor([self.vocab[w] for w in x]), self.labels[i]", True),
+        # an element of a collection __init__ builds: varies when its elements do
+        ("return torch.tensor(self.encoded[i])", True),
+        ("return torch.tensor(self.padded[i])", False),
+        ("return torch.tensor(self.appended[i])", True),
+        ("return {k: torch.tensor(v[i]) for k, v in self.unpadded_corpus.items()}", True),
+        ("return {k: torch.tensor(v[i]) for k, v in self.padded_corpus.items()}", False),
+        # images: the file's own size, unless resized to a size that is not derived from it
+        ("return torch.as_tensor(np.array(Image.open(self.paths[i])))", True),
+        ("return torch.as_tensor(np.array(Image.open(self.paths[i]).resize((64, 64))))", False),
+        ("img = Image.open(self.paths[i])\n        w, h = img.size\n        return torch.as_tensor(img.resize((w // 2, h // 2)))", True),
+        ("img = Image.open(self.paths[i])\n        img = img.resize((224, 224))\n        return torch.as_tensor(img)", False),
+        ("return self.transform(Image.open(self.paths[i]))", False),
+        ("return self._encode(self.texts[i])", True),
     ],
 )
 def test_item_shape(body, varies):
-    source = f"class D:\n    def __getitem__(self, i):\n        {body}\n"
-    tree = ast.parse(source)
-    getitem = tree.body[0].body[0]
-    assert (project.item_shape(getitem) is not None) is varies
+    init = (
+        "    def __init__(self, texts, tokenizer):\n"
+        "        self.encoded = [tokenizer.encode(t) for t in texts]\n"
+        "        self.padded = [tokenizer.encode(t, padding='max_length', max_length=8) for t in texts]\n"
+        "        self.appended = []\n"
+        "        for t in texts:\n"
+        "            self.appended.append(t.split())\n"
+        "        self.unpadded_corpus = tokenizer(texts, truncation=True)\n"
+        "        self.padded_corpus = tokenizer(texts, truncation=True, padding=True)\n"
+        "    def _encode(self, text):\n"
+        "        return self.tokenizer(text, truncation=True)\n"
+    )
+    source = f"import numpy as np\nfrom PIL import Image\nclass D:\n{init}    def __getitem__(self, i):\n        {body}\n"
+    facts = project.facts_of_source(source, "d.py")
+    assert (facts.classes["D"].item is not None) is varies
+    if "self" not in body:
+        getitem = ast.parse(source).body[2].body[-1]
+        assert (project.item_shape(getitem) is not None) is varies  # without the module's facts, the same answer
+
+
+def test_dataset_items_of_arguments_and_libraries():
+    from torchlint.analysis import dataset_items
+
+    def parsed(text):
+        return ast.parse(text, mode="eval").body
+
+    assert dataset_items.collection_varies(parsed("tokenizer(texts, truncation=True)"))
+    assert dataset_items.collection_varies(parsed("tokenizer(texts, truncation=True, padding=True)")) is None
+    assert dataset_items.collection_varies(parsed("[line.split() for line in lines]"))
+    assert dataset_items.collection_varies(parsed("labels")) is None
+    keywords = {"packed": ast.Constant(False)}
+    assert dataset_items.library_items("torchtune.datasets.alpaca_dataset", keywords)
+    assert dataset_items.library_items("torchtune.datasets.alpaca_dataset", {})
+    assert dataset_items.library_items("torchtune.datasets.alpaca_dataset", {"packed": ast.Constant(True)}) is None
+    assert dataset_items.library_items("torchtune.datasets.alpaca_dataset", {"packed": None}) is None  # decided at run time
+    assert dataset_items.library_items("torchvision.datasets.MNIST", {}) is None
+    tokenize = ast.parse("def tokenize(batch):\n    return tokenizer(batch['text'], padding=True)\n").body[0]
+    assert dataset_items.mapped_tokenizer_varies(tokenize, batched=True)  # each map batch padded to its own longest
+    assert dataset_items.mapped_tokenizer_varies(tokenize, batched=False)
+    fixed = ast.parse("lambda b: tokenizer(b['text'], padding='max_length', truncation=True)", mode="eval").body
+    assert dataset_items.mapped_tokenizer_varies(fixed, batched=True) is None
 
 
 def test_rule_is_registered_with_its_docs():

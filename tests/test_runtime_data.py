@@ -444,3 +444,290 @@ def test_tl403_tokenizer_outputs_of_different_lengths_and_the_padding_collate():
     assert torch.equal(first["input_ids"], torch.tensor([[3, 3, 3], [3, 0, 0]]))
     assert torch.equal(first["attention_mask"], torch.tensor([[1, 1, 1], [1, 0, 0]]))
     assert second["input_ids"].shape == (2, 4)
+
+
+# -- TL403: items whose lengths are decided in __init__, by the caller, by a library, by the image files --------
+
+PER_ITEM_LABELS = textwrap.dedent(
+    """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Captchas(Dataset):
+        def __init__(self, words, alphabet):
+            self.targets = [[alphabet.index(c) for c in word] for word in words]
+
+        def __len__(self):
+            return len(self.targets)
+
+        def __getitem__(self, item):
+            return {"image": torch.zeros(3, 4, 8), "targets": torch.tensor(self.targets[item], dtype=torch.long)}
+
+
+    def batches(words, alphabet):
+        return list(DataLoader(Captchas(words, alphabet), batch_size=2))
+    """
+)
+
+
+def test_tl403_labels_of_different_lengths_built_in_init():
+    words, alphabet = ["abc", "ab", "b", "cab"], "_abc"
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size, but got \\[3\\] at entry 0 and \\[2\\]"):
+        run(PER_ITEM_LABELS)["batches"](words, alphabet)
+    first, second = run(fixed(PER_ITEM_LABELS, "TL403"))["batches"](words, alphabet)
+    assert torch.equal(first["targets"], torch.tensor([[1, 2, 3], [1, 2, 0]]))
+    assert torch.equal(second["targets"], torch.tensor([[2, 0, 0], [3, 1, 2]]))
+    assert first["image"].shape == (2, 3, 4, 8)
+
+
+CALLER_TOKENIZED = textwrap.dedent(
+    """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Encoded(Dataset):
+        def __init__(self, encodings, labels):
+            self.encodings = encodings
+            self.labels = labels
+
+        def __getitem__(self, idx):
+            item = {key: torch.tensor(val[idx]) for key, val in self.encodings.items()}
+            item["labels"] = torch.tensor(self.labels[idx])
+            return item
+
+        def __len__(self):
+            return len(self.labels)
+
+
+    def encode_and_batch(texts, labels, tokenizer):
+        encodings = tokenizer(texts, truncation=True)
+        return list(DataLoader(Encoded(encodings, labels), batch_size=2))
+    """
+)
+
+
+def _stand_in_corpus_tokenizer(texts, truncation=False, padding=False):
+    """A whole-corpus call: one id list per text; padding=True pads them all to the longest, as transformers does."""
+    ids = [[len(word) for word in text.split()] for text in texts]
+    if padding is True:
+        longest = max(len(i) for i in ids)
+        ids = [i + [0] * (longest - len(i)) for i in ids]
+    return {"input_ids": ids, "attention_mask": [[1 if v else 0 for v in i] for i in ids]}
+
+
+def test_tl403_a_corpus_tokenized_without_padding_by_the_caller():
+    texts, labels = ["how are you", "why", "what is this thing", "ok"], [0, 1, 1, 0]
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        run(CALLER_TOKENIZED)["encode_and_batch"](texts, labels, _stand_in_corpus_tokenizer)
+    after = fixed(CALLER_TOKENIZED, "TL403")
+    first, second = run(after)["encode_and_batch"](texts, labels, _stand_in_corpus_tokenizer)
+    assert torch.equal(first["input_ids"], torch.tensor([[3, 3, 3], [3, 0, 0]]))
+    assert torch.equal(second["labels"], torch.tensor([1, 0]))
+    # The trap: the same code with the corpus padded once (padding=True) has one length and is not reported.
+    padded = CALLER_TOKENIZED.replace("truncation=True)", "truncation=True, padding=True)")
+    assert not engine.lint_text(padded, SNIPPET_PATH, settings_for(["TL403"])).findings
+    batches = run(padded)["encode_and_batch"](texts, labels, _stand_in_corpus_tokenizer)
+    assert batches[0]["input_ids"].shape == (2, 4)
+
+
+IMAGES_OF_THEIR_OWN_SIZE = textwrap.dedent(
+    """
+    import torch
+    from PIL import Image
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class Scans(Dataset):
+        def __init__(self, paths, scale):
+            self.paths = paths
+            self.scale = scale
+
+        @classmethod
+        def preprocess(cls, picture, scale):
+            width, height = picture.size
+            picture = picture.resize((int(scale * width), int(scale * height)))
+            return torch.as_tensor(picture) / 255
+
+        def __len__(self):
+            return len(self.paths)
+
+        def __getitem__(self, i):
+            return self.preprocess(Image.open(self.paths[i]), self.scale)
+
+
+    def batches(paths):
+        return list(DataLoader(Scans(paths, 0.5), batch_size=2))
+    """
+)
+
+
+class _StandInPicture:
+    """What PIL's Image.open returns, reduced to what the snippet uses: a size, resize, and array conversion."""
+
+    def __init__(self, width, height):
+        self.size = (width, height)
+
+    def resize(self, size):
+        return _StandInPicture(*size)
+
+    def __len__(self):  # torch.as_tensor reads it as rows of pixels
+        return self.size[1]
+
+    def __getitem__(self, row):
+        if row >= self.size[1]:
+            raise IndexError(row)
+        return [float(row)] * self.size[0]
+
+
+def test_tl403_images_kept_at_their_own_size(monkeypatch):
+    import sys
+    import types
+
+    image_module = types.SimpleNamespace(open=lambda path: _StandInPicture(*path))
+    monkeypatch.setitem(sys.modules, "PIL", types.SimpleNamespace(Image=image_module))
+    monkeypatch.setitem(sys.modules, "PIL.Image", image_module)
+    findings = engine.lint_text(IMAGES_OF_THEIR_OWN_SIZE, SNIPPET_PATH, settings_for(["TL403"])).findings
+    assert [f.confidence.value for f in findings] == ["medium"]  # the files may all be one size
+    paths = [(8, 6), (6, 8), (4, 4), (4, 4)]
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        run(IMAGES_OF_THEIR_OWN_SIZE)["batches"](paths)
+    first, second = run(fixed(IMAGES_OF_THEIR_OWN_SIZE, "TL403"))["batches"](paths)
+    assert first.shape == (2, 4, 4)  # padded to the larger height and width of the batch
+    assert second.shape == (2, 2, 2)
+    # Images of one size batch as they did.
+    same = [(4, 4)] * 4
+    assert all(torch.equal(a, b) for a, b in zip(run(IMAGES_OF_THEIR_OWN_SIZE)["batches"](same), run(fixed(IMAGES_OF_THEIR_OWN_SIZE, "TL403"))["batches"](same)))
+
+
+LIBRARY_BUILDER = textwrap.dedent(
+    """
+    import torch
+    from torchtune.datasets import text_completion_dataset
+
+
+    def load(tokenizer, seq_length=2048):
+        return text_completion_dataset(tokenizer, source="text", max_seq_len=seq_length, packed=False)
+
+
+    def batches(tokenizer):
+        dataset = load(tokenizer)
+        return list(torch.utils.data.DataLoader(dataset, batch_size=2, shuffle=False))
+    """
+)
+
+
+def test_tl403_a_library_builder_of_unpacked_token_lists(monkeypatch):
+    import sys
+    import types
+
+    def text_completion_dataset(tokenizer, source, max_seq_len, packed):
+        """Like torchtune's: one dict of token lists per text, as long as the text (packed=False)."""
+        return [{"tokens": tokenizer(text), "labels": tokenizer(text)} for text in ["a b c", "d e", "f", "g h i j"]]
+
+    fake = types.ModuleType("torchtune.datasets")
+    fake.text_completion_dataset = text_completion_dataset
+    monkeypatch.setitem(sys.modules, "torchtune", types.ModuleType("torchtune"))
+    monkeypatch.setitem(sys.modules, "torchtune.datasets", fake)
+    words = lambda text: [len(w) + i for i, w in enumerate(text.split())]  # noqa: E731
+    with pytest.raises(RuntimeError, match="each element in list of batch should be of equal size"):
+        run(LIBRARY_BUILDER)["batches"](words)
+    first, second = run(fixed(LIBRARY_BUILDER, "TL403"))["batches"](words)
+    assert torch.equal(first["tokens"], torch.tensor([[1, 2, 3], [1, 2, 0]]))
+    assert second["labels"].shape == (2, 4)
+
+
+# -- TL406 load-whole-object-weights-only ---------------------------------------------------------------
+
+WHOLE_OBJECT_LOADS = textwrap.dedent(
+    """
+    import torch
+
+
+    def predict(batch):
+        model = torch.load("exported/model.pt", map_location="cpu")
+        model.eval()
+        return model(batch)
+
+
+    def resume():
+        optimizer = torch.load("exported/optimizer.pt", map_location="cpu")
+        optimizer.zero_grad()
+        return optimizer
+    """
+)
+
+
+def test_tl406_a_whole_module_fails_to_load_by_default_and_the_fix_loads_it(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exported").mkdir()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    torch.save(model, "exported/model.pt")  # the whole object, as the bad code's training script does
+    torch.save(optimizer, "exported/optimizer.pt")
+    batch = torch.randn(2, 4)
+
+    bad = run(WHOLE_OBJECT_LOADS)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        bad["predict"](batch)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        bad["resume"]()
+
+    after = fixed(WHOLE_OBJECT_LOADS, "TL406")
+    assert after.count("weights_only=False") == 2
+    good = run(after)
+    assert torch.equal(good["predict"](batch), model.eval()(batch))
+    assert isinstance(good["resume"](), torch.optim.SGD)
+
+
+def test_tl406_the_state_dict_way_loads_with_the_default(tmp_path):
+    # What the docs recommend instead: tensors only, which weights_only=True accepts.
+    model = torch.nn.Linear(4, 3)
+    torch.save(model.state_dict(), tmp_path / "weights.pt")
+    fresh = torch.nn.Linear(4, 3)
+    fresh.load_state_dict(torch.load(tmp_path / "weights.pt", map_location="cpu"))
+    assert torch.equal(fresh.weight, model.weight)
+    source = "import torch\n\ndef restore(model, path):\n    model.load_state_dict(torch.load(path, map_location='cpu'))\n"
+    assert not engine.lint_text(source, SNIPPET_PATH, settings_for(["TL406"])).findings
+
+
+def test_tl406_follows_the_target_torch_version():
+    old = config.Settings(enabled=frozenset({"TL406"}), target_torch_version=(2, 4))
+    assert not engine.lint_text(WHOLE_OBJECT_LOADS, SNIPPET_PATH, old).findings
+    assert len(engine.lint_text(WHOLE_OBJECT_LOADS, SNIPPET_PATH, settings_for(["TL406"])).findings) == 2
+
+
+# -- TL405 on tensor methods: a keyword torch renamed, a misspelt one ------------------------------------
+
+TENSOR_METHOD_KEYWORDS = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    criterion = nn.MSELoss()
+
+
+    def step(model, x, y):
+        loss = criterion(model(x), y)
+        loss.backward(retain_variables=True)
+        loss.backward()
+        return torch.zeros(2).to(devcie="cpu")
+    """
+)
+
+
+def test_tl405_removed_backward_keyword_raises_and_the_renamed_one_retains_the_graph():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 1)
+    x, y = torch.randn(4, 3), torch.randn(4, 1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'retain_variables'"):
+        run(TENSOR_METHOD_KEYWORDS)["step"](model, x, y)
+    after = fixed(TENSOR_METHOD_KEYWORDS, "TL405")
+    assert "retain_graph=True" in after and 'device="cpu"' in after
+    model.zero_grad()
+    assert torch.equal(run(after)["step"](model, x, y), torch.zeros(2))
+    # The graph was retained for the second backward: the gradient is twice one pass's.
+    once = torch.autograd.grad(torch.nn.functional.mse_loss(model(x), y), model.weight)[0]
+    assert torch.allclose(model.weight.grad, 2 * once)

@@ -4,7 +4,8 @@
     python tools/gen_signatures.py --check    # exit 1 if the table is stale
 
 The table lists, for the most used torch / torch.nn / torch.nn.functional /
-torch.utils.data / torch.optim APIs, the keyword names each accepts.  The
+torch.utils.data / torch.optim APIs and torch.Tensor methods (``torch.Tensor.backward``),
+the keyword names each accepts, and keywords torch renamed (``retain_variables``).  The
 linter reads it (TL405, unknown-torch-keyword) and never imports torch itself.
 
 Python-level APIs are read with ``inspect.signature``.  Built-in (C++) functions
@@ -83,6 +84,23 @@ OTHER = {
     "torch.hub": "load_state_dict_from_url",
     "torch.distributed": "init_process_group",
     "torch.nn.parallel": "DistributedDataParallel DataParallel",
+}
+
+# Methods of torch.Tensor, listed as ``torch.Tensor.<name>``: checked where the receiver is known to be a tensor.
+TENSOR_METHODS = """
+backward register_hook retain_grad requires_grad_ detach to cuda cpu type float double half bfloat16 long int bool
+view view_as reshape reshape_as squeeze unsqueeze flatten unflatten permute transpose expand expand_as repeat contiguous
+sum mean std var max min amax amin argmax argmin prod cumsum norm any all topk sort argsort
+softmax log_softmax sigmoid clamp clamp_ clip clip_ masked_fill masked_fill_ where gather scatter scatter_ scatter_add_
+index_select index_fill_ index_add_ chunk split narrow flip roll
+add add_ sub sub_ mul mul_ div div_ pow matmul mm bmm
+new_zeros new_ones new_full new_empty new_tensor fill_ zero_ copy_ uniform_ normal_ bernoulli_
+"""
+# Keywords torch once took and later renamed: the message names the new one (and the fix writes it).
+RENAMED = {
+    "torch.Tensor.backward": {"retain_variables": "retain_graph"},
+    "torch.autograd.backward": {"retain_variables": "retain_graph"},
+    "torch.autograd.grad": {"retain_variables": "retain_graph"},
 }
 
 # Where an API's **kwargs go, when torch says so.
@@ -188,6 +206,32 @@ def _signature_keywords_allowing_kwargs(obj) -> Set[str]:
     }
 
 
+def _tensor_method_keywords(name: str) -> Optional[Set[str]]:
+    """The keywords ``torch.Tensor.<name>`` accepts, or None when it takes any (a made-up keyword gets no
+    TypeError naming it) or it cannot be told: methods are checked against torch itself, not only read."""
+    import torch
+
+    method = getattr(torch.Tensor, name)
+    try:
+        names = _signature_keywords(method)
+    except (TypeError, ValueError):
+        names = _builtin_keywords(method, name) or None
+    if names is None:
+        return None
+    receiver = torch.ones(2, 2, requires_grad=name in ("backward", "register_hook", "retain_grad"))
+    made_up = "surely_not_a_keyword"
+    try:
+        getattr(receiver.clone() if name.endswith("_") else receiver, name)(**{made_up: 1})
+    except TypeError as error:
+        if made_up not in str(error):
+            return None
+    except Exception:  # noqa: BLE001  another error first (arguments missing): the keyword may be swallowed
+        return None
+    else:
+        return None
+    return names
+
+
 def _public_names() -> Iterable[str]:
     for name in TORCH.split():
         yield f"torch.{name}"
@@ -226,6 +270,12 @@ def build() -> dict:
         home = f"{getattr(obj, '__module__', '')}.{getattr(obj, '__qualname__', '')}"
         if home != qualified and re.fullmatch(r"torch(\.\w+)+", home) and home not in apis:
             aliases.setdefault(home, qualified)
+    for name in TENSOR_METHODS.split():
+        keywords = _tensor_method_keywords(name)
+        if keywords is None:
+            open_apis.append(f"torch.Tensor.{name}")
+        else:
+            apis[f"torch.Tensor.{name}"] = sorted(keywords)
     for alias in list(aliases):
         if alias in apis:
             del aliases[alias]
@@ -236,6 +286,7 @@ def build() -> dict:
         "apis": dict(sorted(apis.items())),
         "aliases": dict(sorted(aliases.items())),
         "open_apis": sorted(open_apis),
+        "renamed": {api: dict(sorted(names.items())) for api, names in sorted(RENAMED.items())},
     }
 
 

@@ -1,6 +1,7 @@
 """What a rule can ask about the file it is visiting."""
 from __future__ import annotations
 
+import ast
 import re
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
@@ -8,7 +9,8 @@ import libcst as cst
 from libcst._nodes.internal import CodegenState
 
 from torchlint.analysis.names import ImportTable
-from torchlint.analysis.project import active_project
+from torchlint.analysis.ast_names import StarImports
+from torchlint.analysis.project import activated, active_project, star_imports_of
 from torchlint.analysis.scope import binds_name, self_attributes
 from torchlint.rule import ImportRequirement
 
@@ -27,6 +29,8 @@ class FileContext:
         # ``line_map[n - 1]`` of ``source`` (empty: the same lines).  Set by the engine.
         self.module = module
         self.line_map: List[int] = []
+        # The whole file read by ``ast`` when the pre-pass parsed it (set by the engine), else None.
+        self.ast_tree: Optional[ast.Module] = None
         self.settings = settings
         self.imports = ImportTable.from_module(module)
         # The nodes enclosing the one being visited, outermost first (maintained by the engine).
@@ -38,8 +42,17 @@ class FileContext:
         self.reading_callers = False
         # The run's project index (classes across files), when the CLI or flake8 built one; else None.
         self.project = active_project()
+        self.imports.use_star_imports(self._star_imports)
 
     # -- names -----------------------------------------------------------------
+
+    def _star_imports(self) -> Optional[StarImports]:
+        try:
+            tree = self.ast_tree if self.ast_tree is not None else ast.parse(self.source)
+        except (SyntaxError, ValueError, RecursionError):
+            return None
+        with activated(self.project):
+            return star_imports_of(tree, self.path, self.imports.star_modules)
 
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
         return self.imports.qualified_name(node)

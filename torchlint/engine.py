@@ -207,6 +207,7 @@ def lint_text(
         return result
     context = FileContext(path, source, module, settings)
     context.line_map = line_map
+    context.ast_tree = plan.tree if plan is not None else None
     rules = []
     for rule_class in rule_classes:
         try:

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
 
 from torchlint.analysis.ast_names import ast_dotted_name, import_bindings
+from torchlint.analysis.project import star_imports_of
 from torchlint.source import line_starts
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -99,6 +100,8 @@ class Scan:
             else:
                 self.regions.append(self._region(statement, None))
         self._collect_aliases()
+        # ``from utils import *`` / ``from torch import *``: names bound nowhere in the file resolve through them.
+        self.stars = star_imports_of(tree, path) if self._has_star_import() else None
         for region in self.regions:
             self.identifiers |= region.uses | region.binds | region.attribute_stores
             self._resolve_calls(region)
@@ -115,7 +118,11 @@ class Scan:
         if dotted is None:
             return set()
         head, _, rest = dotted.partition(".")
-        return {f"{target}.{rest}" if rest else target for target in self.imported.get(head, ())}
+        targets = self.imported.get(head)
+        if targets is None and self.stars is not None:
+            star = self.stars.resolve(head)
+            targets = {star} if star else set()
+        return {f"{target}.{rest}" if rest else target for target in targets or ()}
 
     def regions_calling_qualified(self, names: Iterable[str]) -> FrozenSet[int]:
         """Regions calling one of ``names`` (``torch.load``) as the file's imports resolve it."""
@@ -191,6 +198,12 @@ class Scan:
         self._mentioning(names | attributes, mentioned)
         return frozenset(mentioned)
 
+    def regions_mentioning(self, words: Iterable[str]) -> FrozenSet[int]:
+        """Regions whose text holds one of ``words`` as a word (say, where the file may call a function)."""
+        found: Set[int] = set()
+        self._mentioning(set(words), found)
+        return frozenset(found)
+
     def _mentioning(self, words: Set[str], found: Set[int]) -> Set[int]:
         """Add to ``found`` the regions whose text holds one of ``words``; return those regions."""
         if not words:
@@ -222,6 +235,14 @@ class Scan:
         )
 
     # -- building ---------------------------------------------------------------------
+
+    @property
+    def import_statements(self) -> List[ast.stmt]:
+        """Every ``import`` / ``from ... import`` of the file, at any depth."""
+        return self._imports
+
+    def _has_star_import(self) -> bool:
+        return any(isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names) for node in self._imports)
 
     def _collect_aliases(self) -> None:
         # Imports anywhere count: a superset of what the linter's import table resolves at any point.
@@ -424,6 +445,8 @@ class Plan:
     text: str  # what LibCST parses: the file, or the file without the regions no rule needs
     # Line n of ``text`` is line ``lines[n - 1]`` of the file; empty when ``text`` is the file.
     lines: List[int] = field(default_factory=list)
+    # The file's ``ast`` (the whole file), for analyses that read it with ``ast`` (FileContext.ast_tree).
+    tree: Optional[ast.Module] = None
 
 
 def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Optional[ast.Module] = None) -> Optional[Plan]:
@@ -450,11 +473,11 @@ def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Opt
         else:
             (callers_read_in if rule_class.reads_callers else seeds).update(wanted)
     if not running or whole:
-        return Plan(running, source)
+        return Plan(running, source, tree=tree)
     # One search for the regions that mention them: with_mentions of a union is the union of with_mentions.
     seeds |= scan.with_mentions(frozenset(callers_read_in)) if callers_read_in else set()
     text, lines = reduce_source(source, scan, needed_regions(scan, seeds))
-    return Plan(running, text, lines)
+    return Plan(running, text, lines, tree)
 
 
 def needed_regions(scan: Scan, seeds: Iterable[int]) -> Set[int]:

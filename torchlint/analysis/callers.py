@@ -44,6 +44,7 @@ here are the file's own.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
@@ -81,7 +82,34 @@ def _call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[T
     index = _index(context)
     if not judged_by_callers(name, nested=id(function) in index.nested):
         return None
-    if name in index.escaped:
+    return _plain_call_sites(context, function, index)
+
+
+def every_call_site(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
+    """Every call of ``function`` in the file whatever its name says (a public ``train(model, loader)``
+    too), or None when the file may reach it otherwise (see the module docs).  Unlike :func:`call_sites`
+    this is no claim that the file shows every caller: other modules may call a public function, and an
+    analysis that reads a parameter from these calls assumes they are the ones that matter."""
+
+    def compute(node: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
+        if node.decorators or node.asynchronous is not None or framework_called(node.name.value):
+            return None
+        if len(re.findall(rf"\b{re.escape(node.name.value)}\s*\(", context.source)) < 2:
+            return None  # called nowhere in the text (``def name(`` is the one match): no walk of the module to find a call
+        # ``model.train()`` cannot run a function of the module: only a method is reached through an attribute.
+        method = id(node) in classes_of_methods(context)
+        return _plain_call_sites(context, node, _index(context), attributes_escape=method)
+
+    return context.memoized("callers.every-site", function, compute)
+
+
+def _plain_call_sites(
+    context: "FileContext", function: cst.FunctionDef, index: "_Index", attributes_escape: bool = True
+) -> Optional[Tuple[CallSite, ...]]:
+    """The calls ``name(...)`` / ``self.name(...)`` of ``function``, when every mention of its name is one
+    (``other.name`` counts as a mention when ``attributes_escape``)."""
+    name = function.name.value
+    if name in index.escaped or (attributes_escape and name in index.escaped_attributes):
         return None
     found = []
     for site in index.calls.get(name, ()):
@@ -152,6 +180,7 @@ def argument_for(function: cst.FunctionDef, parameter: str, site: CallSite) -> O
 class _Index:
     calls: Dict[str, List[CallSite]]
     escaped: Set[str]  # names mentioned other than as the callee of a plain or ``self.`` call
+    escaped_attributes: Set[str]  # the same, as attributes of something else (``model.train()``, ``other._fn``)
     nested: Set[int]  # ids of the defs inside a def
 
 
@@ -178,7 +207,7 @@ def defined_function_names(context: "FileContext") -> FrozenSet[str]:
 
 
 def _build_index(module: cst.Module, wanted: FrozenSet[str]) -> _Index:
-    index = _Index({}, set(), set())
+    index = _Index({}, set(), set(), set())
     path: List[cst.CSTNode] = []
     callees: Set[int] = set()  # ids of the Name/Attribute nodes that are the callee of an indexed call
 
@@ -194,7 +223,7 @@ def _build_index(module: cst.Module, wanted: FrozenSet[str]) -> _Index:
                     index.escaped.add(node.value)
             elif isinstance(node, cst.Attribute):
                 if node.attr.value in wanted and id(node) not in callees:
-                    index.escaped.add(node.attr.value)
+                    index.escaped_attributes.add(node.attr.value)
                 callees.add(id(node.attr))  # the attribute's own Name is not a mention of a plain name
             elif isinstance(node, cst.FunctionDef):
                 callees.add(id(node.name))  # the definition itself

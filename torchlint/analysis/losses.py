@@ -28,6 +28,7 @@ from torchlint.analysis.fused import (
     peel_shape_ops,
 )
 from torchlint.analysis.ops import module_constructor
+from torchlint.analysis.scope import assignments
 from torchlint.rule import ImportRequirement, Replacement
 from torchlint.walk_order import visit
 
@@ -39,6 +40,7 @@ LOSS_FUNCTIONS: Dict[str, str] = {
     "torch.nn.functional.nll_loss": "nll",
     "torch.nn.functional.binary_cross_entropy": "bce",
     "torch.nn.functional.kl_div": "kl_div",
+    "torch.nn.functional.binary_cross_entropy_with_logits": "bce_logits",
 }
 LOSS_MODULES: Dict[str, str] = {}
 for _kind, _names in {
@@ -46,6 +48,7 @@ for _kind, _names in {
     "nll": ("NLLLoss",),
     "bce": ("BCELoss",),
     "kl_div": ("KLDivLoss",),
+    "bce_logits": ("BCEWithLogitsLoss",),
 }.items():
     for _name in _names:
         LOSS_MODULES[f"torch.nn.{_name}"] = _kind
@@ -102,10 +105,32 @@ def _constructor(context: "FileContext", func: cst.BaseExpression):
         found = module_constructor(context, func)
         return (found, "self", func.attr.value) if found is not None else (None, None, None)
     if isinstance(func, cst.Name):
+        function = context.enclosing(cst.FunctionDef)
+        if func.value not in _loss_holders(context, function or context.module) and (
+            function is None or func.value not in _loss_holders(context, context.module)
+        ):
+            return None, None, None  # no assignment builds a loss under this name: skip the walk back
         found = named_call(context, func.value)
         if found is not None:
             return found[0], found[1], func.value
     return None, None, None
+
+
+def _loss_holders(context: "FileContext", scope: cst.CSTNode) -> FrozenSet[str]:
+    """Names that some assignment of ``scope`` (a function or the module, nested blocks included) binds to a
+    loss module's constructor: the only names :func:`match_loss` can find a loss module behind."""
+
+    def compute(node: cst.CSTNode) -> FrozenSet[str]:
+        body = node.body.body if isinstance(node, cst.FunctionDef) else node.body
+        return frozenset(
+            target.value
+            for target, value in assignments(body)
+            if isinstance(target, cst.Name)
+            and isinstance(value, cst.Call)
+            and LOSS_MODULES.get(context.qualified_name(value.func) or "") is not None
+        )
+
+    return context.memoized("losses.holders", scope, compute)
 
 
 def references(scope: cst.CSTNode, name: str) -> int:

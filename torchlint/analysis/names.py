@@ -13,17 +13,22 @@ Resolved:
     imports inside functions (recorded when the traversal reaches them and
     forgotten when it leaves the function)
 
+    star imports (``from torch import *``, ``from utils import *`` of a
+    project module that imports torch), through :meth:`ImportTable.use_star_imports`:
+    a name the file binds nowhere resolves through them (analysis/ast_names.StarImports)
+
 Not resolved (documented in the README):
-    star imports (``from torch import *``), relative imports, names rebound
-    by assignment (``F = torch.nn.functional``), ``getattr`` and
-    ``importlib``; a top-level ``def``/``class``/assignment of a name shadows
-    an import of the same name for the whole file.
+    relative imports, names rebound by assignment (``F = torch.nn.functional``),
+    ``getattr`` and ``importlib``; a top-level ``def``/``class``/assignment of
+    a name shadows an import of the same name for the whole file.
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import libcst as cst
+
+from torchlint.analysis.ast_names import StarImports
 
 # A name bound by something other than an import: it resolves to nothing.
 _SHADOWED = ""
@@ -50,6 +55,10 @@ class ImportTable:
 
     def __init__(self) -> None:
         self.bindings: Dict[str, str] = {}
+        # The modules of the file's top-level ``from m import *`` (relative ones as written, ``.utils``).
+        self.star_modules: List[str] = []
+        self._stars: Optional[Callable[[], Optional[StarImports]]] = None
+        self._star_table: Optional[StarImports] = None
 
     # -- building -------------------------------------------------------------
 
@@ -60,7 +69,10 @@ class ImportTable:
         for stmt, nested in _top_level_statements(module.body):
             if isinstance(stmt, cst.SimpleStatementLine):
                 for small in stmt.body:
-                    if isinstance(small, (cst.Import, cst.ImportFrom)):
+                    if isinstance(small, cst.ImportFrom) and isinstance(small.names, cst.ImportStar):
+                        written = "." * len(small.relative) + ((dotted_name(small.module) or "") if small.module else "")
+                        table.star_modules.append(written)
+                    elif isinstance(small, (cst.Import, cst.ImportFrom)):
                         table.add(small)
                     elif not nested and isinstance(small, (cst.Assign, cst.AnnAssign)):
                         shadowed.extend(_assigned_names(small))
@@ -99,6 +111,12 @@ class ImportTable:
                 local = alias.evaluated_alias or imported
                 self.bindings[local] = f"{base}.{imported}"
 
+    def use_star_imports(self, build: Callable[[], Optional[StarImports]]) -> None:
+        """Resolve names the file binds nowhere through its star imports, with the resolver ``build`` makes
+        (called on the first such name: most files never need it)."""
+        if self.star_modules:
+            self._stars = build
+
     # -- querying -------------------------------------------------------------
 
     def qualified_name(self, node: cst.BaseExpression) -> Optional[str]:
@@ -108,9 +126,19 @@ class ImportTable:
             return None
         head, _, rest = dotted.partition(".")
         bound = self.bindings.get(head)
+        if bound is None and self._stars is not None:
+            bound = self._star(head)
         if not bound:
             return None
         return f"{bound}.{rest}" if rest else bound
+
+    def _star(self, name: str) -> Optional[str]:
+        if self._star_table is None:
+            self._star_table = self._stars()
+            if self._star_table is None:
+                self._stars = None
+                return None
+        return self._star_table.resolve(name)
 
     def is_bound(self, local_name: str) -> bool:
         return local_name in self.bindings

@@ -14,10 +14,16 @@ from, a package ``__init__.py`` that re-exports it, the module of a base
 class.  A run over a large tree therefore parses only the few modules that
 its DataLoaders' datasets come from, once each.
 
+Star imports (``from utils import *``) bind what the module exports
+(:meth:`ProjectIndex.star_lookup`, name by name: its public names or
+``__all__``, following its own star imports); a star import of a library
+binds every name the file binds nowhere else (analysis/ast_names.StarImports).  The same resolver
+serves the LibCST import table, the pre-pass and this index.
+
 What the index cannot see: classes created at run time (``type(...)``,
 factories returning a class or a dataset), datasets of other libraries
-(``datasets.load_dataset``), modules outside the run's files, star imports,
-and ``__getitem__`` inherited from a class outside the project.
+beyond those analysis/dataset_items.py knows, modules outside the run's
+files, and ``__getitem__`` inherited from a class outside the project.
 """
 from __future__ import annotations
 
@@ -26,30 +32,16 @@ import contextlib
 import contextvars
 import functools
 import os
+import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from torchlint.analysis.ast_names import ast_dotted_name, import_bindings
-from torchlint.analysis.tokenizers import is_tokenizer_name
+from torchlint.analysis.ast_names import StarImports, ast_bound_names, ast_dotted_name, import_bindings, library_lookup, star_modules
+from torchlint.analysis.dataset_items import ItemShape, item_shape
 
 # How many import / inheritance hops a lookup follows.
 MAX_HOPS = 8
-
-
-@dataclass(frozen=True)
-class ItemShape:
-    """What ``__getitem__`` returns when its items vary in length.
-
-    kind: "dict" (a mapping of sequences, e.g. tokenizer output), "tuple", or
-    "tensor"/"list" (one sequence); reason: what makes the length vary, for the
-    message; from_tokenizer: the item is a tokenizer's output (a dict that a
-    ``DataCollatorWithPadding`` can pad).
-    """
-
-    kind: str
-    reason: str
-    from_tokenizer: bool = False
 
 
 @dataclass(frozen=True)
@@ -60,8 +52,19 @@ class DatasetClass:
     # Base classes as qualified names (resolved through the defining module's imports).
     bases: Tuple[str, ...]
     defines_getitem: bool
-    # None when __getitem__ is absent or its items are not known to vary in length.
-    item: Optional[ItemShape]
+    # The parameters of its own ``__init__`` after ``self``, in order (empty without one).
+    init_parameters: Tuple[str, ...] = ()
+    node: Optional[ast.ClassDef] = field(default=None, repr=False, compare=False)
+    facts: Optional["_ModuleFacts"] = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def item(self) -> Optional[ItemShape]:
+        """What ``__getitem__`` returns when its items vary in length; None when it is absent or they do not
+        (read on the first question: most classes of a module are never asked about)."""
+        if self.node is None:
+            return None
+        getitem = _method(self.node, "__getitem__")
+        return item_shape(getitem, self.facts, self.node) if getitem is not None else None
 
 
 # -- module names ------------------------------------------------------------------
@@ -117,22 +120,67 @@ def resolve_relative(current_module: str, is_package: bool, level: int, target: 
 class _ModuleFacts:
     """Imports and top-level classes of one parsed module."""
 
-    def __init__(self, tree: ast.Module, module: str, path: str) -> None:
+    def __init__(self, tree: ast.Module, module: str, path: str, project: Optional["ProjectIndex"] = None) -> None:
         self.module = module
         self.path = path
+        # The index whose modules this one's star imports may name (None: only its own names are known).
+        self.project = project
+        self._stars: Optional[StarImports] = None
         is_package = os.path.basename(path) == "__init__.py"
         # local name -> qualified name
         self.imports: Dict[str, str] = {}
         self.classes: Dict[str, DatasetClass] = {}
+        # The top-level definitions themselves, for analyses that read bodies (analysis/module_outputs.py).
+        self.class_nodes: Dict[str, ast.ClassDef] = {}
+        self.functions: Dict[str, ast.FunctionDef] = {}
+        # Names assigned exactly once at the top level (``model = Net()``), and their values.
+        self.values: Dict[str, ast.expr] = {}
+        # Facts other analyses computed about this module's definitions, kept as long as the module is.
+        self.memo: Dict[object, object] = {}
+        self.tree = tree
+
         def relative_base(stmt: ast.ImportFrom) -> Optional[str]:
             return resolve_relative(module, is_package, stmt.level, stmt.module)
 
         for node in tree.body:
             for stmt in _guarded(node):
                 self.imports.update(import_bindings(stmt, relative_base))
+        self.star_modules = star_modules(tree, relative_base)
+        assigned: Dict[str, List[ast.expr]] = {}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
                 self.classes[node.name] = self._class(node)
+                self.class_nodes[node.name] = node
+            elif isinstance(node, ast.FunctionDef):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in _target_names(target):
+                        assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else None)
+        self.values = {name: values[0] for name, values in assigned.items() if len(values) == 1 and values[0] is not None}
+
+    def stars(self) -> Optional[StarImports]:
+        """What this module's ``from m import *`` statements bind, through the project's modules (None without any)."""
+        if not self.star_modules:
+            return None
+        if self._stars is None:
+            lookup = self.project.star_lookup if self.project is not None else library_lookup
+            self._stars = StarImports(self.star_modules, ast_bound_names(self.tree), lookup)
+        return self._stars
+
+    def imported(self, dotted: Optional[str]) -> Optional[str]:
+        """``torch.tensor`` for ``T.tensor`` (``import torch as T``) or ``tensor`` (``from torch import *``): a
+        name this module imports, qualified; None for its own names and locals."""
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        qualified = self.imports.get(head)
+        if qualified is None and head not in self.classes and head not in self.functions and head not in self.values:
+            stars = self.stars()
+            qualified = stars.resolve(head) if stars is not None else None
+        if qualified is None:
+            return None
+        return f"{qualified}.{rest}" if rest else qualified
 
     def qualify(self, node: ast.expr) -> Optional[str]:
         return self.qualify_dotted(_dotted(node))
@@ -145,17 +193,18 @@ class _ModuleFacts:
         if head in self.classes:
             qualified = f"{self.module}.{head}"
         else:
-            qualified = self.imports.get(head, f"{self.module}.{head}")
+            qualified = self.imports.get(head) or self.imported(head) or f"{self.module}.{head}"
         return f"{qualified}.{rest}" if rest else qualified
 
     def _class(self, node: ast.ClassDef) -> DatasetClass:
         bases = tuple(q for q in (self.qualify(base) for base in node.bases) if q)
-        getitem = next(
-            (s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__getitem__"),
-            None,
-        )
-        item = item_shape(getitem, self) if getitem is not None else None
-        return DatasetClass(self.module, node.name, self.path, bases, getitem is not None, item)
+        init = _method(node, "__init__")
+        parameters = tuple(a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs)[1:] if init else ()
+        return DatasetClass(self.module, node.name, self.path, bases, _method(node, "__getitem__") is not None, parameters, node, self)
+
+
+def _method(node: ast.ClassDef, name: str) -> Optional[ast.FunctionDef]:
+    return next((s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name), None)
 
 
 def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
@@ -174,221 +223,6 @@ def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
 _dotted = ast_dotted_name
 
 
-_ENCODE_METHODS = frozenset({"encode", "encode_plus", "__call__"})
-_TENSOR_FROM_LIST = frozenset(
-    {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor", "torch.FloatTensor", "torch.IntTensor"}
-)
-
-
-def item_shape(function: ast.AST, facts: Optional[_ModuleFacts] = None) -> Optional[ItemShape]:
-    """Whether ``__getitem__`` returns sequences whose length depends on the item, and their shape.
-
-    Variable: a tokenizer call without fixed-length padding (no
-    ``padding="max_length"``, or ``padding=True``/``"longest"`` on one item);
-    ``torch.tensor(ids)`` of tokenized or split text; a slice whose bound is
-    looked up from the data (``x[self.starts[i]:self.starts[i + 1]]``); a list
-    built over split or tokenized text. Anything else is taken as fixed.
-    """
-    reader = _GetItemReader(function, facts)
-    return reader.shape()
-
-
-class _GetItemReader:
-    def __init__(self, function: ast.AST, facts: Optional[_ModuleFacts]) -> None:
-        self.function = function
-        self.facts = facts
-        params = function.args.args if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) else []
-        self.index_names = {p.arg for p in params[1:2]}
-        # Local name -> the values assigned to it (in order).
-        self.bindings: Dict[str, List[ast.expr]] = {}
-        self.returns: List[ast.expr] = []
-        for node in ast.walk(function):
-            if isinstance(node, ast.Assign):
-                for target in node.targets:
-                    for name in _target_names(target):
-                        self.bindings.setdefault(name, []).append(node.value)
-            elif isinstance(node, ast.AnnAssign) and node.value is not None and isinstance(node.target, ast.Name):
-                self.bindings.setdefault(node.target.id, []).append(node.value)
-            elif isinstance(node, ast.Return) and node.value is not None:
-                self.returns.append(node.value)
-            elif isinstance(node, (ast.FunctionDef, ast.Lambda)) and node is not function:
-                continue
-        self._seen: set = set()
-
-    def shape(self) -> Optional[ItemShape]:
-        for value in self.returns:
-            found = self._shape_of(value, 0)
-            if found is not None:
-                return found
-        return None
-
-    # -- shapes ------------------------------------------------------------------
-
-    def _shape_of(self, node: ast.expr, depth: int) -> Optional[ItemShape]:
-        if depth > MAX_HOPS:
-            return None
-        if isinstance(node, ast.Name):
-            for value in self.bindings.get(node.id, ()):
-                key = (node.id, id(value))
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                found = self._shape_of(value, depth + 1)
-                if found is not None:
-                    return found
-            return None
-        if isinstance(node, ast.Dict):
-            for value in node.values:
-                reason = self._varies(value, depth + 1)
-                if reason:
-                    return ItemShape("dict", reason, self._is_tokenizer_output(value, depth + 1))
-            return None
-        if isinstance(node, ast.DictComp):
-            reason = self._varies(node.value, depth + 1) or self._comprehension_varies(node, depth + 1)
-            if reason:
-                return ItemShape("dict", reason, self._comprehension_over_tokenizer(node, depth + 1))
-            return None
-        if isinstance(node, ast.Tuple):
-            for element in node.elts:
-                inner = self._shape_of(element, depth + 1)
-                if inner is not None:
-                    return ItemShape("tuple", inner.reason)
-                reason = self._varies(element, depth + 1)
-                if reason:
-                    return ItemShape("tuple", reason)
-            return None
-        tokenizer_call = self._tokenizer_call(node)
-        if tokenizer_call is not None:
-            reason = _unpadded(tokenizer_call)
-            if reason and _returns_dict(tokenizer_call):
-                return ItemShape("dict", reason, True)
-            return ItemShape("list", reason) if reason else None
-        reason = self._varies(node, depth + 1)
-        if reason:
-            return ItemShape("tensor" if isinstance(node, ast.Call) else "list", reason)
-        return None
-
-    def _varies(self, node: ast.expr, depth: int) -> Optional[str]:
-        """Why the sequence ``node`` has an item-dependent length, or None."""
-        if depth > MAX_HOPS:
-            return None
-        if isinstance(node, ast.Name):
-            for value in self.bindings.get(node.id, ()):
-                key = ("v", node.id, id(value))
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                found = self._varies(value, depth + 1)
-                if found:
-                    return found
-            return None
-        tokenizer_call = self._tokenizer_call(node)
-        if tokenizer_call is not None:
-            return _unpadded(tokenizer_call)
-        if isinstance(node, ast.Subscript):
-            if isinstance(node.slice, ast.Slice) and self._data_dependent_slice(node.slice):
-                return "a slice whose bounds are looked up from the data"
-            # enc["input_ids"] of a tokenizer output; squeeze/flatten keep the variation.
-            return self._varies(node.value, depth + 1) if _is_key(node.slice) else None
-        if isinstance(node, ast.Call):
-            func = node.func
-            qualified = self.facts.qualify(func) if self.facts else _dotted(func)
-            if qualified in _TENSOR_FROM_LIST and node.args:
-                inner = self._varies(node.args[0], depth + 1) or self._split_text(node.args[0], depth + 1)
-                return f"torch.tensor of {inner}" if inner and not inner.startswith("torch.tensor") else inner
-            if isinstance(func, ast.Attribute) and func.attr in ("squeeze", "flatten", "view", "reshape", "long", "to", "clone"):
-                if func.attr in ("view", "reshape") and node.args and not _is_minus_one(node.args[-1]):
-                    return None
-                return self._varies(func.value, depth + 1)
-            if isinstance(func, ast.Name) and func.id in ("list",) and node.args:
-                return self._varies(node.args[0], depth + 1) or self._split_text(node.args[0], depth + 1)
-            return None
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
-            return self._comprehension_varies(node, depth + 1)
-        return None
-
-    def _comprehension_varies(self, node: ast.expr, depth: int) -> Optional[str]:
-        for generator in node.generators:
-            if isinstance(node, ast.DictComp):
-                continue  # a dict comprehension's keys are fixed; its values were checked
-            source = self._split_text(generator.iter, depth) or self._varies(generator.iter, depth)
-            if source:
-                return source
-        return None
-
-    def _comprehension_over_tokenizer(self, node: ast.DictComp, depth: int) -> bool:
-        for generator in node.generators:
-            iterated = generator.iter
-            if isinstance(iterated, ast.Call) and isinstance(iterated.func, ast.Attribute) and iterated.func.attr == "items":
-                if self._is_tokenizer_output(iterated.func.value, depth):
-                    return True
-        return False
-
-    def _split_text(self, node: ast.expr, depth: int) -> Optional[str]:
-        """``text.split()`` / ``tokenizer.tokenize(text)`` / ``list(text)``: as many items as the text has."""
-        if depth > MAX_HOPS:
-            return None
-        if isinstance(node, ast.Name):
-            for value in self.bindings.get(node.id, ()):
-                key = ("s", node.id, id(value))
-                if key in self._seen:
-                    continue
-                self._seen.add(key)
-                found = self._split_text(value, depth + 1)
-                if found:
-                    return found
-            return None
-        if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
-            return self._comprehension_varies(node, depth + 1)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in ("split", "tokenize", "convert_tokens_to_ids", "encode"):
-                return "split or tokenized text"
-        return None
-
-    def _is_tokenizer_output(self, node: ast.expr, depth: int) -> bool:
-        if depth > MAX_HOPS:
-            return False
-        if isinstance(node, ast.Name):
-            return any(self._is_tokenizer_output(v, depth + 1) for v in self.bindings.get(node.id, ()))
-        if isinstance(node, ast.Subscript):
-            return self._is_tokenizer_output(node.value, depth + 1)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("squeeze", "flatten"):
-            return self._is_tokenizer_output(node.func.value, depth + 1)
-        return self._tokenizer_call(node) is not None
-
-    def _tokenizer_call(self, node: ast.expr) -> Optional[ast.Call]:
-        """``self.tokenizer(text, ...)``, ``tokenizer.encode_plus(...)``, ``tok.encode(...)``."""
-        if not isinstance(node, ast.Call):
-            return None
-        func = node.func
-        receiver = func
-        if isinstance(func, ast.Attribute) and func.attr in _ENCODE_METHODS:
-            receiver = func.value
-        name = _dotted(receiver)
-        if name is None or not is_tokenizer_name(name):
-            return None
-        return node
-
-    def _data_dependent_slice(self, node: ast.Slice) -> bool:
-        """A bound read from the data at the item's index: ``self.offsets[idx]``, ``lengths[i]``."""
-        for bound in (node.lower, node.upper):
-            if bound is None:
-                continue
-            for value in self._expand(bound):
-                for sub in ast.walk(value):
-                    if isinstance(sub, ast.Subscript) and any(
-                        isinstance(n, ast.Name) and n.id in self.index_names for n in ast.walk(sub.slice)
-                    ):
-                        return True
-        return False
-
-    def _expand(self, node: ast.expr) -> List[ast.expr]:
-        values = [node]
-        if isinstance(node, ast.Name):
-            values.extend(self.bindings.get(node.id, ()))
-        return values
-
-
 def _target_names(target: ast.expr) -> Iterable[str]:
     if isinstance(target, ast.Name):
         yield target.id
@@ -397,56 +231,201 @@ def _target_names(target: ast.expr) -> Iterable[str]:
             yield from _target_names(element)
 
 
-def _keyword(call: ast.Call, name: str) -> Optional[ast.expr]:
-    for keyword in call.keywords:
-        if keyword.arg == name:
-            return keyword.value
-    return None
-
-
-def _unpadded(call: ast.Call) -> Optional[str]:
-    """Why a tokenizer call gives item-dependent lengths, or None when it pads to a fixed length."""
-    if any(k.arg is None for k in call.keywords):
-        return None  # **kwargs may hold the padding
-    padding = _keyword(call, "padding")
-    pad_to_max = _keyword(call, "pad_to_max_length")
-    if isinstance(pad_to_max, ast.Constant) and pad_to_max.value is True:
-        return None
-    if padding is None:
-        return "tokenizer output without padding='max_length'"
-    if isinstance(padding, ast.Constant):
-        if padding.value in ("max_length",):
-            return None
-        if padding.value in (True, "longest", False, "do_not_pad"):
-            return f"tokenizer output with padding={padding.value!r} on a single item"
-        return None
-    if isinstance(padding, ast.Attribute) and padding.attr in ("MAX_LENGTH",):
-        return None
-    if isinstance(padding, ast.Attribute) and padding.attr in ("LONGEST", "DO_NOT_PAD"):
-        return f"tokenizer output with padding={padding.attr} on a single item"
-    return None  # padding decided elsewhere
-
-
-def _returns_dict(call: ast.Call) -> bool:
-    func = call.func
-    return not (isinstance(func, ast.Attribute) and func.attr == "encode")
-
-
-def _is_key(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, (str, int))
-
-
-def _is_minus_one(node: ast.expr) -> bool:
-    return isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant) and node.operand.value == 1
-
-
 def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
     """Classes and imports of the file being linted, from its current text (whatever the index holds)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError):
         return None
-    return _ModuleFacts(tree, module_name(path) if path not in ("-", "") else "__main__", path)
+    return _ModuleFacts(tree, _module_of_path(path), path, active_project())
+
+
+def definition(
+    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"]
+) -> Optional[Tuple[_ModuleFacts, str]]:
+    """The module facts defining ``qualified`` and its name there: the linted file's own first, then the project's."""
+    module, _, name = qualified.rpartition(".")
+    if local is not None and module == local.module:
+        if name in local.classes or name in local.functions or name in local.values:
+            return local, name
+        target = local.imports.get(name) or local.imported(name)
+        if target is not None and target != qualified:
+            qualified = target
+        elif project is None:
+            return None
+    return project.locate(qualified) if project is not None else None
+
+
+def file_facts(context) -> Optional[_ModuleFacts]:
+    """The linted file's imports and top-level definitions, read with ``ast`` from its whole text once per file
+    (``context`` is a FileContext: rules share the answer; the pre-pass's tree is reused when there is one)."""
+
+    def compute(_) -> Optional[_ModuleFacts]:
+        tree = getattr(context, "ast_tree", None)
+        if tree is None:
+            return facts_of_source(context.source, context.path)
+        return facts_of_tree(tree, context.path)
+
+    return context.memoized("project.file_facts", context.module, compute)
+
+
+def star_imports_of(tree: ast.Module, path: str, written: Optional[Sequence[str]] = None) -> Optional[StarImports]:
+    """What the file at ``path`` (read as ``tree``) binds through its star imports, resolved through the active
+    project index; ``written``: the star-imported modules as the file writes them (``.utils``), when known."""
+    module = _module_of_path(path)
+    is_package = os.path.basename(path) == "__init__.py"
+    if written is None:
+        modules = star_modules(tree, lambda node: resolve_relative(module, is_package, node.level, node.module))
+    else:
+        modules = []
+        for name in written:
+            level = len(name) - len(name.lstrip("."))
+            resolved = resolve_relative(module, is_package, level, name[level:] or None) if level else name
+            if resolved:
+                modules.append(resolved)
+    if not modules:
+        return None
+    project = active_project()
+    return StarImports(modules, ast_bound_names(tree), project.star_lookup if project is not None else library_lookup)
+
+
+def facts_of_tree(tree: ast.Module, path: str) -> _ModuleFacts:
+    """Classes and imports of a file from its ``ast`` (a pre-pass's tree)."""
+    return _ModuleFacts(tree, _module_of_path(path), path, active_project())
+
+
+def _module_of_path(path: str) -> str:
+    return module_name(path) if path not in ("-", "") else "__main__"
+
+
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+([^#\n]*)|import[ \t]+([^#\n]+))", re.MULTILINE)
+
+
+def _imported_modules(module: str, data: bytes, path: str) -> Iterator[str]:
+    """The modules (and candidate submodules) a module's import lines name, read from its text."""
+    is_package = os.path.basename(path) == "__init__.py"
+    for match in _IMPORT_LINE.finditer(data):
+        dots, base, names, plain = match.groups()
+        if plain is not None:
+            for part in plain.decode("utf-8", "replace").split(","):
+                name = part.strip().split(" ", 1)[0]
+                if name:
+                    yield name
+            continue
+        target = base.decode("utf-8", "replace") or None
+        absolute = resolve_relative(module, is_package, len(dots), target) if dots else target
+        if not absolute:
+            continue
+        yield absolute
+        for part in names.decode("utf-8", "replace").strip("()\\ \t\r").split(","):
+            name = part.strip().split(" ", 1)[0]
+            if name.isidentifier():
+                yield f"{absolute}.{name}"
+
+
+def _package_root(directory: str) -> str:
+    """The folder holding the outermost package ``directory`` is in (``directory`` itself when it is no package)."""
+    while _has_init(directory):
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return directory
+
+
+def _declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
+    """The names of a module's ``__all__`` when it is a literal list or tuple of strings."""
+    declared = facts.values.get("__all__")
+    if isinstance(declared, (ast.List, ast.Tuple)) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in declared.elts
+    ):
+        return [e.value for e in declared.elts]
+    return None
+
+
+def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> Iterator[Tuple[str, str]]:
+    """(path key, what) for each ``torch.save(obj, path)`` of a module where ``obj`` is built, in the same
+    function, from a class of the project or a torch.nn / torch.optim class.  The key is
+    checkpoints.ast_path_key's: a literal's text, a dotted name (``args.model_path``) otherwise."""
+    from torchlint.analysis.checkpoints import MODULE_MOVES, SAVE_FUNCTIONS, ast_path_key, is_module_class
+
+    found: List[Tuple[str, str]] = facts.memo.get("project.whole_saves")  # type: ignore[assignment]
+    if found is None:
+        found = []
+        for scope in ast.walk(facts.tree):
+            if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                continue
+            statements = list(_own_statements(scope))
+            built: Dict[str, List[ast.expr]] = {}
+            for node in statements:
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                    built.setdefault(node.targets[0].id, []).append(node.value)
+            single = {name: values[0] for name, values in built.items() if len(values) == 1}
+            for node in statements:
+                for call in _header_nodes(node):
+                    if not (isinstance(call, ast.Call) and facts.qualify(call.func) in SAVE_FUNCTIONS and len(call.args) >= 2):
+                        continue
+                    key = ast_path_key(call.args[1], single, facts.values)
+                    saved = call.args[0]
+                    if isinstance(saved, ast.Name):
+                        saved = single.get(saved.id, saved)
+                    while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in MODULE_MOVES:
+                        saved = saved.func.value
+                    if key is None or not isinstance(saved, ast.Call):
+                        continue
+                    qualified = facts.qualify(saved.func)
+                    defined = definition(qualified, facts, project) if qualified and not qualified.startswith("torch.") else None
+                    if is_module_class(qualified, defined is not None and defined[1] in defined[0].class_nodes):
+                        found.append((key, f"a whole `{ast_dotted_name(saved.func)}` (in {facts.module})"))
+        facts.memo["project.whole_saves"] = found
+    return iter(found)
+
+
+def _header_nodes(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes of a statement outside its nested blocks (a loop's target and iterable, not its body)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return
+    pending: List[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        yield node
+        for name, value in ast.iter_fields(node):
+            if node is statement and name in ("body", "orelse", "finalbody", "handlers"):
+                continue
+            if isinstance(value, list):
+                pending.extend(v for v in value if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST):
+                pending.append(value)
+
+
+def _own_statements(scope: ast.AST) -> Iterator[ast.stmt]:
+    """The statements of a function or module, nested blocks included, nested functions and classes not."""
+    pending = list(getattr(scope, "body", ()))
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            pending.extend(child for child in getattr(node, block, ()) or () if isinstance(child, (ast.stmt, ast.excepthandler)))
+
+
+def constructor_parameters(
+    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
+) -> Tuple[str, ...]:
+    """The parameters (after ``self``) of the ``__init__`` that building class ``qualified`` runs: its own, or
+    the first of its bases' in the file or the project that has one; empty when none is seen."""
+    found = definition(qualified, local, project) if depth <= MAX_HOPS else None
+    if found is None or found[1] not in found[0].classes:
+        return ()
+    cls = found[0].classes[found[1]]
+    if cls.node is not None and _method(cls.node, "__init__") is not None:
+        return cls.init_parameters
+    for base in cls.bases:
+        parameters = constructor_parameters(base, found[0], project, depth + 1)
+        if parameters:
+            return parameters
+    return ()
 
 
 def dataset_item(
@@ -491,6 +470,9 @@ class ProjectIndex:
         self._lock = threading.Lock()
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
+        self._whole_saves: Dict[Tuple[str, str], Optional[str]] = {}
+        self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
+        self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
         self.parsed_files = 0
 
     # -- building ---------------------------------------------------------------
@@ -526,19 +508,87 @@ class ProjectIndex:
                     data = handle.read()
             except OSError:
                 data = b""
-            # A module without a class or an import cannot define or re-export a dataset.
-            if b"class " in data or b"import" in data:
+            if data.strip():  # an empty module (a bare ``__init__.py``) defines nothing
                 try:
                     tree = ast.parse(data)
                 except (SyntaxError, ValueError, RecursionError):
                     tree = None
                 if tree is not None:
                     self.parsed_files += 1
-                    facts = _ModuleFacts(tree, module, path)
+                    facts = _ModuleFacts(tree, module, path, self)
         self._facts[module] = facts
         return facts
 
+    def _module_bytes(self, module: str) -> bytes:
+        """A module's text, read each time it is asked for (the questions that read it memoize their answers)."""
+        path = self._ensure().get(module)
+        if path is None:
+            return b""
+        try:
+            with open(path, "rb") as handle:
+                return handle.read()
+        except OSError:
+            return b""
+
     # -- questions ----------------------------------------------------------------
+
+    def reaches_words(self, module: str, words: Tuple[bytes, ...]) -> bool:
+        """Whether ``module``, or a project module it imports (directly or through others), holds one of ``words``
+        in its text: a necessary condition, from the text alone (nothing is parsed), for a definition of the
+        module to use something written with those words."""
+        key = (module, words)
+        if key not in self._reaches:
+            pending, seen, found = [module], {module}, False
+            while pending and not found:
+                current = pending.pop()
+                data = self._module_bytes(current)
+                if any(word in data for word in words):
+                    found = True
+                    break
+                for imported in _imported_modules(current, data, self._ensure().get(current, "")):
+                    if imported not in seen and self.is_module(imported):
+                        seen.add(imported)
+                        pending.append(imported)
+            self._reaches[key] = found
+        return self._reaches[key]
+
+    def is_module(self, module: str) -> bool:
+        """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
+        return module in self._ensure()
+
+    def module_facts(self, module: str) -> Optional[_ModuleFacts]:
+        """Imports and top-level definitions of project module ``module`` (None outside the project)."""
+        return self._module_facts(module)
+
+    def whole_object_saves(self, near: str, literal: str) -> Optional[str]:
+        """What a module near file ``near`` writes whole to the checkpoint path ``literal`` (the text of a string
+        literal, quotes included), when some ``torch.save(model, "<that path>")`` of a module or optimizer does
+        (``model = Net()`` in the same function), else None.  Near: the files under the package ``near`` belongs
+        to (its folder when it is in none); only those whose bytes hold the path are parsed (and count as looked
+        up), once per path and folder."""
+        folder = _package_root(os.path.dirname(os.path.abspath(near)))
+        key = (folder, literal)
+        if key not in self._whole_saves:
+            found = None
+            needle = ast.literal_eval(literal).encode("utf-8", "replace")
+            prefix = folder + os.sep
+            for module, path in sorted(self._ensure().items()):
+                if not os.path.abspath(path).startswith(prefix):
+                    continue
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                except OSError:
+                    continue
+                if needle not in data or b"save" not in data:
+                    continue
+                facts = self._module_facts(module)
+                if facts is not None:
+                    found = next((what for saved, what in whole_saves_in(facts, self) if saved == literal), None)
+                    if found:
+                        break
+            self._whole_saves[key] = found
+        return self._whole_saves[key]
 
     def module_of(self, path: str) -> Optional[str]:
         """The module name of a file of the run (None when it is not one of them)."""
@@ -547,6 +597,15 @@ class ProjectIndex:
 
     def find_class(self, qualified: str) -> Optional[DatasetClass]:
         """The class named ``qualified`` (``pkg.data.TextDataset``), following re-exports."""
+        found = self.locate(qualified)
+        if found is None:
+            return None
+        facts, name = found
+        return facts.classes.get(name)
+
+    def locate(self, qualified: str) -> Optional[Tuple[_ModuleFacts, str]]:
+        """The module that defines ``qualified`` (a class, a function or a name assigned once at its top
+        level) and the name it has there, following re-exports; None outside the project."""
         for _ in range(MAX_HOPS):
             module, _, name = qualified.rpartition(".")
             if not module:
@@ -554,13 +613,47 @@ class ProjectIndex:
             facts = self._module_facts(module)
             if facts is None:
                 return None
-            if name in facts.classes:
-                return facts.classes[name]
-            target = facts.imports.get(name)
+            if name in facts.classes or name in facts.functions or name in facts.values:
+                return facts, name
+            target = facts.imports.get(name) or facts.imported(name)
             if target is None or target == qualified:
                 return None
             qualified = target
         return None
+
+    def star_lookup(self, module: str, name: str, _seen: Optional[frozenset] = None) -> Tuple[bool, Optional[str]]:
+        """What ``from <module> import *`` binds ``name`` to: (whether the module is the project's, what the name
+        is there or None).  Reads only the modules on the way: the module's own definitions and imports, then
+        its star imports, later ones first; ``__all__`` limits what it exports."""
+        key = (module, name)
+        if key in self._star_names:
+            return self._star_names[key]
+        if not self.is_module(module):
+            return False, None
+        facts = self._module_facts(module)
+        if facts is None:
+            return True, None  # empty, or unreadable: it binds nothing we can know
+        seen = (_seen or frozenset()) | {module}
+        found: Optional[str] = None
+        public = _declared_all(facts)
+        if (public is None and not name.startswith("_")) or (public is not None and name in public):
+            if name in facts.classes or name in facts.functions or name in facts.values:
+                found = f"{module}.{name}"
+            elif name in facts.imports:
+                found = facts.imports[name]
+            else:
+                for star in reversed(facts.star_modules):
+                    if star in seen:
+                        continue
+                    known, qualified = self.star_lookup(star, name, seen)
+                    if qualified is not None or not known:
+                        found = qualified or f"{star}.{name}"
+                        break
+            if found is None and public is not None:
+                found = f"{module}.{name}"
+        self._star_names[key] = (True, found)
+        return True, found
+
 
 
 def files_under(root: str) -> List[str]:

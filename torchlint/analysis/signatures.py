@@ -20,13 +20,13 @@ CLOSE_MATCH_CUTOFF = 0.8
 
 
 @lru_cache(maxsize=1)
-def _table() -> Tuple[str, Dict[str, FrozenSet[str]], Dict[str, str]]:
+def _table() -> Tuple[str, Dict[str, FrozenSet[str]], Dict[str, str], Dict[str, Dict[str, str]]]:
     from importlib import resources
 
     text = resources.files("torchlint").joinpath("data/torch_signatures.json").read_text(encoding="utf-8")
     data = json.loads(text)
     apis = {name: frozenset(keywords) for name, keywords in data["apis"].items()}
-    return data["torch_version"], apis, dict(data.get("aliases", {}))
+    return data["torch_version"], apis, dict(data.get("aliases", {})), dict(data.get("renamed", {}))
 
 
 def table_torch_version() -> str:
@@ -43,8 +43,21 @@ def accepted_keywords(qualified: Optional[str]) -> Optional[FrozenSet[str]]:
     """The keywords API ``qualified`` accepts, or None when the table does not know it (anything goes)."""
     if qualified is None:
         return None
-    _, apis, aliases = _table()
+    _, apis, aliases, _ = _table()
     return apis.get(aliases.get(qualified, qualified))
+
+
+def tensor_method(name: str) -> str:
+    """The table's name of a method of ``torch.Tensor`` (``torch.Tensor.backward``)."""
+    return f"torch.Tensor.{name}"
+
+
+def renamed_keyword(qualified: Optional[str], written: str) -> Optional[str]:
+    """The keyword torch renamed ``written`` to for API ``qualified`` (``retain_variables`` -> ``retain_graph``)."""
+    if qualified is None:
+        return None
+    _, _, aliases, renamed = _table()
+    return renamed.get(aliases.get(qualified, qualified), {}).get(written)
 
 
 def closest_keyword(written: str, accepted: Iterable[str]) -> Optional[str]:
@@ -68,7 +81,8 @@ def misspelt_keywords(qualified: Optional[str], call: cst.Call) -> Dict[str, Opt
     found: Dict[str, Optional[str]] = {}
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value not in accepted:
-            found[arg.keyword.value] = closest_keyword(arg.keyword.value, accepted)
+            written = arg.keyword.value
+            found[written] = renamed_keyword(qualified, written) or closest_keyword(written, accepted)
     return found
 
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.checkpoints import LOAD_FUNCTIONS
 from torchlint.analysis.signatures import gives_keyword
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
-LOAD_FUNCTIONS = frozenset({"torch.load", "torch.serialization.load"})
 
 
 class LoadWithoutMapLocation(Rule):

@@ -1,24 +1,14 @@
 from __future__ import annotations
 
-from typing import Optional
-
 import libcst as cst
 
 from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg
-from torchlint.analysis.names import dotted_name
-from torchlint.analysis.scope import assignments
+from torchlint.analysis.checkpoints import LOAD_FUNCTIONS, WEIGHTS_ONLY_DEFAULT_SINCE, is_project_path
 from torchlint.analysis.signatures import gives_keyword
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
-from torchlint.rules.data.tl401_load_without_map_location import LOAD_FUNCTIONS
 
 # torch.load has defaulted to weights_only=True since this release.
-SAFE_DEFAULT_SINCE = (2, 6)
-# Calls that build a path from their arguments without adding anything of their own.
-PATH_BUILDERS = frozenset(
-    {"os.path.join", "os.path.abspath", "os.path.dirname", "os.path.expanduser", "os.path.realpath", "pathlib.Path", "pathlib.PurePath"}
-)
-
-PATH_METHODS = frozenset({"joinpath", "with_suffix", "with_name", "resolve", "absolute", "expanduser"})
+SAFE_DEFAULT_SINCE = WEIGHTS_ONLY_DEFAULT_SINCE
 
 
 class LoadWithoutWeightsOnly(Rule):
@@ -95,7 +85,7 @@ class LoadWithoutWeightsOnly(Rule):
             return  # not a valid call at all
         given = keyword_arg(node, "weights_only")
         if given is not None:
-            if _is_false(given.value) and not self._is_project_literal(path.value):
+            if _is_false(given.value) and not is_project_path(self.context, path.value):
                 self.report(
                     given,
                     "torch.load(..., weights_only=False) on a path that is not the project's own file: "
@@ -121,60 +111,6 @@ class LoadWithoutWeightsOnly(Rule):
             ),
         )
 
-    def _is_project_literal(self, node: cst.BaseExpression, depth: int = 0) -> bool:
-        """A path spelled in the code: literals, joins of literals, paths next to ``__file__``."""
-        if depth > 5:
-            return False
-        if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
-            return True
-        if isinstance(node, cst.FormattedString):
-            return all(
-                self._is_project_literal(part.expression, depth + 1)
-                for part in node.parts
-                if isinstance(part, cst.FormattedStringExpression)
-            )
-        if isinstance(node, cst.Name):
-            if node.value == "__file__":
-                return True
-            value = self._bound_value(node.value)
-            return value is not None and self._is_project_literal(value, depth + 1)
-        if isinstance(node, cst.Attribute) and node.attr.value == "parent":
-            return self._is_project_literal(node.value, depth + 1)
-        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.Add)):
-            return self._is_project_literal(node.left, depth + 1) and self._is_project_literal(node.right, depth + 1)
-        if isinstance(node, cst.Call) and not has_star_args(node) and node.args:
-            qualified = self.context.qualified_name(node.func)
-            if qualified in PATH_BUILDERS or (qualified or "").startswith("pathlib.Path."):
-                return all(arg.keyword is None and self._is_project_literal(arg.value, depth + 1) for arg in node.args)
-            if qualified is None and isinstance(node.func, cst.Attribute) and node.func.attr.value in PATH_METHODS:
-                return self._is_project_literal(node.func.value, depth + 1) and all(
-                    self._is_project_literal(arg.value, depth + 1) for arg in node.args
-                )
-        return False
-
-    def _bound_value(self, name: str) -> Optional[cst.BaseExpression]:
-        """The value of the single assignment to ``name`` in the enclosing function, else in the module."""
-        function = self.context.enclosing(cst.FunctionDef)
-        if function is not None and _is_parameter(function, name):
-            return None
-        scopes = ([function.body.body] if function is not None else []) + [self.context.module.body]
-        for body in scopes:
-            values = [value for target, value in assignments(body) if dotted_name(target) == name]
-            if len(values) == 1:
-                return values[0]
-            if values:
-                return None  # rebound: which one reaches the call is not known here
-        return None
-
 
 def _is_false(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "False"
-
-
-def _is_parameter(function: cst.FunctionDef, name: str) -> bool:
-    params = function.params
-    every = list(params.params) + list(params.kwonly_params) + list(params.posonly_params)
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            every.append(star)
-    return any(p.name.value == name for p in every)

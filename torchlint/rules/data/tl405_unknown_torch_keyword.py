@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 from typing import Optional
@@ -9,10 +10,20 @@ import libcst as cst
 from torchlint.analysis.calls import has_star_args
 from torchlint.analysis.names import ImportTable, dotted_name
 from torchlint.analysis.scope import statements
-from torchlint.analysis.signatures import accepted_keywords, misspelt_keywords, public_name, table_torch_version
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.analysis.signatures import (
+    accepted_keywords,
+    misspelt_keywords,
+    public_name,
+    renamed_keyword,
+    table_torch_version,
+    tensor_method,
+)
+from torchlint.analysis.tensors import is_tensor
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 REQUIRES_GRAD = "requires_grad"
+# ``loss``, ``total_loss``, ``outputs.loss``: a name that says it holds a loss value.
+_LOSS_NAME = re.compile(r"(^|[._])(\w*_)?loss$", re.IGNORECASE)
 # How close an assigned attribute must be to `requires_grad` to be read as its misspelling.
 ATTRIBUTE_CUTOFF = 0.85
 
@@ -29,10 +40,16 @@ class UnknownTorchKeyword(Rule):
     The accepted keywords come from a table of the most used torch,
     torch.nn, torch.nn.functional, torch.utils.data and torch.optim APIs
     (constructors of the common modules, losses, optimizers and schedulers,
-    `DataLoader` and samplers, tensor factories, `torch.load`/`torch.save`),
-    generated from torch's own signatures by `tools/gen_signatures.py` and
-    shipped with torchlint; the message names the torch version it was made
-    from. APIs that take `**kwargs` are never flagged (`torch.load` is
+    `DataLoader` and samplers, tensor factories, `torch.load`/`torch.save`)
+    and `torch.Tensor` methods (`backward`, `to`, `sum`, ...), generated from
+    torch's own signatures by `tools/gen_signatures.py` and shipped with
+    torchlint; the message names the torch version it was made from. A
+    tensor method is checked where the receiver is known to be a tensor (a
+    torch function's or a loss module's result, a tensor method's, through
+    a name; analysis/tensors.py), and `.backward(...)` also on a name that
+    says it holds a loss (`loss`, `total_loss`). Keywords torch renamed are
+    named with their new spelling (`loss.backward(retain_variables=True)`:
+    torch renamed it `retain_graph`). APIs that take `**kwargs` are never flagged (`torch.load` is
     checked because torch documents that its extra keywords go to
     `pickle.Unpickler`).
 
@@ -50,6 +67,8 @@ class UnknownTorchKeyword(Rule):
     model.load_state_dict(torch.load(path, map_locat="cuda:0"))
     for p in model.backbone.parameters():
         p.require_grad = False
+    loss = criterion(model(x), y)
+    loss.backward(retain_variables=True)
     ```
 
     ## Use instead
@@ -57,12 +76,14 @@ class UnknownTorchKeyword(Rule):
     model.load_state_dict(torch.load(path, map_location="cuda:0"))
     for p in model.backbone.parameters():
         p.requires_grad = False
+    loss = criterion(model(x), y)
+    loss.backward(retain_graph=True)
     ```
 
     ## Fix safety
     A misspelt keyword is renamed to the closest accepted name (difflib
     ratio of at least 0.8) only when exactly one name is closest and that
-    name is not already given; the fix is safe, because the original call
+    name is not already given, a keyword torch renamed to its new name; the fix is safe, because the original call
     cannot run at all. The attribute fix (`requires_grad`) is unsafe: it
     changes what is trained, which is the point but should be reviewed.
     Calls with `**kwargs` are reported without a fix (the corrected name may
@@ -74,9 +95,10 @@ class UnknownTorchKeyword(Rule):
     verbose=True)`, gone in recent releases) is not a mistake for that
     target.
 
-    Not seen: APIs outside the table (its list is in the JSON file), method
-    calls on tensors (`x.to(devic=...)`), torch APIs reached through a name
-    rebound by assignment, keywords that an older torch accepted and the
+    Not seen: APIs outside the table (its list is in the JSON file), methods
+    of values not known to be tensors (a model's output), tensor methods
+    whose keywords the generator could not check against torch (listed as
+    open), torch APIs reached through a name rebound by assignment, keywords that an older torch accepted and the
     table's torch no longer does (set the table's version in mind when a
     call is guarded by a version check). Attribute typos are flagged only on
     a receiver other than `self`/`cls` and only when the file never reads
@@ -88,7 +110,12 @@ class UnknownTorchKeyword(Rule):
     name = "unknown-torch-keyword"
     message = "the torch API does not accept this keyword: the call raises TypeError"
     fix_applicability = Applicability.UNSAFE
-    triggers = ("torch", "_grad")
+    confidence_levels = """
+- **high**: a torch function, class or method of a value known to be a tensor.
+- **medium**: `.backward(...)` on a value whose name says it is a loss (`loss.backward(...)` where `loss`
+  is a model's output): the receiver is assumed to be a tensor.
+"""
+    triggers = ("torch", "_grad", "backward")
 
     def __init__(self, context) -> None:
         super().__init__(context)
@@ -102,12 +129,26 @@ class UnknownTorchKeyword(Rule):
                     accepted = accepted_keywords(qualified)
                     if accepted is not None and not accepted.issuperset(written):
                         return True
+            for call in region.callees:  # tensor methods: ``loss.backward(retain_variables=True)``
+                if isinstance(call.func, ast.Attribute) and call.keywords:
+                    accepted = accepted_keywords(tensor_method(call.func.attr))
+                    if accepted is not None and not accepted.issuperset(k.arg for k in call.keywords if k.arg):
+                        return True
             return any(_looks_like_requires_grad(a) for a in region.attribute_stores if a != REQUIRES_GRAD)
 
         return scan.regions_where(may_report) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self._qualified(node.func)
+        confidence = Confidence.HIGH
+        if qualified is None and isinstance(node.func, cst.Attribute):
+            # A tensor's method: checked where the receiver is known to be a tensor, or (medium) is a loss by name.
+            method = tensor_method(node.func.attr.value)
+            if accepted_keywords(method) is not None and misspelt_keywords(method, node):
+                if is_tensor(self.context, node.func.value):
+                    qualified = method
+                elif node.func.attr.value == "backward" and _LOSS_NAME.search(dotted_name(node.func.value) or ""):
+                    qualified, confidence = method, Confidence.MEDIUM
         misspelt = misspelt_keywords(qualified, node)
         if not misspelt:
             return
@@ -126,14 +167,15 @@ class UnknownTorchKeyword(Rule):
             message = f"`{written}` is not a keyword of {api} (torch {table_torch_version()}): the call raises TypeError"
             fix = None
             if correction is not None:
-                message += f"; did you mean `{correction}`?"
+                renamed = renamed_keyword(qualified, written) == correction
+                message += f"; torch renamed it `{correction}`" if renamed else f"; did you mean `{correction}`?"
                 if correction not in given and not has_star_args(node):
                     fix = FixSpec(
                         Applicability.SAFE,
                         f"Rename `{written}` to `{correction}`",
                         (Replacement(arg.keyword, cst.Name(correction)),),
                     )
-            self.report(arg, message, fix)
+            self.report(arg, message, fix, confidence=confidence)
 
     def _qualified(self, func: cst.BaseExpression) -> Optional[str]:
         """The callee's qualified name, with a function's own imports scoped to that function.

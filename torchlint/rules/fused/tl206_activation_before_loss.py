@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 
+from torchlint.analysis.ast_names import ast_dotted_name
 from torchlint.analysis.fused import activation_of
 from torchlint.analysis.losses import LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
-from torchlint.rule import Applicability, FixSpec, Rule
+from torchlint.analysis.module_outputs import trace_output
+from torchlint.analysis.project import active_project, facts_of_tree
+from torchlint.prepass import framework_called
+from torchlint.rule import Applicability, Confidence, FixSpec, Rule
 
 MESSAGES = {
     "cross_entropy": (
@@ -16,12 +22,28 @@ MESSAGES = {
         "binary_cross_entropy on sigmoid outputs is -inf/clamped at -100 once sigmoid rounds to 0 or 1; "
         "use binary_cross_entropy_with_logits on the logits"
     ),
+    "bce_logits": (
+        "binary_cross_entropy_with_logits applies sigmoid itself: on {kind} outputs it squashes twice, "
+        "the loss cannot reach 0 and its gradient vanishes; pass the logits"
+    ),
 }
 FIX_MESSAGES = {
     "cross_entropy": "Drop the softmax: pass the logits",
     "nll": "Use `log_softmax` instead of `softmax`",
     "bce": "Use the `..._with_logits` loss on the logits",
+    "bce_logits": "Drop the activation: pass the logits",
 }
+# The activations each loss must not be fed: those it applies itself, or probabilities where it wants log-probabilities.
+WRONG_INPUTS = {
+    "cross_entropy": ("softmax",),
+    "nll": ("softmax",),
+    "bce": ("sigmoid",),
+    "bce_logits": ("sigmoid", "softmax"),
+}
+# Words that name an activation: a file without one can only get it from a module of the project.
+ACTIVATION_WORDS = (
+    "softmax", "Softmax", "Softmax2d", "sigmoid", "Sigmoid", "expit", "log_softmax", "LogSoftmax", "logsigmoid", "LogSigmoid"
+)
 
 
 class ActivationBeforeLoss(Rule):
@@ -32,10 +54,22 @@ class ActivationBeforeLoss(Rule):
     softmax (softmax twice); `F.nll_loss(F.softmax(z, 1), y)` / `nn.NLLLoss`
     on a softmax (probabilities where log-probabilities belong);
     `F.binary_cross_entropy(torch.sigmoid(z), y)` / `nn.BCELoss()` on a
-    sigmoid. The loss may be a function, a module built inline, in
-    `__init__` (`self.criterion = nn.BCELoss()`), earlier in the function or
-    at module level; the activation may be inline (also under `.view`,
-    `.squeeze`, ...) or stored in a local name a few lines before the loss.
+    sigmoid; `F.binary_cross_entropy_with_logits` / `nn.BCEWithLogitsLoss` on
+    a sigmoid or a softmax (squashed twice). The loss may be a function, a
+    module built inline, in `__init__` (`self.criterion = nn.BCELoss()`),
+    earlier in the function or at module level; the activation may be inline
+    (also under `.view`, `.squeeze`, ...) or stored in a local name a few
+    lines before the loss.
+
+    The activation may also end what a model returns: the loss's input is
+    the output of a module whose `forward` ends in (or returns) a softmax or
+    sigmoid, or of an `nn.Sequential(..., nn.Softmax())` (the auxiliary
+    classifier head of a GAN discriminator, `validity, label = D(x)`), or
+    `torch.exp(log_softmax(...))`. The module is followed through names,
+    `self.` attributes, `.to(device)`, tuple unpacking and the parameter of a
+    training function that the file's own calls fill (`train(model, ...)`
+    called with `Network()`); its class may live in the same file or in
+    another module of the project (analysis/module_outputs.py says how).
 
     ## Why is this bad?
     `cross_entropy` computes `log_softmax` itself: on probabilities the
@@ -83,31 +117,66 @@ class ActivationBeforeLoss(Rule):
       `self.fc(x)`), the fix removes the activation from the assignment, which
       changes what those other readers, and the model's callers, receive.
 
-    Not detected: a model whose `forward` ends in a softmax and whose output
-    meets `nn.CrossEntropyLoss` in another function or file; activations
-    stored in attributes or containers.
+    No fix when the activation ends a model's `forward` or a layer stack:
+    removing it changes what the model returns to every caller (predictions,
+    metrics, exported graphs); drop the activation from `forward` (apply it
+    where probabilities are needed) or use the loss that takes them.
+
+    Not detected: models built by factories of other libraries, modules kept
+    in containers (`self.heads[i]`), `nn.Sequential(*layers)` built from a
+    list, a `forward` whose returns disagree (`logits` in training, a softmax
+    in eval is correct), activations stored in attributes, and the input
+    of a loss module of the project whose `forward` passes it on to
+    `binary_cross_entropy_with_logits` (a focal loss handed a model's
+    sigmoid output).
     """
 
     code = "TL206"
     name = "activation-before-loss"
     message = "softmax/sigmoid fed to a loss that applies its own (cross_entropy, BCE) or needs log-probabilities (nll_loss)"
     fix_applicability = Applicability.UNSAFE
-    triggers = ("softmax", "Softmax", "sigmoid", "Sigmoid", "expit")
+    confidence_levels = """
+- **high**: the activation is written at the loss or a few lines before it, or it ends the `forward` of
+  the model (or the `nn.Sequential`) whose output the loss receives, found in the same file or the
+  project.
+- **medium**: the model reaches the loss through a parameter of a function (`train(model, loader)`),
+  and every call of that function in the file passes a model that ends in the activation; other modules
+  may call it with other models.
+"""
+    triggers = tuple(sorted(LOSS_NAMES))
 
     @classmethod
     def prepass(cls, scan):
-        # Loss and activation modules may be built elsewhere (``__init__``, module level) and reached by name.
-        return scan.regions_using_both(LOSS_NAMES, cls.triggers) or None  # the triggers are the activations' names
+        # The loss may be built elsewhere (``__init__``, module level) and reached by name; the activation may
+        # end a model built in another region or module, or handed in by the callers of the loss's function.
+        losses = scan.reachable_words(LOSS_NAMES)
+        seeds = scan.regions_where(lambda region: not region.uses.isdisjoint(losses))
+        if not seeds:
+            return None
+        functions = {
+            scan.regions[i].node.name
+            for i in seeds
+            if isinstance(scan.regions[i].node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not framework_called(scan.regions[i].node.name)
+        }
+        seeds = seeds | scan.regions_mentioning(functions) if functions else seeds
+        if not scan.mentions(ACTIVATION_WORDS) and not _imports_an_activation(scan):
+            return None  # no activation is written here, and none comes from the project's modules
+        return seeds
 
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)
-        if loss is None or loss.kind == "kl_div" or loss.input is None:
+        if loss is None or loss.kind not in WRONG_INPUTS or loss.input is None:
             return
-        kinds = ("sigmoid",) if loss.kind == "bce" else ("softmax",)
+        kinds = WRONG_INPUTS[loss.kind]
         activation = activation_of(self.context, loss.input.value, kinds=kinds)
-        if activation is None:
+        if activation is not None:
+            self.report(node, message=_message(loss.kind, activation.kind), fix=self._fix(loss, activation))
             return
-        self.report(node, message=MESSAGES[loss.kind], fix=self._fix(loss, activation))
+        traced = trace_output(self.context, loss.input.value)
+        if traced is None or traced.kind not in kinds:
+            return
+        message = f"{_message(loss.kind, traced.kind)} (the input is the output of {traced.origin}, which ends in {traced.kind})"
+        self.report(node, message=message, confidence=Confidence.MEDIUM if traced.assumed else Confidence.HIGH)
 
     def _fix(self, loss: LossCall, activation):
         rewrite = rewrite_activation(self.context, activation, "log_softmax" if loss.kind == "nll" else "input")
@@ -125,3 +194,33 @@ class ActivationBeforeLoss(Rule):
         if rewrite.changes_other_uses:
             applicability = Applicability.UNSAFE
         return FixSpec(applicability, FIX_MESSAGES[loss.kind], replacements, tuple(dict.fromkeys(imports)))
+
+
+def _imports_an_activation(scan) -> bool:
+    """Whether a project module this file imports a called or subclassed name from (a model class, a builder,
+    an instance), or imports whole, reaches an activation's name in its text or its imports' texts: another
+    module's activation reaches the file's code only through one of those."""
+    project = active_project()
+    if project is None:
+        return False
+    used = set()
+    for region in scan.regions:
+        used |= region.calls
+    for statement in scan.tree.body:
+        if isinstance(statement, ast.ClassDef):
+            used.update(ast_dotted_name(base).rsplit(".", 1)[-1] for base in statement.bases if ast_dotted_name(base))
+    facts = facts_of_tree(scan.tree, scan.path)
+    for statement in scan.import_statements:
+        if isinstance(statement, ast.Import):  # ``import pkg.models``: its classes are reached as ``pkg.models.Net``
+            facts.imports.update((alias.name, alias.name) for alias in statement.names if "." in alias.name and not alias.asname)
+    words = tuple(word.encode() for word in ACTIVATION_WORDS)
+    for qualified in set(facts.imports.values()):
+        module = qualified if project.is_module(qualified) else qualified.rpartition(".")[0]
+        called = qualified.rsplit(".", 1)[-1] in used or module == qualified
+        if called and project.is_module(module) and project.reaches_words(module, words):
+            return True  # read from the text alone: the rule parses the module if its analysis gets there
+    return False
+
+
+def _message(loss_kind: str, activation_kind: str) -> str:
+    return MESSAGES[loss_kind].format(kind=activation_kind)

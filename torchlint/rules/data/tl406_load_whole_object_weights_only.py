@@ -1,0 +1,277 @@
+from __future__ import annotations
+
+import ast
+import re
+from typing import List, Optional, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg
+from torchlint.analysis.callers import every_call_site
+from torchlint.analysis.ast_names import ast_dotted_name
+from torchlint.analysis.checkpoints import (
+    ALLOW_LISTS,
+    LOAD_FUNCTIONS,
+    MODULE_METHODS,
+    MODULE_MOVES,
+    WEIGHTS_ONLY_DEFAULT_SINCE,
+    is_project_path,
+    path_key,
+)
+from torchlint.analysis.dataflow import bindings, site_of
+from torchlint.analysis.names import dotted_name
+from torchlint.analysis.project import file_facts, whole_saves_in
+from torchlint.analysis.signatures import gives_keyword
+from torchlint.prepass import framework_called
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.walk_order import visit
+
+# How far a loaded value is followed (names, moves, helpers that return it).
+MAX_STEPS = 6
+_SAVE_CALL = re.compile(r"\bsave\s*\(")
+
+
+class LoadWholeObjectWeightsOnly(Rule):
+    """
+    ## What it does
+    Flags `torch.load(f)` without `weights_only=False` when the file holds a
+    whole pickled object rather than tensors: the loaded value is used as a
+    module or an optimizer (called, `.eval()`, `.parameters()`,
+    `.zero_grad()`, also after `.to(device)`, through the name it is bound
+    to, or through a same-file helper that returns it), or the same path is
+    written by `torch.save(model, path)` of a module or an optimizer (in the
+    same file, or as the same literal path in another module of the
+    project: of the package the file belongs to, or of its folder). Follows `target-torch-version`: below 2.6 nothing is reported.
+
+    ## Why is this bad?
+    Since torch 2.6 `torch.load` defaults to `weights_only=True`: it
+    unpickles tensors, primitive containers and allow-listed types only. A
+    checkpoint written by `torch.save(model, path)` pickles the model's class
+    and every submodule, so loading it raises `_pickle.UnpicklingError:
+    Weights only load failed ... Unsupported global: GLOBAL
+    torch.nn.modules.linear.Linear`: code that worked for years breaks on an
+    upgrade, typically at inference time.
+
+    ## Example
+    ```python
+    torch.save(model, "model.pt")          # train.py
+    model = torch.load("model.pt")         # predict.py
+    model.eval()
+    ```
+
+    ## Use instead
+    ```python
+    torch.save(model.state_dict(), "model.pt")
+    model = Net()
+    model.load_state_dict(torch.load("model.pt"))
+    model.eval()
+    ```
+    or, for a file you trust: `torch.load("model.pt", weights_only=False)`.
+
+    ## Fix safety
+    Unsafe. The fix adds `weights_only=False` (or turns `weights_only=True`
+    into it), which unpickles arbitrary code: it is offered only when the
+    path is written in the code (a literal, a path next to `__file__`), the
+    project's own file; elsewhere the finding has no fix (TL402 would
+    rightly flag `weights_only=False` on a path that comes from outside).
+    The better fix, saving and loading `state_dict()`, needs the model's
+    class at the load and is left to the author.
+
+    Not reported: a call with `pickle_module=` (then `weights_only` defaults
+    to `False`), `weights_only=False` or a variable, files that allow-list
+    types (`torch.serialization.add_safe_globals`, `safe_globals`), loaded
+    values used only as dicts or tensors. Not seen: whole objects saved in
+    another module under a path that is not a literal, and uses of the
+    loaded value in other functions than the one holding the load or the
+    helper's callers.
+    """
+
+    code = "TL406"
+    name = "load-whole-object-weights-only"
+    message = (
+        "torch.load loads weights only by default since torch 2.6: a checkpoint holding a whole module "
+        "or optimizer raises 'Weights only load failed'"
+    )
+    fix_applicability = Applicability.UNSAFE
+    triggers = ("load",)
+
+    @classmethod
+    def prepass(cls, scan):
+        loads = scan.regions_calling_qualified(LOAD_FUNCTIONS)
+        if not loads:
+            return None
+        # Where the loaded value may be used outside its region: a name a script binds at the top level, an
+        # attribute other methods of the class read, a helper's callers (``return torch.load(path)``).
+        # (Saves and allow-lists are read from the file's ``ast``, outside the pre-pass.)
+        names, attributes = set(), {}
+        for index in loads:
+            region = scan.regions[index]
+            in_function = isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for node in ast.walk(region.node):
+                if isinstance(node, ast.Assign) and _calls_load(scan, node.value):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name) and not in_function:
+                            names.add(target.id)
+                        elif isinstance(target, ast.Attribute) and region.enclosing_class is not None:
+                            attributes.setdefault(region.enclosing_class, set()).add(target.attr)
+                elif isinstance(node, ast.Return) and node.value is not None and in_function and _calls_load(scan, node.value):
+                    if not framework_called(region.node.name):
+                        names.add(region.node.name)
+        seeds = set(loads) | set(scan.regions_mentioning(names)) if names else set(loads)
+        for owner, owned in attributes.items():
+            seeds |= scan.regions_where(lambda region: region.enclosing_class == owner and not region.uses.isdisjoint(owned))
+        return frozenset(seeds)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        qualified = self.context.qualified_name(node.func)
+        if qualified not in LOAD_FUNCTIONS or has_star_args(node):
+            return
+        target = self.context.settings.target_torch_version
+        if target is not None and tuple(target) < WEIGHTS_ONLY_DEFAULT_SINCE:
+            return
+        if keyword_arg(node, "pickle_module") is not None or len([a for a in node.args if a.keyword is None]) > 2:
+            return  # a pickle module makes weights_only default to False
+        given = keyword_arg(node, "weights_only")
+        if given is not None and not _is_true(given.value):
+            return
+        if given is None and gives_keyword(qualified, node, "weights_only"):
+            return  # misspelt: TL405 renames it
+        if self._allow_lists():
+            return
+        evidence = self._used_as_module(node, list(self.context.ancestors), 0) or self._saved_whole(node)
+        if evidence is None:
+            return
+        message = (
+            f"torch.load loads weights only by default since torch 2.6, and this checkpoint holds a whole object "
+            f"({evidence}): loading raises 'Weights only load failed'; save and load state_dict(), or pass "
+            "weights_only=False for a file you trust"
+        )
+        self.report(node, message, self._fix(node, given))
+
+    # -- the loaded value used as a module --------------------------------------------------------
+
+    def _used_as_module(self, value: cst.CSTNode, ancestors: List[cst.CSTNode], depth: int) -> Optional[str]:
+        """Why the value of ``value`` (below ``ancestors``) is a module or an optimizer, judged by its uses."""
+        if depth > MAX_STEPS or not ancestors:
+            return None
+        parent = ancestors[-1]
+        if isinstance(parent, cst.Call) and parent.func is value:
+            return "it is called"
+        if isinstance(parent, cst.Attribute) and parent.value is value:
+            attribute = parent.attr.value
+            if attribute in MODULE_METHODS:
+                return f"`.{attribute}` is used on it"
+            grand = ancestors[-2] if len(ancestors) > 1 else None
+            if attribute in MODULE_MOVES and isinstance(grand, cst.Call) and grand.func is parent:
+                return self._used_as_module(grand, ancestors[:-2], depth + 1)
+            return None
+        if isinstance(parent, cst.Assign) and parent.value is value and len(parent.targets) == 1:
+            target = parent.targets[0].target
+            if isinstance(target, (cst.Name, cst.Attribute)) and dotted_name(target) is not None:
+                return self._uses_of(dotted_name(target), parent, ancestors[:-1], depth)
+            return None
+        if isinstance(parent, cst.Return) and parent.value is value:
+            return self._returned(ancestors, depth)
+        return None
+
+    def _uses_of(self, name: str, assignment: cst.Assign, ancestors: List[cst.CSTNode], depth: int) -> Optional[str]:
+        """The uses of ``name`` that the load's assignment reaches, in its function (or the module)."""
+        kinds = (cst.ClassDef, cst.Module) if name.startswith("self.") else (cst.FunctionDef, cst.Module)
+        scope = next((a for a in reversed(ancestors) if isinstance(a, kinds)), self.context.module)
+        for use, use_ancestors in _mentions(scope, name):
+            if name.startswith("self.") or _reaches(assignment, name, use_ancestors):
+                found = self._used_as_module(use, use_ancestors, depth + 1)
+                if found:
+                    return found
+        return None
+
+    def _returned(self, ancestors: List[cst.CSTNode], depth: int) -> Optional[str]:
+        """``return torch.load(path)`` in a helper: how the file's own calls of the helper use what it returns."""
+        function = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), None)
+        if function is None:
+            return None
+        for site in every_call_site(self.context, function) or ():
+            found = self._used_as_module(site.call, list(site.ancestors), depth + 1)
+            if found:
+                return f"{found}, where `{function.name.value}` returns it"
+        return None
+
+    def _allow_lists(self) -> bool:
+        """Whether the file allow-lists types for weights_only (``torch.serialization.add_safe_globals([...])``)."""
+        if "safe_globals" not in self.context.source:
+            return False
+        facts = file_facts(self.context)
+        return facts is not None and any(
+            isinstance(node, ast.Call) and facts.imported(ast_dotted_name(node.func)) in ALLOW_LISTS for node in ast.walk(facts.tree)
+        )
+
+    # -- the same path saved whole ---------------------------------------------------------------------
+
+    def _saved_whole(self, node: cst.Call) -> Optional[str]:
+        """What a ``torch.save`` of a module or an optimizer writes to the path this load reads, in the file
+        (the same literal, constant or dotted name) or, for a literal, near it in the project."""
+        path = argument(node, 0, "f")
+        key = path_key(self.context, path.value) if path is not None else None
+        if key is None:
+            return None
+        facts = file_facts(self.context)
+        if facts is not None and _SAVE_CALL.search(self.context.source):
+            described = next((what for saved, what in whole_saves_in(facts, self.context.project) if saved == key), None)
+            if described:
+                return f"`torch.save` writes {described.split(' (in ')[0]} there"
+        project = self.context.project
+        if project is not None and key.startswith(("'", '"')) and self.context.path not in ("-", ""):
+            elsewhere = project.whole_object_saves(self.context.path, key)
+            if elsewhere:
+                return f"`torch.save` writes {elsewhere} there"
+        return None
+
+    # -- the fix -------------------------------------------------------------------------------------------
+
+    def _fix(self, node: cst.Call, given: Optional[cst.Arg]) -> Optional[FixSpec]:
+        path = argument(node, 0, "f")
+        if path is None or not is_project_path(self.context, path.value):
+            return None
+        if given is not None:
+            replacement = Replacement(given.value, cst.Name("False"))
+        else:
+            replacement = Replacement(node, add_keyword(node, "weights_only", cst.Name("False")))
+        return FixSpec(Applicability.UNSAFE, "Load it as a whole object (`weights_only=False`): only for a file you trust", (replacement,))
+
+
+def _is_true(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.Name) and node.value == "True"
+
+
+def _reaches(assignment: cst.Assign, name: str, ancestors: List[cst.CSTNode]) -> bool:
+    """Whether the value ``name`` holds at the use below ``ancestors`` is the one ``assignment`` gave it."""
+    reaching = bindings(site_of(ancestors), name)
+    return len(reaching) == 1 and reaching[0].node is assignment
+
+
+def _mentions(scope: cst.CSTNode, name: str) -> List[Tuple[cst.CSTNode, List[cst.CSTNode]]]:
+    """Every read of ``name`` (a plain or a ``self.`` name) in ``scope``, with its ancestors."""
+    found: List[Tuple[cst.CSTNode, List[cst.CSTNode]]] = []
+    path: List[cst.CSTNode] = []
+
+    class _Reads(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, (cst.Name, cst.Attribute)) and dotted_name(node) == name:
+                parent = path[-1] if path else None
+                stored = isinstance(parent, cst.AssignTarget) or (isinstance(parent, cst.Attribute) and parent.attr is node)
+                if not stored:
+                    found.append((node, list(path)))
+                return False
+            path.append(node)
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            if path and path[-1] is original_node:
+                path.pop()
+
+    visit(scope, _Reads())
+    return found
+
+
+def _calls_load(scan, node: ast.AST) -> bool:
+    return any(isinstance(inner, ast.Call) and scan.qualified(inner.func) & LOAD_FUNCTIONS for inner in ast.walk(node))
