@@ -1,4 +1,4 @@
-"""Runtime proofs for the forms of TL301-TL303 users write.
+"""Runtime proofs for the forms of TL301-TL303 users write, and for TL305 (backward-after-optimizer-step).
 
 Each bad snippet is what the rule reports (checked with the linter first) and is run under torch to
 show the failure; where the rule offers a codemod, the codemod's own output is run and shown to work
@@ -19,6 +19,7 @@ from runtime_support import execute, fix_and_exec, settings_for  # noqa: E402
 from torchlint import engine  # noqa: E402
 
 SECOND_TIME = "Trying to backward through the graph a second time"
+IN_PLACE = "modified by an inplace operation"
 
 
 def reported(source: str, code: str) -> dict:
@@ -471,3 +472,73 @@ def test_tl302_requires_grad_set_over_a_cut_trains_nothing_until_the_fix():
         else:
             assert all(g is not None and g.abs().sum() > 0 for g in grads)
     assert values["bad"] == pytest.approx(values["good"])
+
+
+# -- TL305 backward-after-optimizer-step ------------------------------------------------------------
+
+SRGAN = """
+import torch.nn.functional as F
+
+
+def srgan_step(netG, netD, z, real, optimizerD, optimizerG):
+    fake = netG(z)
+    real_out = netD(real).mean()
+    fake_out = netD(fake).mean()
+    d_loss = 1 - real_out + fake_out
+    optimizerD.zero_grad()
+    d_loss.backward(retain_graph=True)
+    optimizerD.step()
+    g_loss = F.mse_loss(fake, real) - 1e-3 * fake_out
+    optimizerG.zero_grad()
+    g_loss.backward()
+    optimizerG.step()
+    return d_loss.item(), g_loss.item()
+"""
+
+
+def _srgan_parts(optimizer):
+    torch.manual_seed(0)
+    netG, netD = _mlp(4, 4), _mlp(4, 1)
+    return netG, netD, optimizer(netD.parameters(), lr=0.01), optimizer(netG.parameters(), lr=0.01)
+
+
+@pytest.mark.parametrize("optimizer", [torch.optim.SGD, torch.optim.Adam], ids=["sgd", "adam"])
+def test_tl305_discriminator_step_then_generator_loss_through_its_old_output(optimizer):
+    pair = fix_and_exec(SRGAN, "TL305", unsafe=True, applicability="unsafe")
+    assert "optimizerD.step()\n    fake_out = netD(fake).mean()" in pair.fixed_source, pair.describe()
+    bad, good = pair.functions("srgan_step")
+    z, real = torch.randn(6, 4), torch.randn(6, 4)
+    netG, netD, opt_d, opt_g = _srgan_parts(optimizer)
+    with pytest.raises(RuntimeError, match=IN_PLACE):
+        bad(netG, netD, z, real, opt_d, opt_g)
+    netG, netD, opt_d, opt_g = _srgan_parts(optimizer)
+    before = [p.detach().clone() for p in netG.parameters()]
+    d_fixed, _ = good(netG, netD, z, real, opt_d, opt_g)
+    assert all(not torch.equal(a, b) for a, b in zip(before, netG.parameters()))  # the generator stepped
+    netG, netD, _, _ = _srgan_parts(optimizer)
+    d_original = (1 - netD(real).mean() + netD(netG(z)).mean()).item()
+    assert d_fixed == pytest.approx(d_original)  # the discriminator's loss is the one it always was
+
+
+STEP_IN_LOOP = """
+import torch
+
+
+def refine(generator, critic, z, steps):
+    optimizer = torch.optim.SGD(generator.parameters(), lr=0.01)
+    fake = generator(z)
+    for _ in range(steps):
+        loss = -critic(FAKE).mean()
+        optimizer.zero_grad()
+        loss.backward(retain_graph=True)
+        optimizer.step()
+"""
+
+
+def test_tl305_stepping_inside_a_loop_over_a_graph_built_before_it():
+    bad = reported(STEP_IN_LOOP.replace("FAKE", "fake"), "TL305")["refine"]
+    good = silent(STEP_IN_LOOP.replace("FAKE", "generator(z)"), "TL305")["refine"]
+    torch.manual_seed(0)
+    with pytest.raises(RuntimeError, match=IN_PLACE):
+        bad(_mlp(4, 4), _mlp(4, 1), torch.randn(3, 4), 2)
+    good(_mlp(4, 4), _mlp(4, 1), torch.randn(3, 4), 2)
