@@ -124,10 +124,15 @@ BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
 REWRAP_FUNCTIONS = frozenset(
     {"torch.tensor", "torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.Tensor", "torch.FloatTensor"}
 )
+# Python builtins whose result holds (some of) their arguments' tensors: ``sum(losses)``, ``max(a, b)``.
+VALUE_PASSING_BUILTINS = frozenset({"sum", "min", "max", "abs", "sorted", "reversed", "list", "tuple", "next", "iter"})
 # Calls that hand data across NumPy (``torch.from_numpy(np.clip(a, 0, 1))``): no history, but the
 # values are those of their arguments, which is what a graph cut before them cost.
 ARRAY_PASSING_FUNCTIONS = frozenset({"torch.from_numpy", "torch.as_tensor"})
 ARRAY_LIBRARIES = ("numpy.", "math.", "scipy.")
+# ``through`` of the carries questions: 0 the graph as it is, 1 through detaching steps, 2 also across
+# NumPy, on the way back into torch.
+ACROSS_ARRAYS = 2
 # Methods only a module has: a name or attribute they are called on holds a module.
 MODULE_ONLY_METHODS = frozenset(
     {
@@ -174,7 +179,7 @@ TRAINED_BY_FRAMEWORK = frozenset({"forward", "training_step", "compute_loss"})
 # A callee named like a network: model, self.encoder, student_net, netG, self.fc, self.head2.
 _MODEL_NAME = re.compile(
     r"^(?:[a-z0-9]+_)*(?:model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|"
-    r"critic|actor|policy|student|regressor|rnn|lstm|gru|transformer|unet|vae|autoencoder)$|^net[A-Z]\w*$"
+    r"critic|actor|policy|student|regressor|rnn|lstm|gru|transformer|unet|vae|autoencoder|gen|disc)$|^net[A-Z]\w*$"
     r"|^(?:fc|head|proj|mlp|linear|conv)\d*$|^[GD](?:_?[A-Z0-9]\w*)?$"
 )
 _LOSS_NAME = re.compile(r"(?:^|_)(?:loss|losses|criterion|criterions|loss_fn|loss_func|objective)(?:$|_)|^criterion|loss$", re.I)
@@ -458,6 +463,7 @@ class Binding:
     # ``x.requires_grad = True`` / ``x.requires_grad_()``: ``value`` is ``x`` as it was before; a leaf
     # autograd differentiates, unless that value was cut from a graph (the flag then papers over the cut)
     leaf: bool = False
+    comprehension: bool = False  # a comprehension's target: it shadows the name inside its own statement
 
 
 @dataclass(frozen=True)
@@ -653,13 +659,15 @@ class FunctionFlow:
                 self._bind_in_place(small.value, site)
                 self._scan_expressions(small.value, site)
 
-    def _bind_target(self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site, element: bool = False) -> None:
+    def _bind_target(
+        self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site, element: bool = False, comprehension: bool = False
+    ) -> None:
         if isinstance(target, cst.Name):
-            self.bindings.setdefault(target.value, []).append(Binding(target.value, value, site, element))
+            self.bindings.setdefault(target.value, []).append(Binding(target.value, value, site, element, comprehension=comprehension))
         elif isinstance(target, (cst.Tuple, cst.List)):
             for item in target.elements:
                 inner = item.value.value if isinstance(item, cst.StarredElement) else item.value
-                self._bind_target(inner, value, site, element=True)
+                self._bind_target(inner, value, site, element=True, comprehension=comprehension)
 
     def _bind_flag(self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site) -> None:
         """``x.requires_grad = True``: from here on ``x`` is a leaf autograd differentiates."""
@@ -707,7 +715,7 @@ class FunctionFlow:
     def _bind_comprehension(self, comp: cst.BaseExpression, site: Site) -> None:
         clause = getattr(comp, "for_in", None)
         while clause is not None:
-            self._bind_target(clause.target, clause.iter, site, element=True)
+            self._bind_target(clause.target, clause.iter, site, element=True, comprehension=True)
             clause = clause.inner_for_in
 
     def _scan_expressions(self, expr: cst.CSTNode, site: Site) -> None:
@@ -847,7 +855,7 @@ class FunctionFlow:
         return self._carries_expr(expr, False, at, set(), _Origin(parameters=parameters))
 
     def _carries_expr(
-        self, expr: cst.BaseExpression, through: bool, at: Optional[Site], visiting: Set, origin: Optional[_Origin]
+        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]
     ) -> bool:
         key = (id(expr), through, at.order if at is not None else None, origin.key if origin is not None else None)
         known = self._carries.get(key)
@@ -869,6 +877,9 @@ class FunctionFlow:
         bindings = self.bindings.get(name, [])
         if at is None:
             return list(bindings)
+        inner = [b for b in bindings if b.comprehension and b.site.order == at.order]
+        if inner:
+            return inner  # ``sum(v for v in values)``: the comprehension's own ``v``
         found: List[Binding] = []
         killed_in_loop = False
         for binding in sorted((b for b in bindings if b.site.order < at.order), key=lambda b: -b.site.order):
@@ -925,7 +936,7 @@ class FunctionFlow:
 
     def from_previous_iteration(self, binding: Binding, at: Site, loop: cst.CSTNode) -> bool:
         """Whether ``binding``, reaching a use at ``at``, was made by the previous iteration of ``loop``."""
-        return binding.site.order >= at.order and loop in binding.site.loops
+        return not binding.comprehension and binding.site.order >= at.order and loop in binding.site.loops
 
     def ends_iteration(self, binding: Binding, loop: cst.CSTNode, given: Optional[Site]) -> bool:
         """Whether ``binding`` gets round ``loop``'s back edge in an iteration that ran ``given``: no
@@ -971,11 +982,11 @@ class FunctionFlow:
         return False
 
     def _compute(
-        self, expr: cst.BaseExpression, through: bool, at: Optional[Site], visiting: Set, origin: Optional[_Origin]
+        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]
     ) -> bool:
         step = self.detaching_operand(expr)
         if step is not None:
-            operand_carries = self._carries_expr(step, True, at, visiting, origin)
+            operand_carries = self._carries_expr(step, ACROSS_ARRAYS, at, visiting, origin)
             # ``torch.tensor(0.5, requires_grad=True)`` is a new leaf; over a value with history, a cut
             new_leaf = origin is None and isinstance(expr, cst.Call) and _requests_grad(expr)
             if through:
@@ -1015,7 +1026,7 @@ class FunctionFlow:
             return self._carries_expr(expr.elt, through, at, visiting, origin)
         return False
 
-    def _name_carries(self, name: str, through: bool, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+    def _name_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
         # Memoised per (name, point); a name met again while it is being answered (a loop
         # carried dependency) counts as not carrying until its answer is known.
         key = (name, through, at.order if at is not None else None, origin.key if origin is not None else None)
@@ -1026,7 +1037,7 @@ class FunctionFlow:
         self._names[key] = result
         return result
 
-    def _name_value_carries(self, name: str, through: bool, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+    def _name_value_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
         reaching = self.reaching(name, at)
         if origin is not None and origin.parameters and at is not None and not reaching and name in origin.parameters:
             return True
@@ -1057,21 +1068,26 @@ class FunctionFlow:
                 return True
         return False
 
-    def _call_carries(self, call: cst.Call, through: bool, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+    def _call_carries(self, call: cst.Call, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
         if self.sites.get(id(call)) is not None and self.sites[id(call)].no_grad:
             return False
         func = call.func
         qualified = self.context.qualified_name(func)
         args = [a.value for a in call.args]
 
-        def any_arg() -> bool:
-            return any(self._carries_expr(a, through, at, visiting, origin) for a in args)
+        def any_arg(mode: int = through) -> bool:
+            return any(self._carries_expr(a, mode, at, visiting, origin) for a in args)
 
         if qualified is not None:
             if qualified in PARAMETER_CLASSES:
                 return origin is None or any_arg()
-            if through and (qualified in ARRAY_PASSING_FUNCTIONS or qualified.startswith(ARRAY_LIBRARIES)):
-                return any_arg()  # values handed across NumPy: what a cut before them cost
+            # Through a cut, values that come back into torch (``torch.from_numpy(np.clip(a))``,
+            # ``torch.tensor(preds)`` over ``.item()`` values) bring what was cut before them; NumPy
+            # passes values on only on such a way back (an array returned as such is no tensor).
+            if through and (qualified in ARRAY_PASSING_FUNCTIONS or (qualified in REWRAP_FUNCTIONS and args and isinstance(args[0], cst.Name))):
+                return any_arg(ACROSS_ARRAYS)
+            if through == ACROSS_ARRAYS and qualified.startswith(ARRAY_LIBRARIES):
+                return any_arg()
             if qualified in NON_DIFFERENTIABLE_FUNCTIONS or qualified in REWRAP_FUNCTIONS:
                 return False
             if qualified in AUTOGRAD_GRAD:  # gradients have a history only when asked to (gradient penalties)
@@ -1116,6 +1132,8 @@ class FunctionFlow:
         if isinstance(func, cst.Name):
             if func.value in ("len", "print", "str", "repr", "isinstance", "range", "enumerate", "zip", "int", "bool", "round"):
                 return False
+            if func.value in VALUE_PASSING_BUILTINS and self.context.qualified_name(func) is None:
+                return any_arg()  # ``sum(losses)``, ``sorted(scores)``
             if looks_like_loss(func.value):
                 return any_arg()
             if origin is not None:
@@ -1171,6 +1189,9 @@ class FunctionFlow:
                 for binding in self.reaching(node.value, where):
                     if not binding.site.no_grad:
                         walk(binding.value, binding.site if where is not None else None)
+                for element, site in self.list_elements(node.value):  # ``preds.append(out.item())``
+                    if not site.no_grad and (where is None or site.order < where.order or (where.loops and where.loops[-1] in site.loops)):
+                        walk(element, site if where is not None else None)
                 return
             for child in _dataflow_operands(node):
                 walk(child, where)

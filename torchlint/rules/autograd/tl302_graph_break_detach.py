@@ -20,6 +20,8 @@ from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # Names of the detaching steps (methods, ``.data``, ``float``, re-wrapping calls): the cheap prefilter.
 _STEP_WORDS = frozenset({"detach", "item", "tolist", "numpy", "data", "float", "tensor", "Tensor", "FloatTensor", "Variable"})
+# Builtins whose result is a Python list or tuple: a re-wrap of one is what makes it a tensor.
+_LIST_BUILDERS = frozenset({"sorted", "list", "tuple", "reversed"})
 # Operands that need parentheses when they replace a call or attribute access.
 _LOOSE = (cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.Comparison, cst.IfExp, cst.Lambda)
 _TERM_MESSAGE = (
@@ -259,6 +261,8 @@ class GraphBreakDetach(Rule):
         operand = flow.detaching_operand(step)
         if operand is None:
             return None
+        if isinstance(operand, cst.Call) and isinstance(operand.func, cst.Name) and operand.func.value in _LIST_BUILDERS:
+            return None  # ``torch.tensor(sorted(scores))``: without the re-wrap the value is a Python list
         innermost = operand
         while flow.detaching_operand(innermost) is not None:
             innermost = flow.detaching_operand(innermost)
