@@ -299,7 +299,8 @@ def test_test_paths(path, is_test):
 @pytest.mark.parametrize(
     "name, model",
     [("model", True), ("student_model", True), ("netG", True), ("encoder", True), ("fc", True), ("head2", True),
-     ("teacher_model", False), ("ema_model", False), ("len", False), ("tokenizer", False), ("modelling", False)],
+     ("G", True), ("D_A", True), ("rnn", True), ("teacher_model", False), ("ema_model", False), ("len", False),
+     ("tokenizer", False), ("modelling", False), ("unwrap_model", False), ("get_model", False), ("Dx", False)],
 )
 def test_callee_names_that_say_model(name, model):
     assert gradflow.looks_like_model(name) is model
@@ -322,3 +323,213 @@ def test_top_level_script_is_one_more_function():
     (call,) = flow.backward_calls
     assert flow.carries_grad(call.tensor, at=call.site)
     assert gradflow.current_flow(_context_at(source, "torch.zeros")) is None  # class bodies are not scripts
+
+
+def test_both_arms_of_an_if_else_bind_the_name():
+    flow = _flow(
+        """
+        def f(model, x, loader, optimizer, wide):
+            hidden = None
+            for x in loader:
+                out = model(x)
+                if wide:
+                    logits = out.sum(-1)
+                else:
+                    logits = out.mean(-1)
+                logits.sum().backward()
+                optimizer.step()
+                logits = logits.detach()
+        """
+    )
+    call = flow.backward_calls[0]
+    reaching = flow.reaching("logits", call.site)
+    # the two arms, not the previous iteration's ``logits.detach()``
+    assert sorted(flow.context.code(b.value) for b in reaching) == ["out.mean(-1)", "out.sum(-1)"]
+    assert not flow.carries_from_previous_iteration(call.tensor, call.site, call.site.loops[-1])
+
+
+CARRIED = """
+import torch
+
+
+def f(rnn, chunks, optimizer, k):
+    state = None
+    for step, x in enumerate(chunks):
+        out, state = rnn(x, state)
+        loss = out.pow(2).mean()
+        if step % k == 0:
+            loss.backward()
+            optimizer.step()
+            CUT
+"""
+
+
+@pytest.mark.parametrize(
+    "cut, carried",
+    [("pass", True), ("state = state.detach()", False), ("state = state.data", False), ("state.detach_()", False)],
+)
+def test_a_state_handed_to_the_next_iteration(cut, carried):
+    flow = _flow(CARRIED.replace("CUT", cut))
+    call = flow.backward_calls[0]
+    loop = call.site.loops[-1]
+    assert flow.carries_from_previous_iteration(call.tensor, call.site, loop) is carried
+    assert flow.carries_grad(call.tensor, at=call.site)
+
+
+def test_what_a_parameter_passes_on_through_helpers():
+    flow = _flow(
+        """
+        import torch
+
+        def gram(phi):
+            return phi @ phi.t()
+
+        def cut(phi):
+            return phi.detach()
+
+        def f(features, labels, weight):
+            kept = gram(features).mean()
+            dropped = cut(labels).mean()
+            return kept, dropped
+        """
+    )
+    site = flow.returns[-1][1]
+    assert flow.carries_from_parameters(cst.Name("kept"), site, frozenset({"features"}))
+    assert not flow.carries_from_parameters(cst.Name("dropped"), site, frozenset({"labels"}))
+    assert not flow.carries_from_parameters(cst.Name("kept"), site, frozenset({"weight"}))
+
+
+def test_leaves_asked_gradients_for():
+    flow = _flow(
+        """
+        import torch
+
+        def f():
+            a = torch.tensor(0.0)
+            b = torch.tensor(1.0, requires_grad=True)
+            c = torch.zeros(3).requires_grad_()
+            before = a.cos()
+            a.requires_grad = True
+            after = a.cos()
+            rewrapped = torch.tensor(b.item(), requires_grad=True)
+            return before, after, b, c, rewrapped
+        """
+    )
+    site = flow.returns[-1][1]
+    carrying = {n for n in ("before", "after", "b", "c", "rewrapped") if flow.carries_grad(cst.Name(n), at=site)}
+    assert carrying == {"after", "b", "c"}  # a re-wrap of a value with history is a cut, not a new leaf
+
+
+def test_jumps_between_two_statements():
+    flow = _flow(
+        """
+        def f(model, loader, aux, main):
+            for step, x in enumerate(loader):
+                out = model(x)
+                if step % 2:
+                    aux(out).backward()
+                    continue
+                main(out).backward()
+                for p in model.parameters():
+                    if p.grad is None:
+                        break
+                main(out).backward()
+        """
+    )
+    first, second, third = flow.backward_calls
+    assert flow.leaves_after(first.site, second.site)  # the continue of the loop around both
+    assert not flow.leaves_after(second.site, third.site)  # the break leaves only the inner loop
+
+
+OPTIMIZERS = """
+import torch
+
+
+class Trainer:
+    def __init__(self, netG, netD):
+        self.netG = netG
+        self.netD = netD
+        self.opt_d = torch.optim.Adam(self.netD.parameters())
+
+    def step(self, z, optimizer_G, optimizer, d_optimizer):
+        fake = self.netG(z)
+        score = self.netD(fake)
+        self.opt_d.step()
+        optimizer_G.step()
+        optimizer.step()
+        d_optimizer.step()
+        scheduler.step()
+        return fake, score
+"""
+
+
+def test_which_module_an_optimizer_step_updates():
+    flow = _flow(OPTIMIZERS, "step", "Trainer")
+    steps = {flow.context.code(s.optimizer): s for s in flow.step_calls}
+    assert set(steps) == {"self.opt_d", "optimizer_G", "optimizer", "d_optimizer"}  # not the scheduler
+    assert flow.step_updates(steps["self.opt_d"], "self.netD") == "built"
+    assert flow.step_updates(steps["self.opt_d"], "self.netG") is None
+    assert flow.step_updates(steps["optimizer_G"], "self.netG") == "named"
+    assert flow.step_updates(steps["optimizer_G"], "self.netD") is None
+    assert flow.step_updates(steps["optimizer"], "self.netD") == "named"
+    assert flow.step_updates(steps["d_optimizer"], "self.netD") == "named"
+
+
+def test_modules_the_file_shows_and_values_that_are_not_modules():
+    source = """
+    import torch
+    import torch.nn as nn
+
+
+    class Pipeline:
+        def __init__(self, encoder, cfg):
+            self.encoder = encoder
+            self.watermark = WatermarkEncoder()
+            self.backbone = build_backbone(cfg)
+            self.size = 3
+
+    def train(D, x):
+        opt = torch.optim.Adam(D.parameters())
+        return D(x), D.compute_loss(x), D.init_hidden(2)
+    """
+    context = _context(source)
+    assert "D" in gradflow.evidenced_modules(context)
+    pipeline = next(s for s in context.module.body if isinstance(s, cst.ClassDef))
+    assert gradflow.module_attributes(context, pipeline).other == {"watermark", "size"}
+    flow = _flow(source, "train")
+    value = flow.returns[-1][0]
+    calls = [element.value for element in value.elements]
+    assert [flow.is_forward_pass(call) for call in calls] == [True, True, False]
+
+
+def test_module_classes_by_their_framework_base_and_layers_without_parameters():
+    source = """
+    import torch.nn as nn
+    from ...modeling_utils import PreTrainedModel
+
+
+    class DinoPreTrainedModel(PreTrainedModel):
+        pass
+
+
+    class DinoDecoder(DinoPreTrainedModel):
+        pass
+
+
+    class Holder:
+        def __init__(self, config):
+            self.decoder = DinoDecoder(config)
+
+        def f(self, x, y):
+            out = self.decoder(x)
+            similarity = nn.CosineSimilarity(dim=-1)(x, y)
+            activated = nn.ReLU()(out)
+            return out, similarity, activated
+    """
+    context = _context(source)
+    assert {"DinoPreTrainedModel", "DinoDecoder"} <= gradflow.module_classes(context)
+    flow = _flow(source, "f", "Holder")
+    site = flow.returns[-1][1]
+    assert flow.carries_grad(cst.Name("out"), at=site)
+    assert not flow.carries_grad(cst.Name("similarity"), at=site)  # a layer without parameters on data
+    assert flow.carries_grad(cst.Name("activated"), at=site)

@@ -24,8 +24,12 @@ class GraphBreakTensorFromList(Rule):
     Flags `torch.as_tensor(L)`, `torch.tensor(L)`, `torch.Tensor(L)`,
     `torch.FloatTensor(L)` and `np.array(L)` where `L` is a list that received
     tensors carrying gradients: the outputs of a module (`self.fc(x)` where
-    `__init__` set `self.fc = nn.Linear(...)`, `model(x)`, `self.encoder(x)`),
-    of arithmetic on them or of a loss, appended in a loop, added by `extend`
+    `__init__` set `self.fc = nn.Linear(...)`, `model(x)`, `self.encoder(x)`,
+    `D(x)` where the file calls `D.parameters()`), leaves the code asked
+    gradients for (`torch.tensor(0.3, requires_grad=True)`,
+    `x.requires_grad = True`, `x.requires_grad_()`), arithmetic on them or a
+    loss, appended in a loop (also when the list's name is then re-bound to
+    the tensor), added by `extend`
     or `+=`, or built by a list comprehension or a list display, when the
     result flows into a tensor that is `.backward()`-ed in the same function
     or into the return value of `forward`, `training_step`, or a function
