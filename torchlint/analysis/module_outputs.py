@@ -770,3 +770,82 @@ __all__ = [
     "output_activation",
     "trace_output",
 ]
+
+
+# -- a module's output under a log (TL201, TL202) ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModuleActivation:
+    """A called module's output that ends in an activation: ``D(x)`` where ``D`` ends in ``nn.Sigmoid()``.
+
+    ``traced``: what it ends in; ``call``: the module call; ``head_dropped``: the same call with the
+    activation layer sliced off (``D[:-1](x)``) when ``D`` is a name bound once to a literal
+    ``nn.Sequential(..., act)`` (its slice shares the layers, so the logits are computed by the same
+    parameters), else None; ``layer``: that last layer's constructor call, for its ``dim``.
+    """
+
+    traced: Traced
+    call: Optional[cst.Call]
+    head_dropped: Optional[cst.Call] = None
+    layer: Optional[cst.Call] = None
+
+
+def called_module_activation(context: "FileContext", expression: cst.BaseExpression, kinds: Sequence[str]) -> Optional[ModuleActivation]:
+    """The activation (one of ``kinds``) that a module's output ``expression`` (a call of a name or a
+    ``self.`` attribute, not of a torch function) ends in, or None."""
+    if isinstance(expression, cst.Name):
+        traced = trace_output(context, expression)  # ``p = D(x)`` ... ``log(p)``: reported, not rewritten
+        return ModuleActivation(traced, None) if traced is not None and traced.kind in kinds and _from_module(context, expression) else None
+    if not isinstance(expression, cst.Call) or any(arg.star for arg in expression.args):
+        return None
+    if not _calls_a_module(context, expression.func):
+        return None
+    func = expression.func
+    traced = trace_output(context, expression)
+    if traced is None or traced.kind not in kinds:
+        return None
+    layer = _sequential_last_layer(context, func) if isinstance(func, cst.Name) else None
+    head_dropped = None
+    if layer is not None and ACTIVATION_MODULES.get(context.qualified_name(layer.func) or "") == traced.kind:
+        sliced = cst.Subscript(
+            value=func,
+            slice=[cst.SubscriptElement(cst.Slice(lower=None, upper=cst.UnaryOperation(cst.Minus(), cst.Integer("1"))))],
+        )
+        head_dropped = expression.with_changes(func=sliced, lpar=[], rpar=[])
+    else:
+        layer = None
+    return ModuleActivation(traced, expression, head_dropped, layer)
+
+
+def _from_module(context: "FileContext", name: cst.Name) -> bool:
+    """Whether every binding of ``name`` reaching here is a call of a module."""
+    reaching = bindings(_here(context), name.value)
+    return bool(reaching) and all(
+        binding.kind == "assign" and isinstance(binding.value, cst.Call) and _calls_a_module(context, binding.value.func)
+        for binding in reaching
+    )
+
+
+def _calls_a_module(context: "FileContext", func: cst.BaseExpression) -> bool:
+    """``D(x)``, ``self.head(x)``: a name or a ``self.`` attribute that is not a torch function (whose
+    activations the fused matchers read where they are written); a tensor's method is no module."""
+    if isinstance(func, cst.Attribute):
+        return isinstance(func.value, cst.Name) and func.value.value == "self"
+    if not isinstance(func, cst.Name):
+        return False
+    qualified = context.qualified_name(func)
+    return qualified is None or not qualified.startswith("torch.")
+
+
+def _sequential_last_layer(context: "FileContext", func: cst.Name) -> Optional[cst.Call]:
+    """The last layer of the ``nn.Sequential(...)`` literal that the one binding of ``func`` reaching
+    here holds, when it is a constructor call."""
+    reaching = bindings(_here(context), func.value)
+    if len(reaching) != 1 or reaching[0].kind not in ("assign", "module") or not isinstance(reaching[0].value, cst.Call):
+        return None
+    built = reaching[0].value
+    if context.qualified_name(built.func) not in SEQUENTIAL or any(arg.star for arg in built.args):
+        return None
+    layers = [arg.value for arg in built.args if arg.keyword is None]
+    return layers[-1] if layers and isinstance(layers[-1], cst.Call) else None

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
 
 import libcst as cst
 
-from torchlint.analysis import fused
+from torchlint.analysis import fused, module_outputs
 from torchlint.analysis.calls import argument, has_star_args, positional_args
 from torchlint.analysis.conditions import named_test, read_names
 from torchlint.analysis.dataflow import Site, bindings, later_statements, site_of
@@ -241,6 +241,10 @@ def fused_log_owner(
     complement = fused.one_minus(inner)
     if complement is not None and fused.activation_of(context, complement, kinds=("sigmoid",)) is not None:
         return "TL202"
+    for operand, kinds in ((inner, ("softmax", "sigmoid")), (complement, ("sigmoid",))):
+        found = module_outputs.called_module_activation(context, operand, kinds) if operand is not None else None
+        if found is not None:
+            return "TL201" if found.traced.kind == "softmax" else "TL202"
     if fused.match_sum_of_exp(context, inner) is not None or _sum_of_exp_family(context, inner, site):
         return "TL203"
     one_plus = fused.one_plus(inner)

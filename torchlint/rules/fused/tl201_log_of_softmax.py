@@ -5,9 +5,11 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis.bindings import Definition
-from torchlint.analysis.fused import activation_of, is_pure, log_softmax_call
+from torchlint.analysis.calls import argument
+from torchlint.analysis.fused import activation_of, functional, is_pure, keyword, log_softmax_call, positional
+from torchlint.analysis.module_outputs import called_module_activation
 from torchlint.analysis.ops import SoftmaxCall, match_softmax, match_unary, strip_clamp_min, strip_eps
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 LOG_FUNCTIONS = frozenset({"torch.log"})
 
@@ -20,7 +22,10 @@ class LogOfSoftmax(Rule):
     `self.softmax = nn.Softmax(d)` attribute or a name such as
     `sm = nn.Softmax(d)`), with or without an `eps` added or clamped in
     between, and the log of a name the softmax was stored in
-    (`p = F.softmax(z, -1)`, then `torch.log(p)` or `p.log()`).
+    (`p = F.softmax(z, -1)`, then `torch.log(p)` or `p.log()`), and the log
+    of a model's output when the model ends in a softmax
+    (`nn.Sequential(..., nn.Softmax(dim=1))`, a `forward` returning
+    `F.softmax(...)`), in this file or another module of the project.
 
     ## Why is this bad?
     Softmax computes `exp(x_i - max) / sum`; for confident logits the small
@@ -53,15 +58,26 @@ class LogOfSoftmax(Rule):
     ordinary probabilities and the loss is no longer clipped at `log(eps)`.
     `torch.nn.functional` is imported as `F` if the file has no alias for it.
 
-    Not detected: a softmax stored in a variable and logged on a later line,
-    `log2`/`log10` of a softmax, softmax modules held in containers.
+    A model's output is rewritten only when the model is a name bound once to
+    an `nn.Sequential(..., nn.Softmax(d))` literal: `F.log_softmax(model[:-1](x),
+    dim=d)` (the slice shares the layers); other model outputs are reported
+    without a fix, since the model's `forward` is what has to change.
+
+    Not detected: `log2`/`log10` of a softmax, softmax modules held in
+    containers.
     """
 
     code = "TL201"
     name = "log-of-softmax"
     message = "log(softmax(x)) gives -inf and NaN gradients once a probability underflows to 0; use log_softmax"
     fix_applicability = Applicability.SAFE
-    triggers = ("softmax", "Softmax")
+    confidence_levels = """
+- **high**: the softmax is written in the log, stored in a name the log takes, or ends the model (an
+  `nn.Sequential` or a `forward` of this file or the project) whose output the log takes.
+- **medium**: the model reaches the log through a parameter of a function, and every call of that
+  function in the file passes a model that ends in the softmax; other modules may pass other models.
+"""
+    triggers = ("softmax", "Softmax", "log(")  # log(: a model of another module may end in one
 
     @classmethod
     def prepass(cls, scan):
@@ -78,7 +94,10 @@ class LogOfSoftmax(Rule):
             stored = activation_of(self.context, operand, kinds=("softmax",))
             if stored is not None and stored.definition is not None and stored.definition.value is stored.call:
                 softmax, definition = stored.softmax, stored.definition
-        if softmax is None or softmax.input is None:
+        if softmax is None:
+            self._module_output(node, log, operand)
+            return
+        if softmax.input is None:
             return
         rebuildable = definition is None or (is_pure(softmax.input) and definition.unchanged_at_use(softmax.node))
         fix = self._fix(node, softmax) if rebuildable and not log.extra_args else None
@@ -96,3 +115,19 @@ class LogOfSoftmax(Rule):
             (Replacement(log_call, call),),
             imports,
         )
+
+    def _module_output(self, log_call: cst.Call, log, operand: cst.BaseExpression) -> None:
+        """``torch.log(model(x))`` where ``model`` ends in a softmax (its last layer or its ``forward``)."""
+        found = called_module_activation(self.context, operand, ("softmax",))
+        if found is None:
+            return
+        fix = None
+        if found.head_dropped is not None and found.layer is not None and not log.extra_args:
+            func, imports = functional(self.context, "log_softmax")
+            dim = argument(found.layer, 0, "dim")
+            args = [positional(found.head_dropped, comma=dim is not None)] + ([keyword("dim", dim.value)] if dim is not None else [])
+            call = cst.Call(func=func, args=args, lpar=log_call.lpar, rpar=log_call.rpar)
+            fix = FixSpec(Applicability.SAFE, "Replace with `log_softmax` of the model's logits", (Replacement(log_call, call),), imports)
+        confidence = Confidence.MEDIUM if found.traced.assumed else Confidence.HIGH
+        message = f"log of a model's softmax output ({found.traced.origin}) is -inf with NaN gradients once a probability underflows to 0; take log_softmax of the logits"
+        self.report(log_call, message=message, fix=fix, confidence=confidence)

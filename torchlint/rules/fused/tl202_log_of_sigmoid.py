@@ -14,7 +14,8 @@ from torchlint.analysis.fused import (
     one_minus,
     positional,
 )
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.analysis.module_outputs import ModuleActivation, called_module_activation
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 LOG1P_FUNCTIONS = frozenset({"torch.log1p"})
 
@@ -27,7 +28,10 @@ class LogOfSigmoid(Rule):
     `torch.log(1 - torch.sigmoid(x))`, `(1 - x.sigmoid()).log()` and
     `torch.log1p(-torch.sigmoid(x))`, also when the sigmoid was assigned to a
     local name a few lines earlier (`p = torch.sigmoid(x)` ... `torch.log(p)`,
-    `torch.log(1 - p)`).
+    `torch.log(1 - p)`), and the log of a model's output when the model ends
+    in a sigmoid: `torch.log(D(x))`, `torch.log(1. - D(G(z)))` with
+    `D = nn.Sequential(..., nn.Sigmoid())` or a `forward` that returns
+    `torch.sigmoid(...)`, in this file or another module of the project.
 
     ## Why is this bad?
     `sigmoid(x)` rounds to exactly 0 for x below about -88 in float32 (-17 in
@@ -61,15 +65,25 @@ class LogOfSigmoid(Rule):
 
     A guarded log, `torch.log(torch.sigmoid(x) + eps)` or
     `torch.log(torch.sigmoid(x).clamp_min(eps))`, is not flagged: it stays
-    finite (at the cost of a floor at `log(eps)`). Not detected: a sigmoid
-    stored in an attribute or passed through a function, `log2`/`log10`.
+    finite (at the cost of a floor at `log(eps)`). Not detected: `log2`/`log10`.
+
+    A model's output is rewritten only when the model is a name bound once to
+    an `nn.Sequential(..., nn.Sigmoid())` literal: `F.logsigmoid(D[:-1](x))`
+    (the slice shares the layers); other model outputs are reported without
+    a fix, since the model's `forward` is what has to return logits.
     """
 
     code = "TL202"
     name = "log-of-sigmoid"
     message = "log(sigmoid(x)) and log(1 - sigmoid(x)) are -inf with NaN gradients once sigmoid rounds to 0 or 1; use F.logsigmoid"
     fix_applicability = Applicability.SAFE
-    triggers = ("sigmoid", "Sigmoid", "expit")
+    confidence_levels = """
+- **high**: the sigmoid is written in the log, stored in a name the log takes, or ends the model (an
+  `nn.Sequential` or a `forward` of this file or the project) whose output the log takes.
+- **medium**: the model reaches the log through a parameter of a function, and every call of that
+  function in the file passes a model that ends in the sigmoid; other modules may pass other models.
+"""
+    triggers = ("sigmoid", "Sigmoid", "expit", "log(")  # log(: a model of another module may end in one
 
     @classmethod
     def prepass(cls, scan):
@@ -94,6 +108,7 @@ class LogOfSigmoid(Rule):
                 operand, complement = rest, True
         activation = activation_of(self.context, operand, kinds=("sigmoid",))
         if activation is None:
+            self._module_output(node, log, operand, complement)
             return
         direct = activation.definition.value if activation.definition is not None else operand
         if direct is not activation.call:
@@ -110,3 +125,18 @@ class LogOfSigmoid(Rule):
         call = cst.Call(func=func, args=[positional(argument)], lpar=log_call.lpar, rpar=log_call.rpar)
         message = "Replace with `F.logsigmoid(-x)`" if complement else "Replace with `F.logsigmoid(x)`"
         return FixSpec(Applicability.SAFE, message, (Replacement(log_call, call),), imports)
+
+    def _module_output(self, log_call: cst.Call, log, operand: cst.BaseExpression, complement: bool) -> None:
+        """``torch.log(D(x))`` where the module ``D`` ends in a sigmoid (its last layer or its ``forward``)."""
+        found: Optional[ModuleActivation] = called_module_activation(self.context, operand, ("sigmoid",))
+        if found is None:
+            return
+        fix = None
+        if found.head_dropped is not None and not log.extra_args:
+            func, imports = functional(self.context, "logsigmoid")
+            logits = negated(found.head_dropped) if complement else found.head_dropped
+            call = cst.Call(func=func, args=[positional(logits)], lpar=log_call.lpar, rpar=log_call.rpar)
+            fix = FixSpec(Applicability.SAFE, "Replace with `F.logsigmoid` of the model's logits", (Replacement(log_call, call),), imports)
+        confidence = Confidence.MEDIUM if found.traced.assumed else Confidence.HIGH
+        message = f"log of a model's sigmoid output ({found.traced.origin}) is -inf with NaN gradients once it rounds to 0 or 1; take F.logsigmoid of the logits"
+        self.report(log_call, message=message, fix=fix, confidence=confidence)
