@@ -74,6 +74,9 @@ class Region:
     callees: List[ast.Call] = field(default_factory=list)  # every call in it, for seed conditions on arguments
     attribute_stores: Set[str] = field(default_factory=set)  # ``x.attr = ...``
     smallest_float: float = float("inf")  # smallest non-zero float literal (in absolute value)
+    divisors: List[ast.expr] = field(default_factory=list)  # right operands of ``/`` and ``/=``
+    exponents: List[ast.expr] = field(default_factory=list)  # right operands of ``**`` and ``**=``
+    assigned: Dict[str, List[ast.expr]] = field(default_factory=dict)  # ``name = value`` statements in it
     bool_membership: bool = False  # ``True in x`` / ``False not in x``
     masked_assignment: bool = False  # ``x[x != x] = 0``, ``x[torch.isnan(x) | m] = 0``: a mask of ``x`` as its index
 
@@ -123,6 +126,24 @@ class Scan:
             star = self.stars.resolve(head)
             targets = {star} if star else set()
         return {f"{target}.{rest}" if rest else target for target in targets or ()}
+
+    def regions_calling_tensor_ops(self, names: Iterable[str]) -> FrozenSet[int]:
+        """Regions calling one of ``names`` (last names) as a torch function or a method of a value:
+        ``math.sqrt(d)`` and ``np.log(p)`` resolve to another library and are left out."""
+        wanted = set(names)
+
+        def calls_one(region: Region) -> bool:
+            if not region.calls & wanted:
+                return False
+            for call in region.callees:
+                if wanted.isdisjoint(_callee_names(call.func, self.aliases)):
+                    continue
+                qualified = self.qualified(call.func)
+                if not qualified or any(name.startswith("torch.") for name in qualified):
+                    return True
+            return False
+
+        return self.regions_where(calls_one)
 
     def regions_calling_qualified(self, names: Iterable[str]) -> FrozenSet[int]:
         """Regions calling one of ``names`` (``torch.load``) as the file's imports resolve it."""
@@ -253,6 +274,10 @@ class Scan:
                 if alias.asname:
                     self.aliases[alias.asname] = alias.name.rsplit(".", 1)[-1]
 
+    def callee_names(self, func: ast.expr) -> Set[str]:
+        """The last names a callee may stand for, import aliases resolved (``S`` of ``from torch import sum as S``)."""
+        return set(_callee_names(func, self.aliases))
+
     def _resolve_calls(self, region: Region) -> None:
         for call in region.callees:
             names = _callee_names(call.func, self.aliases)
@@ -306,7 +331,19 @@ class Scan:
         elif kind is ast.Import or kind is ast.ImportFrom:
             self._imports.append(node)
         elif kind is ast.BinOp or kind is ast.AugAssign:
-            region.operators.add(type(node.op))
+            operator = type(node.op)
+            region.operators.add(operator)
+            if operator is ast.Div:
+                region.divisors.append(node.right if kind is ast.BinOp else node.value)
+            elif operator is ast.Pow:
+                region.exponents.append(node.right if kind is ast.BinOp else node.value)
+        elif kind is ast.Assign:
+            for target in node.targets:
+                if type(target) is ast.Name:
+                    region.assigned.setdefault(target.id, []).append(node.value)
+        elif kind is ast.AnnAssign:
+            if node.value is not None and type(node.target) is ast.Name:
+                region.assigned.setdefault(node.target.id, []).append(node.value)
         elif kind is ast.Constant:
             value = node.value
             if type(value) is float and value != 0.0 and abs(value) < region.smallest_float:

@@ -66,6 +66,15 @@ class CallSite:
     through_self: bool  # ``self.name(...)``: the call's first argument is the method's second parameter
 
 
+def called_in_text(context: "FileContext", name: str) -> bool:
+    """Whether ``name(`` stands in the file's text other than in its ``def``: when it does not, no call of
+    it exists and the module need not be walked to find one."""
+    known: Dict[str, bool] = context.memoized("callers.called-in-text", context.module, lambda _: {})
+    if name not in known:
+        known[name] = len(re.findall(rf"\b{re.escape(name)}\s*\(", context.source)) >= 2
+    return known[name]
+
+
 def call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
     """Every call of ``function`` in the file, or None when the file may reach it otherwise (see module docs)."""
     return context.memoized("callers.sites", function, lambda node: _call_sites(context, node))
@@ -77,7 +86,7 @@ def _call_sites(context: "FileContext", function: cst.FunctionDef) -> Optional[T
         return None
     if name == "forward":
         return _module_call_sites(context, function)
-    if framework_called(name):
+    if framework_called(name) or not called_in_text(context, name):
         return None
     index = _index(context)
     if not judged_by_callers(name, nested=id(function) in index.nested):
@@ -94,8 +103,8 @@ def every_call_site(context: "FileContext", function: cst.FunctionDef) -> Option
     def compute(node: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
         if node.decorators or node.asynchronous is not None or framework_called(node.name.value):
             return None
-        if len(re.findall(rf"\b{re.escape(node.name.value)}\s*\(", context.source)) < 2:
-            return None  # called nowhere in the text (``def name(`` is the one match): no walk of the module to find a call
+        if not called_in_text(context, node.name.value):
+            return None
         # ``model.train()`` cannot run a function of the module: only a method is reached through an attribute.
         method = id(node) in classes_of_methods(context)
         return _plain_call_sites(context, node, _index(context), attributes_escape=method)
@@ -130,7 +139,7 @@ def file_calls(context: "FileContext", function: cst.FunctionDef) -> Optional[Tu
 
     def compute(node: cst.FunctionDef) -> Optional[Tuple[CallSite, ...]]:
         name = node.name.value
-        if node.decorators or framework_called(name) or name == "forward":
+        if node.decorators or framework_called(name) or name == "forward" or not called_in_text(context, name):
             return None
         index = _index(context)
         if name in index.escaped:
@@ -151,6 +160,8 @@ def file_calls(context: "FileContext", function: cst.FunctionDef) -> Optional[Tu
 
 def calls_named(context: "FileContext", name: str) -> Tuple[CallSite, ...]:
     """Every plain or ``self.`` call of a function the file defines as ``name`` (whichever def it reaches)."""
+    if not called_in_text(context, name):
+        return ()
     return tuple(_index(context).calls.get(name, ()))
 
 
@@ -190,20 +201,13 @@ def _index(context: "FileContext") -> _Index:
     )
 
 
+_DEF_LINE = re.compile(r"^[ \t]*(?:async[ \t]+)?def[ \t]+(\w+)", re.MULTILINE)
+
+
 def defined_function_names(context: "FileContext") -> FrozenSet[str]:
-    """Names of every function and method defined in the file (``def log(self)`` of a Lie group), once per file."""
-
-    def compute(module: cst.Module) -> FrozenSet[str]:
-        names: Set[str] = set()
-
-        class _Defs(cst.CSTVisitor):
-            def visit_FunctionDef(self, node: cst.FunctionDef) -> None:
-                names.add(node.name.value)
-
-        visit(module, _Defs())
-        return frozenset(names)
-
-    return context.memoized("callers.defined-names", context.module, compute)
+    """Names of every function and method defined in the file (``def log(self)`` of a Lie group), once per
+    file, read from the text (a ``def`` line inside a string adds a name: harmless, never one missed)."""
+    return context.memoized("callers.defined-names", context.module, lambda _: frozenset(_DEF_LINE.findall(context.source)))
 
 
 def _build_index(module: cst.Module, wanted: FrozenSet[str]) -> _Index:

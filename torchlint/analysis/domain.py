@@ -43,8 +43,9 @@ reaches 0.  A divisor given by name (``n = mask.sum(); x / n``) is followed thro
 """
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, FrozenSet, List, Optional
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
@@ -132,6 +133,30 @@ def match_domain_op(context: "FileContext", node: cst.CSTNode, site: Optional[Si
     if op is not None and op.kind == POW and integer_exponent(context, op.exponent, site):
         return None  # x ** p with p: int = 3
     return op
+
+
+def possible_kind(context: "FileContext", node: cst.CSTNode) -> Optional[str]:
+    """The kind ``node`` has if it is a domain-edge op at all, read from its form alone (cheap: no names
+    followed); None when :func:`match_domain_op` is None for it whatever the site."""
+    if isinstance(node, cst.BinaryOperation):
+        return POW if isinstance(node.operator, cst.Power) else DIV if isinstance(node.operator, cst.Divide) else None
+    if isinstance(node, cst.AugAssign):
+        return DIV if isinstance(node.operator, cst.DivideAssign) else POW if isinstance(node.operator, cst.PowerAssign) else None
+    if not isinstance(node, cst.Call):
+        return None
+    qualified = context.qualified_name(node.func)
+    if qualified is not None:
+        if qualified in SQRT_FUNCTIONS:
+            return SQRT
+        if qualified in RSQRT_FUNCTIONS:
+            return RSQRT
+        return LOG if qualified in LOG_FUNCTIONS else POW if qualified in POW_FUNCTIONS else DIV if qualified in DIV_FUNCTIONS else None
+    if not isinstance(node.func, cst.Attribute):
+        return None
+    method = node.func.attr.value
+    if method in ("sqrt", "rsqrt"):
+        return SQRT if method == "sqrt" else RSQRT
+    return LOG if method in LOG_METHODS else POW if method == "pow" else DIV if method in ("div", "divide", "true_divide") else None
 
 
 def _match(context: "FileContext", node: cst.CSTNode, site: Optional[Site]) -> Optional[DomainOp]:
@@ -251,6 +276,17 @@ def exponent_class(exponent: cst.BaseExpression) -> Optional[str]:
     if isinstance(exponent, cst.UnaryOperation) and isinstance(exponent.operator, cst.Minus):
         return None  # a negative power: no root at 0
     return POW
+
+
+def may_be_fractional_exponent(exponent: ast.expr) -> bool:
+    """The pre-pass's necessary condition for :func:`exponent_class` on the ``ast`` of an exponent: not a
+    number literal outside (0, 1) (``x ** 2``), a string or display, or a negated value."""
+    if isinstance(exponent, ast.Constant):
+        value = exponent.value
+        return type(value) in (int, float) and 0 < value < 1
+    return not isinstance(exponent, (ast.JoinedStr, ast.List, ast.Tuple, ast.Dict, ast.Set)) and not (
+        isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, ast.USub)
+    )
 
 
 def is_reciprocal_exponent(exponent: Optional[cst.BaseExpression]) -> bool:
@@ -378,6 +414,37 @@ _REDUCTIONS = frozenset({
     "sum", "nansum", "mean", "nanmean", "norm", "vector_norm", "matrix_norm", "std", "var", "count_nonzero",
     "max", "amax", "min", "amin", "logsumexp", "prod",
 })
+
+
+def may_be_divisor(node: ast.expr, assigned: Optional[Dict[str, List[ast.expr]]], callee_names, depth: int = 0) -> bool:
+    """The pre-pass's necessary condition for :func:`classify_divisor` on the ``ast`` of a divisor: a
+    reduction (through reshapes, casts and indexing), a difference, a product of such, or a name that
+    ``assigned`` (the ``name = value`` statements of the function holding it; None outside a function,
+    where every name is kept) binds to one.  ``callee_names(func)``: the names a callee may stand for."""
+    from torchlint.analysis.ops import SHAPE_AND_CAST_CALLS
+
+    for _ in range(16):
+        if isinstance(node, ast.Subscript):
+            node = node.value
+        elif isinstance(node, ast.Attribute) and node.attr == "values":
+            node = node.value
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in SHAPE_AND_CAST_CALLS:
+            node = node.func.value
+        else:
+            break
+    if isinstance(node, ast.Call):
+        return not _REDUCTIONS.isdisjoint(callee_names(node.func))
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Sub):
+            return True
+        return isinstance(node.op, ast.Mult) and all(
+            may_be_divisor(side, assigned, callee_names, depth) for side in (node.left, node.right)
+        )
+    if isinstance(node, ast.Name):
+        if assigned is None:
+            return True
+        return depth < 4 and any(may_be_divisor(value, assigned, callee_names, depth + 1) for value in assigned.get(node.id, ()))
+    return False
 
 
 def _divisor_core(context: "FileContext", node: cst.BaseExpression) -> cst.BaseExpression:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ast
 import re
-from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence, Set
+from typing import TYPE_CHECKING, FrozenSet, List, Optional, Sequence, Set
 
 import libcst as cst
 
@@ -366,15 +366,60 @@ def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode], _c
     ):
         return True
     # A helper the file only calls with gradients off (``with torch.no_grad(): self._project(w)``).
-    return _only_called_from(context, ancestors, lambda site: in_no_grad_code(context, site.ancestors, _callers=False), _callers)
+    if not _callers:
+        return False
+    function = enclosing_function(ancestors)
+    if function is None or (function.name.value not in _called_without_gradients(context) and not defines_optimizer(context)):
+        return False  # no no-grad or initialisation code calls it: no walk of the module for its callers
+    return _only_called_from(context, ancestors, lambda site: in_no_grad_code(context, site.ancestors, _callers=False))
 
 
-def _only_called_from(context: "FileContext", ancestors: Sequence[cst.CSTNode], accepts, enabled: bool = True) -> bool:
+_NO_GRAD_WORDS = frozenset({"no_grad", "inference_mode", "set_grad_enabled"})
+
+
+def _called_without_gradients(context: "FileContext") -> FrozenSet[str]:
+    """The last names of every callee inside a ``with`` of a no-grad context, a function decorated with one
+    or a function named for initialisation, read with ``ast`` (a superset of the calls
+    :func:`in_no_grad_code` accepts: the contexts are matched by their last name, aliases included)."""
+
+    def compute(module: cst.Module) -> FrozenSet[str]:
+        try:
+            tree = context.ast_tree if context.ast_tree is not None else ast.parse(context.source)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return frozenset(_every_word(context))
+        words = set(_NO_GRAD_WORDS)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                words.update(a.asname for a in node.names if a.asname and a.name.rsplit(".", 1)[-1] in _NO_GRAD_WORDS)
+        roots: List[ast.AST] = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                if _INITIALISATION.search(node.name) or any(_last_word(d) in words for d in node.decorator_list):
+                    roots.append(node)
+            elif isinstance(node, (ast.With, ast.AsyncWith)):
+                if any(_last_word(item.context_expr) in words for item in node.items):
+                    roots.append(node)
+        return frozenset(
+            word for root in roots for node in ast.walk(root) if isinstance(node, ast.Call) for word in (_last_word(node.func),) if word
+        )
+
+    return context.memoized("grad_need.called-without-gradients", context.module, compute)
+
+
+def _last_word(node: ast.expr) -> Optional[str]:
+    if isinstance(node, ast.Call):
+        node = node.func
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else None
+
+
+def _every_word(context: "FileContext") -> Set[str]:
+    return set(re.findall(r"\w+", context.source))
+
+
+def _only_called_from(context: "FileContext", ancestors: Sequence[cst.CSTNode], accepts) -> bool:
     """Whether the function around ``ancestors`` has same-file calls and ``accepts`` every one of them
     (:func:`torchlint.analysis.callers.file_calls`: public functions too, such as a schedule helper the
     file calls only from ``__init__``)."""
-    if not enabled:
-        return False
     function = enclosing_function(ancestors)
     sites = file_calls(context, function) if function is not None else None
     return bool(sites) and all(accepts(site) for site in sites)

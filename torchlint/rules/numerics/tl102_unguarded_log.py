@@ -75,7 +75,7 @@ class UnguardedLog(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return gradient_regions(scan, scan.regions_calling(call_names(LOG_FUNCTIONS))) or None
+        return gradient_regions(scan, scan.regions_calling_tensor_ops(call_names(LOG_FUNCTIONS))) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         op = match_domain_op(self.context, node)

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.domain import POW, POW_FUNCTIONS, call_names
+from torchlint.analysis.domain import POW, POW_FUNCTIONS, call_names, may_be_fractional_exponent
+from torchlint.analysis.grad_need import gradient_regions
 from torchlint.rule import Applicability
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
@@ -74,4 +75,10 @@ class UnguardedFractionalPow(UnguardedOpRule):
     callee_names = call_names(POW_FUNCTIONS)
     operators = (ast.Pow,)
     fix_message = "Clamp the base to eps"
-    needs_site = True  # an exponent held in a name is followed to its binding (``p: int = 3`` has no root)
+    needs_site = True
+
+    @classmethod
+    def prepass(cls, scan):
+        # ``x ** 2`` is everywhere and never a root: only a power whose exponent may lie in (0, 1) is kept.
+        powers = scan.regions_where(lambda region: any(may_be_fractional_exponent(e) for e in region.exponents))
+        return gradient_regions(scan, scan.regions_calling_tensor_ops(cls.callee_names) | powers) or None  # an exponent held in a name is followed to its binding (``p: int = 3`` has no root)

@@ -6,7 +6,8 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.domain import DIV, DIV_FUNCTIONS, DomainOp, call_names, constant_value
+from torchlint.analysis.domain import DIV, DIV_FUNCTIONS, DomainOp, call_names, constant_value, may_be_divisor
+from torchlint.analysis.grad_need import gradient_regions
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text, functional_reference
 from torchlint.rule import Applicability, FixSpec, Replacement
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
@@ -92,6 +93,17 @@ class UnguardedDivision(UnguardedOpRule):
     callee_names = call_names(DIV_FUNCTIONS)
     operators = (ast.Div,)
     needs_site = True
+
+    @classmethod
+    def prepass(cls, scan):
+        # A ``/`` is kept only when its divisor may be a reduction (analysis/domain.may_be_divisor): most
+        # divisions of a library divide by a parameter, a constant or a size, never a candidate.
+        def divides_by_reduction(region) -> bool:
+            assigned = region.assigned if isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+            return any(may_be_divisor(divisor, assigned, scan.callee_names) for divisor in region.divisors)
+
+        regions = scan.regions_calling_tensor_ops(cls.callee_names) | scan.regions_where(divides_by_reduction)
+        return gradient_regions(scan, regions) or None
 
     def fix(self, node: cst.CSTNode, op: DomainOp) -> Optional[FixSpec]:
         divisor = op.divisor

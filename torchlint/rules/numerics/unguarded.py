@@ -6,7 +6,7 @@ from typing import ClassVar, FrozenSet, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import DomainOp, match_domain_op
+from torchlint.analysis.domain import DomainOp, match_domain_op, possible_kind
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
 from torchlint.analysis.grad_need import gradient_regions
 from torchlint.analysis.guards import assess
@@ -32,7 +32,7 @@ class UnguardedOpRule(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        regions = scan.regions_calling(cls.callee_names) | scan.regions_with_operator(*cls.operators)
+        regions = scan.regions_calling_tensor_ops(cls.callee_names) | scan.regions_with_operator(*cls.operators)
         return gradient_regions(scan, regions) or None
 
     def visit_Call(self, node: cst.Call) -> None:
@@ -45,6 +45,8 @@ class UnguardedOpRule(Rule):
         self._check(node)
 
     def _check(self, node: cst.CSTNode) -> None:
+        if possible_kind(self.context, node) not in self.op_kinds:
+            return  # most calls and operators of a region are none of this rule's ops: no site to build
         site = site_of(self.context.ancestors) if self.needs_site else None
         op = match_domain_op(self.context, node, site)
         if op is None or op.kind not in self.op_kinds:
