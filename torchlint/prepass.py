@@ -442,6 +442,12 @@ def _has_import(statement: ast.stmt) -> bool:
     return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in _nodes(statement))
 
 
+def every_node(root: ast.AST) -> List[ast.AST]:
+    """Every node under ``root`` but the operator and context markers, in no particular order (``ast.walk``'s
+    nodes, faster)."""
+    return _nodes(root)
+
+
 def _nodes(root: ast.AST) -> List[ast.AST]:
     """Every node under ``root`` (itself included), in no particular order: ``ast.walk`` without its
     per-node generators (a third of the pre-pass's time)."""

@@ -217,19 +217,20 @@ def _build_index(module: cst.Module, wanted: FrozenSet[str]) -> _Index:
 
     class _Calls(cst.CSTVisitor):
         def on_visit(self, node: cst.CSTNode) -> bool:
-            if isinstance(node, cst.Call):
+            kind = type(node)  # exact types: isinstance on LibCST's ABC-derived classes is slow here
+            if kind is cst.Call:
                 name, through_self = _callee(node.func)
                 if name in wanted:
                     index.calls.setdefault(name, []).append(CallSite(node, tuple(path), through_self))
                     callees.add(id(node.func))
-            elif isinstance(node, cst.Name):
+            elif kind is cst.Name:
                 if node.value in wanted and id(node) not in callees:
                     index.escaped.add(node.value)
-            elif isinstance(node, cst.Attribute):
+            elif kind is cst.Attribute:
                 if node.attr.value in wanted and id(node) not in callees:
                     index.escaped_attributes.add(node.attr.value)
                 callees.add(id(node.attr))  # the attribute's own Name is not a mention of a plain name
-            elif isinstance(node, cst.FunctionDef):
+            elif kind is cst.FunctionDef:
                 callees.add(id(node.name))  # the definition itself
                 if any(isinstance(outer, cst.FunctionDef) for outer in path):
                     index.nested.add(id(node))

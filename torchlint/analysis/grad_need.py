@@ -387,20 +387,24 @@ def _called_without_gradients(context: "FileContext") -> FrozenSet[str]:
             tree = context.ast_tree if context.ast_tree is not None else ast.parse(context.source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return frozenset(_every_word(context))
+        from torchlint.prepass import every_node
+
+        nodes = every_node(tree)
         words = set(_NO_GRAD_WORDS)
-        for node in ast.walk(tree):
+        for node in nodes:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 words.update(a.asname for a in node.names if a.asname and a.name.rsplit(".", 1)[-1] in _NO_GRAD_WORDS)
         roots: List[ast.AST] = []
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        for node in nodes:
+            kind = type(node)
+            if kind is ast.FunctionDef or kind is ast.AsyncFunctionDef:
                 if _INITIALISATION.search(node.name) or any(_last_word(d) in words for d in node.decorator_list):
                     roots.append(node)
-            elif isinstance(node, (ast.With, ast.AsyncWith)):
+            elif kind is ast.With or kind is ast.AsyncWith:
                 if any(_last_word(item.context_expr) in words for item in node.items):
                     roots.append(node)
         return frozenset(
-            word for root in roots for node in ast.walk(root) if isinstance(node, ast.Call) for word in (_last_word(node.func),) if word
+            word for root in roots for node in every_node(root) if type(node) is ast.Call for word in (_last_word(node.func),) if word
         )
 
     return context.memoized("grad_need.called-without-gradients", context.module, compute)

@@ -92,8 +92,6 @@ def assess(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cs
     ``ancestors`` are the nodes enclosing ``op.node``, outermost first; by default the engine's
     ``context.ancestors`` (right for a rule visiting ``op.node`` itself)."""
     ancestors = list(context.ancestors if ancestors is None else ancestors)
-    if gradient_never_computed(context, ancestors):
-        return None
     site = site_of(ancestors)
     value = _operand_value(context, op, site)
     if value is None or not _unguarded(context, op, ancestors, site, value):
@@ -107,6 +105,9 @@ def assess(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cs
     if where_owner(context, op, ancestors) is not None or filter_owner(context, op, ancestors) is not None:
         return None
     if op.kind == LOG and fused_log_owner(context, op, ancestors) is not None:
+        return None
+    # Last: where no gradient is computed may need the file's callers, the costliest question here.
+    if gradient_never_computed(context, ancestors):
         return None
     return confidence_of(context, op, value, ancestors)
 

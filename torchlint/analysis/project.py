@@ -351,8 +351,10 @@ def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> It
 
     found: List[Tuple[str, str]] = facts.memo.get("project.whole_saves")  # type: ignore[assignment]
     if found is None:
+        from torchlint.prepass import every_node
+
         found = []
-        for scope in ast.walk(facts.tree):
+        for scope in every_node(facts.tree):
             if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
                 continue
             statements = list(_own_statements(scope))
