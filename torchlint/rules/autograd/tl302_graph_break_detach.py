@@ -5,6 +5,7 @@ from typing import Iterator, Optional, Set
 import libcst as cst
 
 from torchlint.analysis.gradflow import (
+    ARRAY_LIBRARIES,
     BACKWARD_METHODS,
     DETACHING_METHODS,
     REWRAP_FUNCTIONS,
@@ -183,7 +184,26 @@ class GraphBreakDetach(Rule):
             return
         for value, site in flow.returns:
             if value is node.value:
+                if isinstance(value, cst.Tuple):
+                    kept = [e for e in value.elements if not self._array_output(flow, e.value, site)]
+                    if not kept:
+                        continue
+                    if len(kept) < len(value.elements):
+                        value = value.with_changes(elements=kept)
+                elif self._array_output(flow, value, site):
+                    continue
                 self._check_sink(flow, value, site)
+
+    def _array_output(self, flow: FunctionFlow, value: cst.BaseExpression, site: Site) -> bool:
+        """A NumPy array returned as such (``return np.asarray(scores)``, a name bound to one): a forward
+        that hands back arrays is post-processing, not what a loss is computed from."""
+        if isinstance(value, cst.Name):
+            reaching = flow.reaching(value.value, site)
+            return bool(reaching) and all(b.value is not None and self._array_output(flow, b.value, b.site) for b in reaching)
+        if isinstance(value, cst.Call):
+            qualified = self.context.qualified_name(value.func)
+            return qualified is not None and qualified.startswith(ARRAY_LIBRARIES)
+        return False
 
     def _check_sink(self, flow: FunctionFlow, sink: cst.BaseExpression, site: Site) -> None:
         if not flow.carries_grad(sink, at=site):
