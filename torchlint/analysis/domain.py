@@ -142,21 +142,28 @@ def possible_kind(context: "FileContext", node: cst.CSTNode) -> Optional[str]:
         return POW if isinstance(node.operator, cst.Power) else DIV if isinstance(node.operator, cst.Divide) else None
     if isinstance(node, cst.AugAssign):
         return DIV if isinstance(node.operator, cst.DivideAssign) else POW if isinstance(node.operator, cst.PowerAssign) else None
-    if not isinstance(node, cst.Call):
-        return None
-    qualified = context.qualified_name(node.func)
+    if isinstance(node, cst.Call):
+        return _call_kind(context.qualified_name(node.func), node.func)
+    return None
+
+
+def _call_kind(qualified: Optional[str], func: cst.BaseExpression) -> Optional[str]:
+    """The op kind a call spells: a torch function by its qualified name, else a method by its name."""
     if qualified is not None:
         if qualified in SQRT_FUNCTIONS:
             return SQRT
         if qualified in RSQRT_FUNCTIONS:
             return RSQRT
         return LOG if qualified in LOG_FUNCTIONS else POW if qualified in POW_FUNCTIONS else DIV if qualified in DIV_FUNCTIONS else None
-    if not isinstance(node.func, cst.Attribute):
+    if not isinstance(func, cst.Attribute):
         return None
-    method = node.func.attr.value
+    method = func.attr.value
     if method in ("sqrt", "rsqrt"):
         return SQRT if method == "sqrt" else RSQRT
-    return LOG if method in LOG_METHODS else POW if method == "pow" else DIV if method in ("div", "divide", "true_divide") else None
+    return LOG if method in LOG_METHODS else POW if method == "pow" else DIV if method in _DIV_METHODS else None
+
+
+_DIV_METHODS = frozenset({"div", "divide", "true_divide"})
 
 
 def _match(context: "FileContext", node: cst.CSTNode, site: Optional[Site]) -> Optional[DomainOp]:
@@ -198,46 +205,43 @@ def _match_call(context: "FileContext", call: cst.Call, site: Optional[Site]) ->
         return None
     func = call.func
     qualified = context.qualified_name(func)
+    kind = _call_kind(qualified, func)
+    if kind is None:
+        return None
     if qualified is not None:
-        if qualified in SQRT_FUNCTIONS or qualified in RSQRT_FUNCTIONS or qualified in LOG_FUNCTIONS:
+        if kind in (SQRT, RSQRT, LOG):
             operand = argument(call, 0, "input")
             if operand is None:
                 return None
-            kind = SQRT if qualified in SQRT_FUNCTIONS else RSQRT if qualified in RSQRT_FUNCTIONS else LOG
             return DomainOp(kind, call, operand.value, "function", qualified, extra_args=len(call.args) > 1)
-        if qualified in POW_FUNCTIONS:
+        if kind == POW:
             base = argument(call, 0, "input")
             exponent = argument(call, 1, "exponent")
             if base is None or exponent is None:
                 return None
             return _pow_op(call, base.value, exponent.value, "function", qualified, len(call.args) > 2)
-        if qualified in DIV_FUNCTIONS:
-            numerator = argument(call, 0, "input")
-            divisor = argument(call, 1, "other")
-            if numerator is None or divisor is None or len(call.args) > 2:
-                return None
-            return _div_op(context, call, numerator.value, divisor.value, "function", qualified, site)
-        return None
-    if not isinstance(func, cst.Attribute) or not is_value_receiver(context, func.value):
+        numerator = argument(call, 0, "input")
+        divisor = argument(call, 1, "other")
+        if numerator is None or divisor is None or len(call.args) > 2:
+            return None
+        return _div_op(context, call, numerator.value, divisor.value, "function", qualified, site)
+    if not is_value_receiver(context, func.value):
         return None
     method = func.attr.value
     receiver = func.value
-    if method in ("sqrt", "rsqrt") or method in LOG_METHODS:
+    if kind in (SQRT, RSQRT, LOG):
         if call.args:
             return None
-        kind = SQRT if method == "sqrt" else RSQRT if method == "rsqrt" else LOG
         return DomainOp(kind, call, receiver, "method", method)
-    if method == "pow":
+    if kind == POW:
         exponent = argument(call, 0, "exponent")
         if exponent is None:
             return None
         return _pow_op(call, receiver, exponent.value, "method", method, len(call.args) > 1)
-    if method in ("div", "divide", "true_divide"):
-        divisor = argument(call, 0, "other")
-        if divisor is None or len(call.args) > 1:
-            return None
-        return _div_op(context, call, receiver, divisor.value, "method", method, site)
-    return None
+    divisor = argument(call, 0, "other")
+    if divisor is None or len(call.args) > 1:
+        return None
+    return _div_op(context, call, receiver, divisor.value, "method", method, site)
 
 
 # -- pow ------------------------------------------------------------------------------

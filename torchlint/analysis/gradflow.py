@@ -1370,6 +1370,16 @@ class FunctionFlow:
         self._walk_graph(expr, at, visit_node)
         return list(passes.values())
 
+    def is_array_value(self, expr: cst.BaseExpression, at: Optional[Site]) -> bool:
+        """Whether ``expr`` at ``at`` is a NumPy (or other array library) value: an array library's call,
+        or a name every binding of which is one."""
+        if isinstance(expr, cst.Name):
+            reaching = self.reaching(expr.value, at)
+            return bool(reaching) and all(b.value is not None and self.is_array_value(b.value, b.site) for b in reaching)
+        if isinstance(expr, cst.Call):
+            return (self.context.qualified_name(expr.func) or "").startswith(ARRAY_LIBRARIES)
+        return False
+
     def crosses_arrays(self, start: cst.BaseExpression, sink: cst.BaseExpression, at: Optional[Site] = None) -> bool:
         """Whether the value of ``start`` goes through NumPy (``np.clip(a)``, ``torch.from_numpy(a)``) on
         its way to ``sink``."""

@@ -5,7 +5,6 @@ from typing import Iterator, Optional, Set
 import libcst as cst
 
 from torchlint.analysis.gradflow import (
-    ARRAY_LIBRARIES,
     BACKWARD_METHODS,
     DETACHING_METHODS,
     REWRAP_FUNCTIONS,
@@ -101,7 +100,8 @@ class GraphBreakDetach(Rule):
     straight-through estimator (`z + (z_q - z).detach()`, `hard -
     soft.detach() + soft`: a term of the sum holds what the step cuts),
     logging and metrics (values that reach neither a return of `forward` nor
-    a backward call), a discriminator step (`netD(fake.detach())` in a loss
+    a backward call), a `forward` that hands back NumPy arrays (`np.asarray`
+    of `.item()` scores: post-processing), a discriminator step (`netD(fake.detach())` in a loss
     that does not train the generator), a probe trained on detached features
     (the probe judges nothing else), scaling by a detached copy
     (`l1 / l1.detach()`), and detaching a value named `target`, `teacher`,
@@ -184,26 +184,17 @@ class GraphBreakDetach(Rule):
             return
         for value, site in flow.returns:
             if value is node.value:
+                # A forward that hands back NumPy arrays (``np.asarray`` of ``.item()`` scores) is
+                # post-processing: those elements are not what a loss is computed from.
                 if isinstance(value, cst.Tuple):
-                    kept = [e for e in value.elements if not self._array_output(flow, e.value, site)]
+                    kept = [e for e in value.elements if not flow.is_array_value(e.value, site)]
                     if not kept:
                         continue
                     if len(kept) < len(value.elements):
                         value = value.with_changes(elements=kept)
-                elif self._array_output(flow, value, site):
+                elif flow.is_array_value(value, site):
                     continue
                 self._check_sink(flow, value, site)
-
-    def _array_output(self, flow: FunctionFlow, value: cst.BaseExpression, site: Site) -> bool:
-        """A NumPy array returned as such (``return np.asarray(scores)``, a name bound to one): a forward
-        that hands back arrays is post-processing, not what a loss is computed from."""
-        if isinstance(value, cst.Name):
-            reaching = flow.reaching(value.value, site)
-            return bool(reaching) and all(b.value is not None and self._array_output(flow, b.value, b.site) for b in reaching)
-        if isinstance(value, cst.Call):
-            qualified = self.context.qualified_name(value.func)
-            return qualified is not None and qualified.startswith(ARRAY_LIBRARIES)
-        return False
 
     def _check_sink(self, flow: FunctionFlow, sink: cst.BaseExpression, site: Site) -> None:
         if not flow.carries_grad(sink, at=site):
