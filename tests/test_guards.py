@@ -16,7 +16,8 @@ import pytest
 from torchlint import config
 from torchlint.analysis import guards, owners, signs
 from torchlint.analysis.dataflow import bindings, site_of
-from torchlint.analysis.domain import DIV, LOG, POW, RSQRT, SQRT, match_domain_op
+from torchlint.analysis.domain import DIV, LOG, POW, RSQRT, SQRT
+from torchlint.analysis.domain_match import match_domain_op
 from torchlint.analysis.fixes import clamped, float_literal
 from torchlint.context import FileContext
 

@@ -13,11 +13,10 @@ import libcst as cst
 
 from torchlint.analysis.calls import argument, has_star_args, positional_args
 from torchlint.analysis.dataflow import Site, bindings, earlier_statements, site_of, sole_assignment
-from torchlint.analysis.domain import constant_value, structurally_equal
+from torchlint.analysis.domain import constant_value, is_guard_constant, structurally_equal
 from torchlint.analysis.kinds import MAX_DEPTH
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.ops import call_parts, without_shape_steps
-from torchlint.analysis.signs import Sign, is_guard_constant, sign_of
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -252,17 +251,6 @@ def _flip(operator):
 
 
 _EXITS = (cst.Return, cst.Raise, cst.Continue, cst.Break)
-
-
-def _factors_guarded(context, operand, ancestors, site, division, node) -> bool:
-    """``preds / targets`` after ``if (preds <= 0).any() or (targets <= 0).any(): raise``: each factor is guarded."""
-    if not (isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, (cst.Multiply, cst.Divide))):
-        return False
-    return all(
-        sign_of(context, factor, site, division=division) is Sign.POSITIVE
-        or guarded_by_condition(context, factor, ancestors, division=division, node=node)
-        for factor in (operand.left, operand.right)
-    )
 
 
 def guarded_by_condition(

@@ -41,7 +41,7 @@ import libcst as cst
 
 from torchlint.analysis import signs
 from torchlint.analysis.callers import argument_for, call_sites, defined_function_names, judged_at_every_call
-from torchlint.analysis.conditions import _factors_guarded, guarded_by_condition, read_names
+from torchlint.analysis.conditions import guarded_by_condition, read_names
 from torchlint.analysis.dataflow import Site, bindings, site_of
 from torchlint.analysis.domain import DIV, LOG, POW, RSQRT, SQRT, DomainOp, is_reciprocal_exponent
 from torchlint.analysis.grad_need import (
@@ -198,6 +198,17 @@ def _guarded_at_every_call(context: "FileContext", operand: cst.BaseExpression, 
         return guarded_by_condition(context, at_call, call_site.ancestors, division=division, node=call_site.call)
 
     return judged_at_every_call(context, site, guarded_there)
+
+
+def _factors_guarded(context, operand, ancestors, site, division, node) -> bool:
+    """``preds / targets`` after ``if (preds <= 0).any() or (targets <= 0).any(): raise``: each factor is guarded."""
+    if not (isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, (cst.Multiply, cst.Divide))):
+        return False
+    return all(
+        signs.sign_of(context, factor, site, division=division) is Sign.POSITIVE
+        or guarded_by_condition(context, factor, ancestors, division=division, node=node)
+        for factor in (operand.left, operand.right)
+    )
 
 
 class _Substitute(cst.CSTTransformer):

@@ -35,7 +35,7 @@ names unpacked from the tuples they return too, and a parameter every same-file 
 positive value is positive (:mod:`torchlint.analysis.callers`).
 
 Also positive, because the author wrote it so: positive literals and eps-like names
-(:func:`is_guard_constant`: ``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``,
+(:func:`torchlint.analysis.domain.is_guard_constant`: ``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``,
 ``c_f.small_val(dtype)``), names that say safe (``safe_norm``), ``torch.where(d > 0, d, 1)`` (the
 double where), ``masked_fill(d == 0, 1)``, ``T - padding_mask.sum(1)`` and counts of padding masks
 (every sequence has a token: :func:`is_padding_mask`), ``c + eps - x`` and ``c - x`` for an ``x``
@@ -55,23 +55,17 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
+from torchlint.analysis import conditions
 from torchlint.analysis.callers import every_caller_passes
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.dataflow import Site, bindings, sole_assignment, unpack_position, unpacked_element
-from torchlint.analysis.domain import POW, DomainOp, constant_value, is_mask_like, structurally_equal
+from torchlint.analysis.domain import POW, DomainOp, constant_value, is_guard_constant, is_mask_like, structurally_equal
 from torchlint.analysis.kinds import FINFO_ATTRIBUTES, MAX_DEPTH, NUMBER_BUILTINS, NUMBER_METHODS, value_kind
 from torchlint.analysis.ops import SHAPE_AND_CAST_CALLS, call_parts, is_eps_like, without_shape_steps
 from torchlint.analysis.returns import called_function, returned_values
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
-
-
-def _conditions():
-    """The tests module (it asks this one for signs in turn)."""
-    from torchlint.analysis import conditions
-
-    return conditions
 
 
 class Sign(enum.IntEnum):
@@ -173,7 +167,6 @@ class _Evaluator:
             transfer = _OPERATORS.get(type(node.operator))
             return transfer(step, node) if transfer is not None else UNKNOWN
         if isinstance(node, cst.IfExp):
-            conditions = _conditions()
             body = POSITIVE if conditions.condition_implies_positive(context, node.test, node.body, self.division, site) else step(node.body)
             return _weakest((body, step(node.orelse)))
         if isinstance(node, cst.Call):
@@ -265,7 +258,7 @@ class _Evaluator:
             return POSITIVE  # a size
         if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
             index = node.slice[0].slice.value
-            if _conditions().condition_implies_positive(context, index, node.value, self.division, step.site):
+            if conditions.condition_implies_positive(context, index, node.value, self.division, step.site):
                 return POSITIVE  # depth[depth > 0], target[valid] with valid = target > eps
             if constant_value(index) == 0 and _is_reduction_pair(context, node.value):
                 return step(_values_of(context, node.value))  # x.max(dim)[0]: the values
@@ -396,7 +389,7 @@ def _magnitude(step: _Step, call: _Call) -> Value:
     if source is None:
         return _nonnegative(EDGE_MAGNITUDE)
     name = call.name
-    if name == "abs" and _conditions().selected_off_zero(context, source, site):
+    if name == "abs" and conditions.selected_off_zero(context, source, site):
         return POSITIVE  # w[~(w >= 0)].abs(): the entries the author selected off zero
     if name in ("norm", "vector_norm", "matrix_norm"):
         if _is_made_by(context, source, site, "eye") or any(_is_made_by(context, source, site, draw) for draw in _CONTINUOUS_DRAWS):
@@ -454,7 +447,6 @@ def _where(step: _Step, call: _Call) -> Value:
     args = positional_args(call.node)
     if len(args) != 3 or call.is_method:
         return UNKNOWN
-    conditions = _conditions()
     context, site = step.context, step.site
     cond, first, second = (arg.value for arg in args)
     first_value, second_value = step(first), step(second)
@@ -476,7 +468,7 @@ def _masked_fill(step: _Step, call: _Call) -> Value:
     if value is not None and step(value.value).sign is Sign.POSITIVE:
         mask = argument(call.node, 0, "mask")
         if step(call.source).sign is not Sign.UNKNOWN or (
-            mask is not None and _conditions().condition_implies_zero(step.context, mask.value, call.source)
+            mask is not None and conditions.condition_implies_zero(step.context, mask.value, call.source)
         ):
             return POSITIVE
     return UNKNOWN
@@ -735,34 +727,6 @@ def _is_range(context: "FileContext", node: cst.BinaryOperation, site: Optional[
 
 
 # -- guard constants ------------------------------------------------------------------
-
-
-# Smoothing terms (``smooth``, ``self.smooth_dr``, ``SMOOTH_NR``), ``tiny`` and ``small_val``: positive constants by convention.
-# ``self.minimum_scale`` / ``min_std`` (a floor added to a variance) and ``log_domain_offset`` (an offset
-# added before a log) say the same.
-_EXTRA_GUARD_WORDS = re.compile(
-    r"^_*(smooth(ing)?(_[a-z0-9]+)?|tiny|TINY|SMOOTH(_[A-Z0-9]+)?"
-    r"|(min|minimum)_(scale|std|sigma|var|variance|denom|denominator|norm)|log_(domain_)?offset"
-    r"|small_?val(ue)?|SMALL_?VAL(UE)?)$"
-)
-_EPS_KEY = re.compile(r"^['\"](eps|EPS|epsilon|smooth[a-z_]*)['\"]$")
-def is_guard_constant(node: cst.BaseExpression) -> bool:
-    """A positive literal or a name that says eps (``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``)."""
-    if is_eps_like(node):
-        return True
-    value = constant_value(node)
-    if value is not None:
-        return value > 0
-    if isinstance(node, cst.Subscript) and len(node.slice) == 1:  # coeffs["EPS"]
-        key = node.slice[0].slice
-        if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
-            return bool(_EPS_KEY.match(key.value.value))
-    if isinstance(node, cst.Call):  # c_f.small_val(x.dtype), get_eps(dtype): named for its small positive result
-        node = node.func
-        if isinstance(node, (cst.Name, cst.Attribute)) and is_eps_like(node):
-            return True
-    name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
-    return bool(name and _EXTRA_GUARD_WORDS.match(name))
 
 
 _SAFE_WORDS = re.compile(r"^_*safe|_safe|nonzero|non_zero|nozero|no_zero", re.IGNORECASE)
@@ -1057,7 +1021,7 @@ def _counts_padding(context: "FileContext", node: cst.BaseExpression) -> bool:
 
 def _inverted_mask(node: cst.BaseExpression, site: Optional[Site]):
     """``(m, site)`` when ``node`` is ``~m`` / ``not m``, or a name bound only to one, else None."""
-    named = _conditions().named_test(node, site)
+    named = conditions.named_test(node, site)
     if named is not None:
         node, site = named
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.BitInvert, cst.Not)):

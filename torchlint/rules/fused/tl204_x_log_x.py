@@ -3,26 +3,26 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.bindings import reaching_definition
+from torchlint.analysis.conditions import guarded_by_condition
+from torchlint.analysis.dataflow import site_of
+from torchlint.analysis.domain_match import match_domain_op
 from torchlint.analysis.fused import (
     ExpTimesExponent,
     XLogX,
     activation_of,
-    match_exp_times_exponent,
     as_receiver,
     bare,
     in_place_of,
     is_pure,
     log_softmax_call,
+    match_exp_times_exponent,
     match_x_log_x,
     positional,
     torch_function,
 )
-from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import match_domain_op
-from torchlint.analysis.conditions import guarded_by_condition
+from torchlint.analysis.ops import call_parts
 from torchlint.analysis.owners import where_owner
 from torchlint.analysis.signs import Sign, sign_of
-from torchlint.analysis.ops import call_parts
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # What makes log-probabilities: their -inf (a masked logit, a probability 0) meets exp's 0.

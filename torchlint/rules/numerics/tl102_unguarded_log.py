@@ -2,7 +2,8 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.domain import LOG, LOG_FUNCTIONS, call_names, match_domain_op
+from torchlint.analysis.domain import LOG, LOG_FUNCTIONS, call_names
+from torchlint.analysis.domain_match import match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
 from torchlint.analysis.grad_need import gradient_regions
 from torchlint.analysis.guards import assess

@@ -5,9 +5,10 @@ from typing import Optional, Sequence
 import libcst as cst
 
 from torchlint.analysis.calls import positional_args
-from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import DIV, DomainOp, match_domain_op
 from torchlint.analysis.conditions import condition_implies_positive, condition_implies_zero
+from torchlint.analysis.dataflow import site_of
+from torchlint.analysis.domain import DIV, DomainOp
+from torchlint.analysis.domain_match import match_domain_op
 from torchlint.analysis.grad_need import backward_never_reaches
 from torchlint.analysis.guards import reaches_edge
 from torchlint.analysis.owners import where_owner

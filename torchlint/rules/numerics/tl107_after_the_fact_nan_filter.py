@@ -1,11 +1,11 @@
 from __future__ import annotations
 
 import ast
-
 from typing import List, Optional, Sequence
 
 import libcst as cst
 
+from torchlint.analysis.callers import argument_for, file_calls
 from torchlint.analysis.dataflow import bindings, later_statements, site_of
 from torchlint.analysis.domain import (
     DIV,
@@ -16,18 +16,15 @@ from torchlint.analysis.domain import (
     SQRT_FUNCTIONS,
     DomainOp,
     call_names,
-    match_domain_op,
+    is_guard_constant,
     structurally_equal,
 )
+from torchlint.analysis.domain_match import match_domain_op
 from torchlint.analysis.fixes import clamped, eps_text
-from torchlint.analysis.grad_need import gradient_unlikely
-from torchlint.analysis.owners import NAN_TESTS, filter_owner, is_nan_filter
-from torchlint.analysis.signs import is_guard_constant
-from torchlint.analysis.ops import is_value_receiver
-from torchlint.analysis.grad_need import backward_never_reaches
-from torchlint.analysis.callers import argument_for, file_calls
-from torchlint.analysis.grad_need import gradient_flows, in_no_grad_code
+from torchlint.analysis.grad_need import backward_never_reaches, gradient_flows, gradient_unlikely, in_no_grad_code
 from torchlint.analysis.guards import reaches_edge
+from torchlint.analysis.ops import is_value_receiver
+from torchlint.analysis.owners import NAN_TESTS, filter_owner, is_nan_filter
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 

@@ -6,7 +6,8 @@ from typing import ClassVar, FrozenSet, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import DomainOp, match_domain_op, possible_kind
+from torchlint.analysis.domain import DomainOp, possible_kind
+from torchlint.analysis.domain_match import match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
 from torchlint.analysis.grad_need import gradient_regions
 from torchlint.analysis.guards import assess
