@@ -8,20 +8,18 @@ still reported).
 from __future__ import annotations
 
 import argparse
-import difflib
 import os
 import signal
 import sys
-from dataclasses import dataclass, field
 from typing import List, Optional, Sequence
 
-from torchlint import __version__, cache, collection, config, notebook, registry, runner, source
+from torchlint import __version__, cache, collection, config, registry, runner, source
 from torchlint.cache import Cache
 from torchlint.cache import default_dir as default_cache_dir
 from torchlint.docs import page
 from torchlint.files import discover
 from torchlint.report import RunSummary, formatters, position
-from torchlint.rule import Diagnostic, Finding
+from torchlint.rule import Diagnostic
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -82,14 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
         "server", help='run the language server for editors over standard input and output (needs "torchlint[server]")'
     )
     return parser
-
-
-@dataclass
-class _Run:
-    findings: List[Finding] = field(default_factory=list)
-    diagnostics: List[Diagnostic] = field(default_factory=list)
-    fixed: int = 0
-    would_change: int = 0
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -180,7 +170,7 @@ def _check(args: argparse.Namespace) -> int:
         _error(str(exc))
         return EXIT_ERROR
 
-    run = _Run()
+    run = runner.RunResults()
     if reads_stdin:
         _check_stdin(args, settings, run)
     else:
@@ -222,67 +212,7 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
-def _process(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> Optional[str]:
-    """Lint (and fix) one decoded text; returns the fixed text when it changed.
-
-    Whatever goes wrong inside the engine on this file is reported as an
-    internal error for this file, and the run goes on with the next one.
-    """
-    try:
-        return _process_parsed(text, path, args, settings, run)
-    except Exception as exc:  # e.g. a RecursionError outside the rules: one file must not stop the run
-        run.diagnostics.append(
-            Diagnostic(path, f"internal error: {type(exc).__name__}: {exc}; please report it", kind="internal")
-        )
-        return None
-
-
-def _process_parsed(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> Optional[str]:
-    from torchlint import engine  # LibCST and the rules: only when a file is really checked
-
-    # A notebook is checked as the module its code cells make (torchlint/notebook.py): the same calls.
-    checker = notebook if notebook.is_notebook(path) else engine
-    if not (args.fix or args.diff):
-        result = checker.lint_text(text, path, settings)
-        run.findings.extend(result.findings)
-        run.diagnostics.extend(result.diagnostics)
-        return None
-    fixed = checker.fix_text(text, path, settings)
-    run.diagnostics.extend(fixed.result.diagnostics)
-    if args.diff:
-        # --diff reports what it would change, not the findings; a notebook's diff is one per changed cell.
-        run.would_change += fixed.applied
-        if isinstance(fixed, notebook.NotebookFixResult):
-            for cell in fixed.cells:
-                sys.stdout.write(_unified_diff(cell.before, cell.after, f"{path}:cell {cell.index}"))
-        elif fixed.text != text:
-            sys.stdout.write(_unified_diff(text, fixed.text, path))
-        return None
-    run.fixed += fixed.applied
-    run.findings.extend(fixed.result.findings)
-    return fixed.text if fixed.text != text else None
-
-
-def _unified_diff(before: str, after: str, name: str) -> str:
-    diff = difflib.unified_diff(source.split_lines(before), source.split_lines(after), fromfile=name, tofile=name)
-    return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in diff)
-
-
-def _check_file(path: str, args: argparse.Namespace, settings: config.Settings, run: _Run) -> None:
-    try:
-        decoded = source.read(path)
-    except source.SourceError as exc:
-        run.diagnostics.append(Diagnostic(path, exc.message, exc.line, exc.column, exc.kind))
-        return
-    new_text = _process(decoded.text, path, args, settings, run)
-    if new_text is not None:
-        try:
-            source.write_atomic(path, decoded.encode(new_text))
-        except (OSError, UnicodeEncodeError) as exc:
-            run.diagnostics.append(Diagnostic(path, f"cannot write fixed file: {exc}", kind="io"))
-
-
-def _check_stdin(args: argparse.Namespace, settings: config.Settings, run: _Run) -> None:
+def _check_stdin(args: argparse.Namespace, settings: config.Settings, run: runner.RunResults) -> None:
     path = args.stdin_filename or "-"
     data = sys.stdin.buffer.read()
     try:
@@ -292,6 +222,6 @@ def _check_stdin(args: argparse.Namespace, settings: config.Settings, run: _Run)
         if args.fix:
             sys.stdout.buffer.write(data)
         return
-    new_text = _process(decoded.text, path, args, settings, run)
+    new_text = runner.process_text(decoded.text, path, args, settings, run)
     if args.fix and not args.diff:
         sys.stdout.buffer.write(decoded.encode(new_text) if new_text is not None else data)

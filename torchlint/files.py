@@ -4,11 +4,11 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from torchlint.config import Settings
-from torchlint.notebook import NOTEBOOK_SUFFIX
 from torchlint.rule import Diagnostic
+from torchlint.source import NOTEBOOK_SUFFIX
 
 PYTHON_SUFFIXES = (".py", ".pyi")
 # What a directory walk checks: Python files and Jupyter notebooks.
@@ -41,6 +41,35 @@ def discover(paths: Sequence[str], settings: Settings, force_exclude: bool = Fal
                 seen.add(key)
                 files.append(file)
     return files, problems
+
+
+def project_files(files: Sequence[str], paths: Sequence[str], settings: Settings) -> Callable[[], List[str]]:
+    """The files of the CLI's project index: the run's files plus the project's other modules, walked on the first lookup.
+
+    The project is the folder of the configuration file when there is one,
+    else the folder the given paths share: a run over a few changed files
+    (pre-commit) still finds the dataset class in a module it was not given.
+    Exclude patterns apply as for the run.
+    """
+    if settings.config_path:
+        root = os.path.dirname(os.path.abspath(settings.config_path))
+    else:
+        existing = [os.path.abspath(p) for p in paths if os.path.exists(p)]
+        root = os.path.commonpath(existing) if existing else os.getcwd()
+        if os.path.isfile(root):
+            root = os.path.dirname(root)
+
+    # Checking the project folder itself (`torchlint check .` next to the config, or one folder without one): the
+    # run's files are the project's, and a second walk of the tree would find the same ones.
+    walked = len(paths) == 1 and os.path.isdir(paths[0]) and os.path.abspath(paths[0]) == root and not settings.is_excluded(paths[0])
+
+    def every_file() -> List[str]:
+        if walked:
+            return list(files)
+        found, _ = discover([root], settings)
+        return list(files) + found
+
+    return every_file
 
 
 class _Excluder:

@@ -42,13 +42,11 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from torchlint.noqa import is_skipped_file
 from torchlint.rule import Diagnostic, Edit, Finding, Location, NotebookCell
-from torchlint.source import line_starts, split_lines
+from torchlint.source import NOTEBOOK_SUFFIX, line_starts, split_lines
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.config import Settings
     from torchlint.engine import LintResult
-
-NOTEBOOK_SUFFIX = ".ipynb"
 
 # Cell magics whose body is Python that the kernel runs (the first line is masked, the body checked).
 PYTHON_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "python", "python3", "pypy"})

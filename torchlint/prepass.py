@@ -31,14 +31,14 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
 
-from torchlint.analysis.ast_names import ast_dotted_name, import_bindings
+from torchlint.analysis.ast_names import ast_dotted_name, every_node, import_bindings
 from torchlint.analysis.project import star_imports_of
+from torchlint.rule import WHOLE_FILE
 from torchlint.source import line_starts
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.rule import Rule
 
-WHOLE_FILE = "whole-file"
 Seeds = Union[None, str, FrozenSet[int]]
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -183,11 +183,11 @@ class Scan:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
                 if any(
                     (type(inner) is ast.Name and inner.id in mentioned) or (type(inner) is ast.Attribute and inner.attr in mentioned)
-                    for inner in _nodes(node.value)
+                    for inner in every_node(node.value)
                 ):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     for target in targets:
-                        for inner in _nodes(target):
+                        for inner in every_node(target):
                             if type(inner) is ast.Attribute:
                                 found.add(inner.attr)
                             elif type(inner) is ast.Name and not in_function:
@@ -303,10 +303,10 @@ class Scan:
             region.scope_names.add(statement.name)
         if shallow:  # a class header: its bases and decorators
             for node in list(getattr(statement, "bases", ())) + list(decorators):
-                for inner in _nodes(node):
+                for inner in every_node(node):
                     self._note(region, inner)
             return region
-        for node in _nodes(statement):
+        for node in every_node(statement):
             self._note(region, node)
         return region
 
@@ -366,7 +366,7 @@ class Scan:
                 region.bool_membership = True
         elif kind is ast.Subscript:
             if not isinstance(node.ctx, ast.Load) and type(node.value) is ast.Name:
-                inside = _nodes(node.slice)
+                inside = every_node(node.slice)
                 if any(isinstance(n, _MASK_PARTS) for n in inside) and any(
                     type(n) is ast.Name and n.id == node.value.id for n in inside
                 ):
@@ -409,9 +409,9 @@ def judged_by_instances(class_name: str) -> bool:
 def _instance_attributes(root: ast.AST, classes: Set[str]) -> Set[str]:
     """Attributes assigned a value that constructs one of ``classes`` (``self.loss = Loss().to(d)``)."""
     found = set()
-    for node in _nodes(root):
+    for node in every_node(root):
         if type(node) is ast.Assign and any(
-            type(inner) is ast.Call and type(inner.func) is ast.Name and inner.func.id in classes for inner in _nodes(node.value)
+            type(inner) is ast.Call and type(inner.func) is ast.Name and inner.func.id in classes for inner in every_node(node.value)
         ):
             found.update(target.attr for target in node.targets if type(target) is ast.Attribute)
     return found
@@ -439,39 +439,7 @@ def _removable(statement: ast.stmt, in_class: bool) -> bool:
 
 
 def _has_import(statement: ast.stmt) -> bool:
-    return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in _nodes(statement))
-
-
-def every_node(root: ast.AST) -> List[ast.AST]:
-    """Every node under ``root`` but the operator and context markers, in no particular order (``ast.walk``'s
-    nodes, faster)."""
-    return _nodes(root)
-
-
-def _nodes(root: ast.AST) -> List[ast.AST]:
-    """Every node under ``root`` (itself included), in no particular order: ``ast.walk`` without its
-    per-node generators (a third of the pre-pass's time)."""
-    found = []
-    pending = [root]
-    pop, push, extend, node_type, add = pending.pop, pending.append, pending.extend, ast.AST, found.append
-    while pending:
-        node = pop()
-        add(node)
-        for name in node._fields:
-            value = getattr(node, name, None)
-            if type(value) is list:
-                extend(item for item in value if isinstance(item, node_type))
-            elif isinstance(value, node_type) and type(value) not in _MARKERS:
-                push(value)
-    return found
-
-
-# Field-less nodes that only mark their parent (``Load``, ``Add``, ``Eq``): a quarter of all nodes, none noted.
-_MARKERS = frozenset(
-    kind
-    for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
-    for kind in base.__subclasses__()
-)
+    return any(isinstance(node, (ast.Import, ast.ImportFrom)) for node in every_node(statement))
 
 
 def _first_line(statement: ast.stmt) -> int:

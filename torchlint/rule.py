@@ -15,13 +15,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, List, Optional, Sequence, Tuple, Union
 
-from torchlint.prepass import WHOLE_FILE
-
 if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
 
     from torchlint.context import FileContext
     from torchlint.prepass import Scan, Seeds
+
+
+# The seeds of a rule that may report, and look, anywhere in the file (see torchlint/prepass.py).
+WHOLE_FILE = "whole-file"
 
 
 class Confidence(str, enum.Enum):

@@ -1,6 +1,6 @@
 """The run over files: one file's work, the persistent cache in front of it, and a process pool behind it.
 
-Every file is checked by ``check_path`` (read, lint or fix, write back),
+Every file is checked by ``check_path`` (read, then ``process_text``: lint or fix, write back),
 in this process or in a worker; outcomes come back in the order of the file
 list, so the output of N jobs is byte-for-byte the output of one.  The cache
 is consulted here, in the parent, before any worker starts: a warm run over
@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import difflib
 import io
 import multiprocessing
 import os
@@ -18,9 +19,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from torchlint import config, source
+from torchlint import config, notebook, source
 from torchlint.analysis import project
 from torchlint.cache import Cache, Dependency, digest_bytes
+from torchlint.files import project_files
 from torchlint.rule import Diagnostic, Finding
 
 # Fewer files than this per job are checked in this process: starting workers would cost more.
@@ -87,15 +89,68 @@ def file_digest(path: Optional[str]) -> Optional[str]:
 def build_index(files: Sequence[str], paths: Sequence[str], settings: config.Settings) -> RecordingIndex:
     # Rebuilt in each worker rather than pickled: it is lazy (a callable and a lock), so building it costs nothing
     # until a rule asks, and a worker then walks the project once and parses only the modules it is asked about.
-    base = project.index_for_run(files, paths, settings)
-    return RecordingIndex(base._files_source)
+    return RecordingIndex(project_files(files, paths, settings))
+
+
+@dataclass
+class RunResults:
+    """What the checks of a run (or of one file) found and fixed."""
+
+    findings: List[Finding] = field(default_factory=list)
+    diagnostics: List[Diagnostic] = field(default_factory=list)
+    fixed: int = 0
+    would_change: int = 0
+
+
+def process_text(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: RunResults) -> Optional[str]:
+    """Lint (and fix) one decoded text; returns the fixed text when it changed.
+
+    Whatever goes wrong inside the engine on this file is reported as an
+    internal error for this file, and the run goes on with the next one.
+    """
+    try:
+        return _lint_or_fix(text, path, args, settings, run)
+    except Exception as exc:  # e.g. a RecursionError outside the rules: one file must not stop the run
+        run.diagnostics.append(
+            Diagnostic(path, f"internal error: {type(exc).__name__}: {exc}; please report it", kind="internal")
+        )
+        return None
+
+
+def _lint_or_fix(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: RunResults) -> Optional[str]:
+    from torchlint import engine  # LibCST and the rules: only when a file is really checked
+
+    # A notebook is checked as the module its code cells make (torchlint/notebook.py): the same calls.
+    checker = notebook if notebook.is_notebook(path) else engine
+    if not (args.fix or args.diff):
+        result = checker.lint_text(text, path, settings)
+        run.findings.extend(result.findings)
+        run.diagnostics.extend(result.diagnostics)
+        return None
+    fixed = checker.fix_text(text, path, settings)
+    run.diagnostics.extend(fixed.result.diagnostics)
+    if args.diff:
+        # --diff reports what it would change, not the findings; a notebook's diff is one per changed cell.
+        run.would_change += fixed.applied
+        if isinstance(fixed, notebook.NotebookFixResult):
+            for cell in fixed.cells:
+                sys.stdout.write(_unified_diff(cell.before, cell.after, f"{path}:cell {cell.index}"))
+        elif fixed.text != text:
+            sys.stdout.write(_unified_diff(text, fixed.text, path))
+        return None
+    run.fixed += fixed.applied
+    run.findings.extend(fixed.result.findings)
+    return fixed.text if fixed.text != text else None
+
+
+def _unified_diff(before: str, after: str, name: str) -> str:
+    diff = difflib.unified_diff(source.split_lines(before), source.split_lines(after), fromfile=name, tofile=name)
+    return "".join(line if line.endswith(("\n", "\r")) else line + "\n\\ No newline at end of file\n" for line in diff)
 
 
 def check_path(path: str, args: argparse.Namespace, settings: config.Settings, index: Optional[RecordingIndex] = None) -> FileOutcome:
     """Lint (or fix) one file and write the fix back; never raises for a bad file."""
-    from torchlint import cli  # the per-text work lives with the command line
-
-    run = cli._Run()
+    run = RunResults()
     outcome = FileOutcome()
     try:
         with open(path, "rb") as handle:
@@ -114,7 +169,7 @@ def check_path(path: str, args: argparse.Namespace, settings: config.Settings, i
     printed = io.StringIO()
     try:
         with contextlib.redirect_stdout(printed):
-            new_text = cli._process(decoded.text, path, args, settings, run)
+            new_text = process_text(decoded.text, path, args, settings, run)
         if new_text is not None:
             try:
                 source.write_atomic(path, decoded.encode(new_text))

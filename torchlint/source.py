@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Optional, Tuple
 
+# The file suffix of a Jupyter notebook (torchlint/notebook.py reads them).
+NOTEBOOK_SUFFIX = ".ipynb"
+
 
 class SourceError(Exception):
     """A file that cannot be read or decoded; carries the line where it went wrong."""

@@ -1,10 +1,37 @@
 """Names in ``ast`` trees, for the code that reads files without LibCST (the pre-pass, the project index),
-and what star imports bind (:class:`StarImports`, which the LibCST import table uses too)."""
+what star imports bind (:class:`StarImports`, which the LibCST import table uses too), and a fast walk
+over a tree's nodes (:func:`every_node`)."""
 from __future__ import annotations
 
 import ast
 import builtins
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+
+def every_node(root: ast.AST) -> List[ast.AST]:
+    """Every node under ``root`` (itself included) but the operator and context markers, in no particular
+    order: ``ast.walk``'s nodes without its per-node generators (a third of the pre-pass's time)."""
+    found = []
+    pending = [root]
+    pop, push, extend, node_type, add = pending.pop, pending.append, pending.extend, ast.AST, found.append
+    while pending:
+        node = pop()
+        add(node)
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list:
+                extend(item for item in value if isinstance(item, node_type))
+            elif isinstance(value, node_type) and type(value) not in _MARKERS:
+                push(value)
+    return found
+
+
+# Field-less nodes that only mark their parent (``Load``, ``Add``, ``Eq``): a quarter of all nodes, none noted.
+_MARKERS = frozenset(
+    kind
+    for base in (ast.expr_context, ast.operator, ast.boolop, ast.unaryop, ast.cmpop)
+    for kind in base.__subclasses__()
+)
 
 
 def ast_dotted_name(node: ast.expr) -> Optional[str]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Sequence, Set
 
 import libcst as cst
 
+from torchlint.analysis.ast_names import every_node
 from torchlint.analysis.callers import calls_named, enclosing_function, every_caller_passes, file_calls
 from torchlint.analysis.calls import has_star_args, keyword_arg
 from torchlint.analysis.dataflow import Site, bindings, site_of
@@ -387,8 +388,6 @@ def _called_without_gradients(context: "FileContext") -> FrozenSet[str]:
             tree = context.ast_tree if context.ast_tree is not None else ast.parse(context.source)
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return frozenset(_every_word(context))
-        from torchlint.prepass import every_node
-
         nodes = every_node(tree)
         words = set(_NO_GRAD_WORDS)
         for node in nodes:

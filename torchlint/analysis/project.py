@@ -37,7 +37,15 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
-from torchlint.analysis.ast_names import StarImports, ast_bound_names, ast_dotted_name, import_bindings, library_lookup, star_modules
+from torchlint.analysis.ast_names import (
+    StarImports,
+    ast_bound_names,
+    ast_dotted_name,
+    every_node,
+    import_bindings,
+    library_lookup,
+    star_modules,
+)
 from torchlint.analysis.dataset_items import ItemShape, item_shape
 
 # How many import / inheritance hops a lookup follows.
@@ -351,8 +359,6 @@ def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> It
 
     found: List[Tuple[str, str]] = facts.memo.get("project.whole_saves")  # type: ignore[assignment]
     if found is None:
-        from torchlint.prepass import every_node
-
         found = []
         for scope in every_node(facts.tree):
             if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
@@ -686,34 +692,3 @@ def activated(index: Optional[ProjectIndex]) -> Iterator[Optional[ProjectIndex]]
         yield index
     finally:
         _ACTIVE.reset(token)
-
-
-def index_for_run(files: Sequence[str], paths: Sequence[str], settings) -> ProjectIndex:
-    """The CLI's index: the run's files plus the project's other modules, found on the first lookup.
-
-    The project is the folder of the configuration file when there is one,
-    else the folder the given paths share: a run over a few changed files
-    (pre-commit) still finds the dataset class in a module it was not given.
-    Exclude patterns apply as for the run.
-    """
-    if settings.config_path:
-        root = os.path.dirname(os.path.abspath(settings.config_path))
-    else:
-        existing = [os.path.abspath(p) for p in paths if os.path.exists(p)]
-        root = os.path.commonpath(existing) if existing else os.getcwd()
-        if os.path.isfile(root):
-            root = os.path.dirname(root)
-
-    # Checking the project folder itself (`torchlint check .` next to the config, or one folder without one): the
-    # run's files are the project's, and a second walk of the tree would find the same ones.
-    walked = len(paths) == 1 and os.path.isdir(paths[0]) and os.path.abspath(paths[0]) == root and not settings.is_excluded(paths[0])
-
-    def every_file() -> List[str]:
-        if walked:
-            return list(files)
-        from torchlint.files import discover
-
-        found, _ = discover([root], settings)
-        return list(files) + found
-
-    return ProjectIndex(every_file)

@@ -1,7 +1,7 @@
 """GitHub Actions workflow commands: one ::error annotation per finding."""
 from __future__ import annotations
 
-from torchlint.report import RunSummary, position
+from torchlint.report.base import RunSummary, position
 
 
 def _escape_data(value: str) -> str:

@@ -3,7 +3,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, List
 
-from torchlint.report import RunSummary
+from torchlint.report.base import RunSummary
 from torchlint.rule import Finding
 
 

@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 
 from torchlint import __version__, registry
 from torchlint.docs import README_URL, help_uri, page
-from torchlint.report import RunSummary, position
+from torchlint.report.base import RunSummary, position
 from torchlint.rule import Confidence
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

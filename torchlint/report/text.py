@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.report import RunSummary, position
+from torchlint.report.base import RunSummary, position
 
 
 def render(run: RunSummary) -> str:

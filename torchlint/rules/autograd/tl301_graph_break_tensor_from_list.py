@@ -8,8 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.calls import has_star_args, keyword_arg, positional_args
 from torchlint.analysis.gradflow import FunctionFlow, Site, current_flow
-from torchlint.prepass import WHOLE_FILE
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 
 TORCH_CONVERTERS = frozenset({"torch.as_tensor", "torch.tensor", "torch.Tensor", "torch.FloatTensor"})
 FLOAT_CONSTRUCTORS = frozenset({"torch.Tensor", "torch.FloatTensor"})

@@ -6,8 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.calls import argument, has_star_args
 from torchlint.analysis.gradflow import in_debug_condition, is_test_path
-from torchlint.prepass import WHOLE_FILE
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 
 SET_DETECT_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
 DETECT_ANOMALY = frozenset({"torch.autograd.detect_anomaly", "torch.autograd.anomaly_mode.detect_anomaly"})

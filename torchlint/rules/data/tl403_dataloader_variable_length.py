@@ -15,8 +15,7 @@ from torchlint.analysis.project import constructor_parameters, dataset_item, fil
 from torchlint.analysis.returns import called_function, returned_values
 from torchlint.analysis.scope import assignments
 from torchlint.analysis.tokenizers import is_tokenizer_name
-from torchlint.prepass import WHOLE_FILE
-from torchlint.rule import Applicability, Confidence, FixSpec, ImportRequirement, Replacement, Rule
+from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, ImportRequirement, Replacement, Rule
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
 # Wrappers whose items are the wrapped dataset's items.

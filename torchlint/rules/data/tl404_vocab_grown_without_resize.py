@@ -11,8 +11,7 @@ from torchlint.analysis.ast_names import ast_dotted_name
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.tokenizers import is_tokenizer_name
 from torchlint.analysis.scope import self_attributes, statements
-from torchlint.prepass import WHOLE_FILE
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 
 GROWING_METHODS = frozenset({"add_tokens", "add_special_tokens"})
