@@ -258,6 +258,15 @@ def default_floor() -> str:
     return DEFAULT_CONFIDENCE_FLOOR.value
 
 
+def applied_by_fix(finding: Finding, floor: str) -> bool:
+    """Whether ``torchlint check --fix`` (no --unsafe-fixes) applies the finding's fix."""
+    return (
+        finding.fix is not None
+        and finding.fix["applicability"] in ("safe", "numerics")
+        and at_or_above(finding.confidence, floor)
+    )
+
+
 def report(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], lines: int, repos: int, floor: str) -> str:
     by_level = {level: Counter() for level in LEVELS}
     floor_counts: Counter = Counter()
@@ -273,7 +282,7 @@ def report(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], lines: int
             floor_counts["findings"] += 1
             by_rule[finding.code][label] += 1
             by_rule[finding.code]["findings"] += 1
-        if verdict and verdict.fix == "wrong":
+        if verdict and verdict.fix == "wrong" and finding.fix is not None:
             wrong_fixes.append((finding, verdict))
     out = [
         f"{repos} repositories, {lines:,} lines of Python; default floor `{floor}`.",
@@ -296,9 +305,12 @@ def report(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], lines: int
         counts = by_rule[code]
         out.append(f"| {code} | {counts['findings']} | {counts['real']} | {counts['real*']} | {counts['false']} | "
                    f"{counts['unread']} | {precision(counts)} |")
-    out += ["", f"Wrong fixes among the read findings: {len(wrong_fixes)}."]
+    applied = [pair for pair in wrong_fixes if applied_by_fix(pair[0], floor)]
+    out += ["", f"Wrong fixes among the read findings that still offer one: {len(wrong_fixes)}, "
+                f"of which `--fix` applies {len(applied)} (safe or numerics, at the default floor)."]
     for finding, verdict in wrong_fixes:
-        out.append(f"- {finding.repo} {finding.path}:{finding.line} {finding.code}: {verdict.reason}")
+        how = "applied by --fix" if applied_by_fix(finding, floor) else f"{finding.fix['applicability']}, {finding.confidence}"
+        out.append(f"- {finding.repo} {finding.path}:{finding.line} {finding.code} ({how}): {verdict.reason}")
     return "\n".join(out) + "\n"
 
 

@@ -11,7 +11,9 @@ from typing import Optional, Union
 TL201_LINE = "y = torch.log(F.softmax(x, dim=-1))"
 TL401_LINE = "s = torch.load(p)"
 HEADER = "import torch\nimport torch.nn.functional as F\n"
-BAD = HEADER + "\n" + TL201_LINE + "\n" + TL401_LINE + "\n"
+# The device line gives TL401's unsafe fix (``map_location=device``) a device to name; a whole object loaded
+# with no device in scope gets no fix.
+BAD = HEADER + 'device = "cpu"\n' + TL201_LINE + "\n" + TL401_LINE + "\n"
 CLEAN = "import torch\n\nx = torch.zeros(3)\n"
 # The two rules these tests are about; other rules land all the time and must not change the expectations.
 ONLY = ("--select", "TL201,TL401")

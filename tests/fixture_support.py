@@ -7,14 +7,19 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from torchlint import config, engine, registry
-from torchlint.rule import Confidence, DEFAULT_CONFIDENCE_FLOOR
+from torchlint.rule import Confidence
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 _CODE = r"TL\d{3}(?::(?:low|medium|high))?"
 EXPECT = re.compile(rf"#\s*expect:\s*(?P<codes>{_CODE}(?:\s*,\s*{_CODE})*)")
-# Without a level, an expected finding must be shown at the default floor (medium or high).
-DEFAULT_LEVELS = frozenset({"medium", "high"})
+# Without a level, an expected finding must be shown at the default floor (high).
+DEFAULT_LEVELS = frozenset({"high"})
+# Codemod fixtures fix the findings of this level and above, unless `level=` says otherwise: a fix is tested
+# whatever the level of the finding it belongs to (below the default level a numerics fix is unsafe).
+CODEMOD_FLOOR = Confidence.MEDIUM
+# A trap must stay silent at this level and above: the levels that promise at least 1 real finding in 2.
+TRAP_FLOOR = Confidence.MEDIUM
 HEADER = re.compile(r"^#\s*fixture:(?P<options>.*)$")
 
 
@@ -31,7 +36,7 @@ def codemod_pairs() -> List[Tuple[Path, Path]]:
 
 def expected_findings(text: str) -> Counter:
     """(line, code, levels) of each `# expect:` annotation: ``TL101`` is shown by default
-    (medium or high), ``TL101:low`` only at ``--confidence-level low``."""
+    (high), ``TL101:medium`` at ``--confidence-level medium``, ``TL101:low`` only at ``low``."""
     expected: Counter = Counter()
     for number, line in enumerate(text.splitlines(), start=1):
         match = EXPECT.search(line)
@@ -44,8 +49,8 @@ def expected_findings(text: str) -> Counter:
 
 def unmatched(expected: Counter, findings) -> Tuple[list, list]:
     """(missing annotations, unexpected findings): each finding meets at most one annotation of its line,
-    code and level.  A ``low`` finding nobody annotated is not unexpected: the default floor hides it,
-    and traps are judged by what a user sees."""
+    code and level.  A ``low`` finding nobody annotated is not unexpected: traps are judged at ``medium``
+    and above, the levels that keep a promise."""
     left = list(expected.elements())
     unexpected = []
     for finding in findings:
@@ -54,7 +59,7 @@ def unmatched(expected: Counter, findings) -> Tuple[list, list]:
             None,
         )
         if key is None:
-            if finding.confidence.at_least(DEFAULT_CONFIDENCE_FLOOR):
+            if finding.confidence.at_least(TRAP_FLOOR):
                 unexpected.append((finding.location.line, finding.code, finding.confidence.value))
         else:
             left.remove(key)
@@ -92,7 +97,7 @@ def checker_target(text: str) -> Optional[Tuple[int, int]]:
 def codemod_options(source_path: Path, text: str) -> Dict[str, object]:
     """The folder's rule with unsafe fixes, unless a `# fixture:` first line says otherwise."""
     folder = source_path.parent.parent.name
-    options: Dict[str, object] = {"select": [folder], "unsafe": True, "target": None}
+    options: Dict[str, object] = {"select": [folder], "unsafe": True, "target": None, "level": CODEMOD_FLOOR}
     first = text.split("\n", 1)[0]
     match = HEADER.match(first)
     if match:
@@ -104,6 +109,8 @@ def codemod_options(source_path: Path, text: str) -> Dict[str, object]:
                 options["unsafe"] = value.lower() == "true"
             elif key == "target":
                 options["target"] = _target(value)
+            elif key == "level":
+                options["level"] = Confidence(value)
             else:
                 raise ValueError(f"{source_path}: unknown fixture option {key!r}")
     return options
@@ -112,5 +119,5 @@ def codemod_options(source_path: Path, text: str) -> Dict[str, object]:
 def run_codemod(source_path: Path) -> engine.FixResult:
     text = source_path.read_text(encoding="utf-8")
     options = codemod_options(source_path, text)
-    settings = settings_for(registry.expand_selectors(options["select"]), options["target"], DEFAULT_CONFIDENCE_FLOOR)
+    settings = settings_for(registry.expand_selectors(options["select"]), options["target"], options["level"])
     return engine.fix_text(text, str(source_path), settings, unsafe=bool(options["unsafe"]))

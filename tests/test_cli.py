@@ -197,7 +197,7 @@ EDIT_KEYS = {"cell", "line", "column", "end_line", "end_column", "content"}
 def test_json_shape(project):
     (project / "sub").mkdir()
     (project / "sub" / "a.py").write_text(BAD, encoding="utf-8")
-    (project / "b.py").write_text(HEADER + TL401_LINE + "; " + TL201_LINE + "\n" + TL201_LINE + "\n", encoding="utf-8")
+    (project / "b.py").write_text(HEADER + 'device = "cpu"; ' + TL401_LINE + "; " + TL201_LINE + "\n" + TL201_LINE + "\n", encoding="utf-8")
     code, items, proc = check_json(*ONLY, "sub", "b.py", "bad.py", cwd=project)
     assert code == 1
     assert isinstance(items, list) and len(items) == 7

@@ -10,7 +10,7 @@ import pytest
 from cli_support import BAD, HEADER, ONLY, TL201_LINE, TL401_LINE, check_json, isolate, torchlint
 
 FIXED_TL201 = "y = F.log_softmax(x, dim=-1)"
-FIXED_TL401 = 's = torch.load(p, map_location="cpu")'
+FIXED_TL401 = "s = torch.load(p, map_location=device)"
 
 
 @pytest.fixture
@@ -51,10 +51,10 @@ def test_unsafe_fixes(project):
 
 def test_nested_fixes_compose(project):
     path = project / "m.py"
-    path.write_text(HEADER + "y = torch.log(F.softmax(torch.load(p), dim=-1))\n", encoding="utf-8")
+    path.write_text(HEADER + 'device = "cpu"\ny = torch.log(F.softmax(torch.load(p), dim=-1))\n', encoding="utf-8")
     proc = torchlint("check", *ONLY, "--fix", "--unsafe-fixes", "m.py", cwd=project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert path.read_text(encoding="utf-8") == HEADER + 'y = F.log_softmax(torch.load(p, map_location="cpu"), dim=-1)\n'
+    assert path.read_text(encoding="utf-8") == HEADER + 'device = "cpu"\ny = F.log_softmax(torch.load(p, map_location=device), dim=-1)\n'
     # A second run finds nothing and writes nothing.
     before = snapshot(path)
     again = torchlint("check", *ONLY, "--fix", "--unsafe-fixes", "m.py", cwd=project)
@@ -64,9 +64,9 @@ def test_nested_fixes_compose(project):
 
 def test_fix_keeps_existing_keywords(project):
     path = project / "m.py"
-    path.write_text(HEADER + "s = torch.load(p, weights_only=True)\nt = torch.load(p, **options)\n", encoding="utf-8")
+    path.write_text(HEADER + "m.load_state_dict(torch.load(p, weights_only=True))\nt = torch.load(p, **options)\n", encoding="utf-8")
     torchlint("check", *ONLY, "--fix", "--unsafe-fixes", "m.py", cwd=project)
-    assert path.read_text(encoding="utf-8") == HEADER + 's = torch.load(p, weights_only=True, map_location="cpu")\nt = torch.load(p, **options)\n'
+    assert path.read_text(encoding="utf-8") == HEADER + 'm.load_state_dict(torch.load(p, weights_only=True, map_location="cpu"))\nt = torch.load(p, **options)\n'
 
 
 def test_files_without_an_applied_fix_are_never_rewritten(project):
@@ -103,7 +103,7 @@ def test_diff_prints_a_unified_diff_and_writes_nothing(project):
         "@@ -1,5 +1,5 @@",
         " import torch",
         " import torch.nn.functional as F",
-        " ",
+        ' device = "cpu"',
         "-" + TL201_LINE,
         "+" + FIXED_TL201,
         " " + TL401_LINE,
@@ -127,11 +127,13 @@ def test_diff_of_a_file_without_final_newline(project):
     assert proc.stdout.splitlines()[-4:] == ["-" + TL201_LINE, "\\ No newline at end of file", "+" + FIXED_TL201, "\\ No newline at end of file"]
 
 
+# A load with a device in scope, so that TL401 offers its (unsafe) fix.
+_LOAD = 'device = "cpu"; ' + TL401_LINE
 ENCODING_CASES = {
-    "crlf": (HEADER + "\n" + TL201_LINE + "\n" + TL401_LINE + "\n").replace("\n", "\r\n").encode("utf-8"),
+    "crlf": (HEADER + "\n" + TL201_LINE + "\n" + _LOAD + "\n").replace("\n", "\r\n").encode("utf-8"),
     "cr": (HEADER + TL201_LINE + "\n").replace("\n", "\r").encode("utf-8"),
-    "mixed-endings": (HEADER.replace("\n", "\r\n") + TL201_LINE + "\n" + TL401_LINE + "\r\n").encode("utf-8"),
-    "no-final-newline": (HEADER + TL401_LINE + "\n" + TL201_LINE).encode("utf-8"),
+    "mixed-endings": (HEADER.replace("\n", "\r\n") + TL201_LINE + "\n" + _LOAD + "\r\n").encode("utf-8"),
+    "no-final-newline": (HEADER + _LOAD + "\n" + TL201_LINE).encode("utf-8"),
     "bom": b"\xef\xbb\xbf" + (HEADER + "name = 'caf\u00e9'\n" + TL201_LINE + "\n").encode("utf-8"),
     "bom-crlf-no-final-newline": b"\xef\xbb\xbf" + (HEADER + TL201_LINE).replace("\n", "\r\n").encode("utf-8"),
     "latin-1-cookie": ("# -*- coding: latin-1 -*-\n" + HEADER + "name = 'caf\u00e9 \u00b5'\n" + TL201_LINE + "\n").encode("latin-1"),

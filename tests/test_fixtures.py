@@ -15,7 +15,6 @@ from fixture_support import (
     settings_for,
     unmatched,
 )
-from torchlint.rule import DEFAULT_CONFIDENCE_FLOOR
 from torchlint import engine, registry
 
 
@@ -41,7 +40,7 @@ def test_codemod_fixture(pair):
 
     # The output is a fixpoint: running the same codemod on it changes nothing.
     options = codemod_options(source_path, source_path.read_text(encoding="utf-8"))
-    settings = settings_for(registry.expand_selectors(options["select"]), options["target"], DEFAULT_CONFIDENCE_FLOOR)
+    settings = settings_for(registry.expand_selectors(options["select"]), options["target"], options["level"])
     again = engine.fix_text(result.text, str(expected_path), settings, unsafe=bool(options["unsafe"]))
     assert again.applied == 0
     assert again.text == result.text

@@ -8,13 +8,14 @@ that options come from the ``[tool.torchlint]`` nearest to each file.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 from typing import Sequence, Set, Tuple
 
-from fixture_support import checker_files
+from fixture_support import FIXTURES, checker_files
 
 FLAKE8_FORMAT = "%(path)s:%(row)d:%(col)d:%(code)s"
 TL201_LINE = "    return torch.log(F.softmax(logits, dim=-1))\n"
@@ -71,7 +72,15 @@ def test_column_is_the_1_based_column_of_the_cli(tmp_path):
 
 
 def test_positions_equal_the_cli_on_every_checker_fixture(tmp_path):
-    paths = checker_files()
+    # One project for both doors (its own [tool.torchlint] root): the facts read across a project (float16
+    # runs, device choices, traced models) then come from the same files in the CLI and in flake8.
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n", encoding="utf-8")
+    paths = []
+    for source in checker_files():
+        copy = tmp_path / source.relative_to(FIXTURES)
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(source, copy)
+        paths.append(copy)
     cli = {p for p in cli_positions(paths, tmp_path) if p[3] != "TL000"}
     flake8 = flake8_positions(paths, tmp_path)
     assert cli, "the fixtures must produce findings for the comparison to mean anything"

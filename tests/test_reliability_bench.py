@@ -23,20 +23,20 @@ def reliability():
         sys.path.remove(str(BENCH))
 
 
-ORIGINAL = b"import torch\r\ny = torch.load(f)\r\n"
+ORIGINAL = b"import torch\r\nm.load_state_dict(torch.load(f))\r\n"
 
 
 def test_a_faithful_change_keeps_the_format(reliability):
-    assert reliability.kept_format(ORIGINAL, b'import torch\r\ny = torch.load(f, map_location="cpu")\r\n') == []
+    assert reliability.kept_format(ORIGINAL, b'import torch\r\nm.load_state_dict(torch.load(f, map_location="cpu"))\r\n') == []
 
 
 @pytest.mark.parametrize(
     "after, problem",
     [
-        (b"import torch\r\ny = torch.load(f)\n", "introduced lf"),
-        (b"import torch\ny = torch.load(f)\n", "introduced lf"),
+        (b"import torch\r\nm.load_state_dict(torch.load(f))\n", "introduced lf"),
+        (b"import torch\nm.load_state_dict(torch.load(f))\n", "introduced lf"),
         (codecs.BOM_UTF8 + ORIGINAL, "BOM added or lost"),
-        (b"import torch\r\ny = torch.load(f)", "final newline"),
+        (b"import torch\r\nm.load_state_dict(torch.load(f))", "final newline"),
         (b"# -*- coding: latin-1 -*-\r\n" + ORIGINAL, "encoding"),
     ],
 )

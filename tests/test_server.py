@@ -263,8 +263,8 @@ async def test_the_confidence_floor_applies_and_diagnostics_carry_the_level(tmp_
     path = _project(tmp_path, text, table='select = ["TL995"]\n')
     async with session(tmp_path, command=server_with("--levels")) as (client, _):
         uri = open_document(client, path)
-        shown = await diagnostics_of(client, uri, count=2)
-        assert [(d.range.start.line, d.data["confidence"]) for d in shown] == [(1, "medium"), (2, "high")]
+        shown = await diagnostics_of(client, uri, count=1)
+        assert [(d.range.start.line, d.data["confidence"]) for d in shown] == [(2, "high")]
         (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["TL995"]\nconfidence-level = "low"\n', encoding="utf-8")
         change_document(client, uri, text, version=2)  # an edit re-reads a changed configuration even unannounced
         assert [d.data["confidence"] for d in await diagnostics_of(client, uri, count=3)] == ["low", "medium", "high"]

@@ -9,6 +9,7 @@ this bad? / Example / Use instead / Fix safety.
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 import inspect
 import re
@@ -32,7 +33,7 @@ class Confidence(str, enum.Enum):
     ``high``: the value reaches the edge by its own construction (a norm, a mask count, a
     probability under a log); ``medium``: nothing says it cannot, in code that gradients flow
     through; ``low``: nothing says it cannot, elsewhere.  The run shows findings at or above
-    the configured floor (``--confidence-level``, default ``medium``).
+    the configured floor (``--confidence-level``, default ``high``).
     """
 
     LOW = "low"
@@ -48,7 +49,7 @@ class Confidence(str, enum.Enum):
 
 
 _CONFIDENCE_RANK = {Confidence.LOW: 0, Confidence.MEDIUM: 1, Confidence.HIGH: 2}
-DEFAULT_CONFIDENCE_FLOOR = Confidence.MEDIUM
+DEFAULT_CONFIDENCE_FLOOR = Confidence.HIGH
 
 
 class Applicability(str, enum.Enum):
@@ -232,10 +233,15 @@ class Rule:
         fix: Optional[FixSpec] = None,
         confidence: Optional[Confidence] = None,
     ) -> None:
+        level = confidence or self.confidence
+        if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
+            # A numerics fix changes values at the domain edge: sure enough for --fix only where the finding
+            # keeps the default level's promise; below it the same edit may change a correct program.
+            fix = dataclasses.replace(fix, applicability=Applicability.UNSAFE)
         indents = self.context.current_indents() if fix is not None else ()
         enclosing = tuple(self.context.ancestors[1:4])
         self.reports.append(
-            PendingReport(self, node, message or self.message, fix, indents, enclosing, confidence or self.confidence)
+            PendingReport(self, node, message or self.message, fix, indents, enclosing, level)
         )
 
     @classmethod

@@ -48,15 +48,10 @@ class RecordingIndex(project.ProjectIndex):
         self.looked_up: Optional[Set[str]] = None
         self._digests: Dict[str, Optional[str]] = {}
 
-    def _module_facts(self, module: str):
+    def _read(self, module: str) -> None:
+        super()._read(module)
         if self.looked_up is not None:
             self.looked_up.add(module)
-        return super()._module_facts(module)
-
-    def _module_bytes(self, module: str) -> bytes:
-        if self.looked_up is not None:
-            self.looked_up.add(module)
-        return super()._module_bytes(module)
 
     def dependencies(self, modules: Set[str], known: Optional[Dict[str, str]] = None) -> Tuple[Dependency, ...]:
         """(module, path, hash of its bytes) of each module, path and hash None when the run has no such module.

@@ -144,6 +144,10 @@ def condition_implies_zero(
                 isinstance(op, cst.LessThan) and value == 0
             ):
                 return True
+        # ``if x.max() == x.min(): continue`` before dividing by ``x.max() - x.min()``: equal terms are what
+        # makes their difference 0.
+        if isinstance(target.operator, cst.Equal) and _is_difference_of(context, operand, test.left, target.comparator):
+            return True
         return False
     if isinstance(test, cst.Call) and not has_star_args(test):
         name, source, is_method = call_parts(context, test)
@@ -154,6 +158,16 @@ def condition_implies_zero(
         if name in ("eq", "le", "lt", "isclose") and source is not None and _matches(context, source, operand):
             return True
     return False
+
+
+def _is_difference_of(context: "FileContext", operand: cst.BaseExpression, a: cst.BaseExpression, b: cst.BaseExpression) -> bool:
+    """``operand`` is ``a - b`` or ``b - a`` (through reshapes)."""
+    operand = without_shape_steps(context, operand)
+    if not (isinstance(operand, cst.BinaryOperation) and isinstance(operand.operator, cst.Subtract)):
+        return False
+    return (_matches(context, operand.left, a) and _matches(context, operand.right, b)) or (
+        _matches(context, operand.left, b) and _matches(context, operand.right, a)
+    )
 
 
 def _implies_nonzero(

@@ -164,7 +164,7 @@ def integer_exponent(context: "FileContext", exponent: Optional[cst.BaseExpressi
     integer literal, a name or ``self.p`` bound to one (``x ** p`` with ``p: int = 3`` has no root)."""
     if isinstance(exponent, cst.Attribute) and isinstance(exponent.value, cst.Name) and exponent.value.value == "self":
         value = context.self_attribute_value(exponent.attr.value)
-        return isinstance(value, cst.Integer)
+        return _integral(value)
     if not isinstance(exponent, cst.Name) or site is None:
         return False
     reaching = bindings(site, exponent.value)
@@ -175,8 +175,14 @@ def integer_exponent(context: "FileContext", exponent: Optional[cst.BaseExpressi
         annotation = binding.node.annotation
         if annotation is not None and isinstance(annotation.annotation, cst.Name) and annotation.annotation.value == "int":
             return True
-        return isinstance(binding.value, cst.Integer)
-    return binding.kind in ("assign", "module") and isinstance(binding.value, cst.Integer)
+        return _integral(binding.value)
+    return binding.kind in ("assign", "module") and _integral(binding.value)
+
+
+def _integral(node: Optional[cst.BaseExpression]) -> bool:
+    """An integer literal, or a float literal with an integral value (``2``, ``2.0``): no root in that power."""
+    value = number_value(node) if node is not None else None
+    return value is not None and float(value).is_integer()
 
 
 def exponent_class(exponent: cst.BaseExpression) -> Optional[str]:

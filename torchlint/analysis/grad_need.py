@@ -268,6 +268,14 @@ def gradient_flows(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> 
     )
 
 
+def gradient_flows_here(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """:func:`gradient_flows` from the code around ``ancestors`` alone: a ``forward``, a loss, or a scope that
+    calls ``backward()`` itself; not a helper that such code calls (its result may only be logged)."""
+    return _named_differentiated(ancestors) or _differentiated_path(context.path) or _computes_gradients(
+        context, enclosing_function(ancestors)
+    )
+
+
 def _named_differentiated(ancestors: Sequence[cst.CSTNode]) -> bool:
     return any(
         isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _GRADIENT_NAME.search(node.name.value)

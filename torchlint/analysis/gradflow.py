@@ -935,8 +935,24 @@ class FunctionFlow:
         return False
 
     def from_previous_iteration(self, binding: Binding, at: Site, loop: cst.CSTNode) -> bool:
-        """Whether ``binding``, reaching a use at ``at``, was made by the previous iteration of ``loop``."""
-        return not binding.comprehension and binding.site.order >= at.order and loop in binding.site.loops
+        """Whether ``binding``, reaching a use at ``at``, was made by the previous iteration of ``loop``: it
+        stands at or after ``at`` in the loop, and no binding of the name that every iteration makes before
+        ``at`` (``entropy = 0`` at the top of the body) starts the iteration afresh.  A binding that reaches
+        ``at`` round an inner loop's back edge only (``entropy += ...`` in the steps of one rollout) is
+        that iteration's own."""
+        if binding.comprehension or binding.site.order < at.order or loop not in binding.site.loops:
+            return False
+        header = self.loop_sites.get(id(loop))
+        return not any(
+            header is not None
+            and earlier.site.order < at.order
+            and earlier.site.loops
+            and earlier.site.loops[-1] is loop
+            and earlier.site.branches == header.branches
+            and not earlier.element
+            and not _reads_name(earlier.value, earlier.name)
+            for earlier in self.bindings.get(binding.name, ())
+        )
 
     def ends_iteration(self, binding: Binding, loop: cst.CSTNode, given: Optional[Site]) -> bool:
         """Whether ``binding`` gets round ``loop``'s back edge in an iteration that ran ``given``: no
@@ -1684,6 +1700,21 @@ def _stepped_optimizer(call: cst.Call) -> Optional[cst.BaseExpression]:
 
 # Module methods that make a fresh state rather than run the module (``model.init_hidden(bsz)``).
 _STATE_INITIALISER = re.compile(r"^(?:init|initial|reset|zero|empty|new)(?:_|[A-Z]|$)")
+
+
+def _reads_name(node: Optional[cst.CSTNode], name: str) -> bool:
+    """Whether ``name`` is read in ``node`` (``entropy + x`` reads ``entropy``; ``0`` does not)."""
+    if node is None:
+        return True
+    found = []
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Name(self, visited: cst.Name) -> None:
+            if visited.value == name:
+                found.append(visited)
+
+    visit(node, _Reads())
+    return bool(found)
 
 
 def _runs_the_module(method: str) -> bool:

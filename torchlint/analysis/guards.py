@@ -49,6 +49,7 @@ from torchlint.analysis.grad_need import (
     defines_optimizer,
     gradient_cannot_flow,
     gradient_flows,
+    gradient_flows_here,
     gradient_never_computed,
     may_be_negative,
 )
@@ -124,8 +125,10 @@ def confidence_of(context: "FileContext", op: DomainOp, value: Value, ancestors:
             return Confidence.LOW
         return Confidence.MEDIUM if gradient_flows(context, ancestors) else Confidence.LOW
     if by_construction:
-        if op.kind in GRADIENT_ONLY_KINDS and edge not in _NEGATIVE_EDGES and not gradient_flows(context, ancestors):
-            # A root of 0 is a fine value; its infinite gradient is certain only where a gradient is taken.
+        if op.kind in GRADIENT_ONLY_KINDS and edge not in _NEGATIVE_EDGES and not gradient_flows_here(context, ancestors):
+            # A root of 0 is a fine value; its infinite gradient is certain only where the code itself takes
+            # a gradient (a forward, a loss, the scope that calls backward), not in a helper it calls, whose
+            # result may only be printed or ranked.
             return Confidence.MEDIUM
         return Confidence.HIGH
     return Confidence.MEDIUM if gradient_flows(context, ancestors) else Confidence.LOW

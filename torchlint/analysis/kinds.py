@@ -48,10 +48,28 @@ _TENSOR_ANNOTATIONS = re.compile(r"\bTensor\b|\bFloatTensor\b|\bLongTensor\b|\bB
 _NUMBER_ANNOTATIONS = re.compile(r"^(int|float|Optional\[(int|float)\]|Union\[int, float\])$")
 
 
+# Array frameworks other than torch: a file that imports one of them and not torch computes with its values.
+_OTHER_FRAMEWORKS = frozenset({"tensorflow", "jax", "mxnet", "paddle", "keras", "theano", "chainer", "cupy", "mindspore"})
+
+
+def computes_with_other_framework(context: "FileContext") -> bool:
+    """The file imports another array framework (TensorFlow, JAX, ...) and not torch: its values are that
+    framework's arrays (a GAN written twice, once per framework, keeps its TensorFlow twin beside the torch one)."""
+
+    def compute(module: cst.Module) -> bool:
+        roots = {qualified.split(".", 1)[0] for qualified in context.imports.bindings.values() if qualified}
+        return "torch" not in roots and not roots.isdisjoint(_OTHER_FRAMEWORKS)
+
+    return context.memoized("kinds.other-framework", context.module, compute)
+
+
 def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], _depth: int = 0) -> str:
-    """"tensor", "number", "array" (NumPy) or "unknown" (see module docs)."""
+    """"tensor", "number", "array" (NumPy's, or another framework's in a file that computes with one) or
+    "unknown" (see module docs)."""
     if _depth > MAX_DEPTH:
         return "unknown"
+    if _depth == 0 and computes_with_other_framework(context):
+        return "array"
     again = _depth + 1
     if constant_value(node) is not None or isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
         return "number"

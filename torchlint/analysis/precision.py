@@ -18,10 +18,13 @@ The limits below were measured with torch (tests/test_runtime_tl105.py pins them
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Tuple
+import ast
+import re
+from typing import TYPE_CHECKING, Dict, Optional, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.ast_names import ast_dotted_name, every_node, import_bindings
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.ops import is_eps_like, is_value_receiver, number_value
 from torchlint.walk_order import visit
@@ -53,6 +56,9 @@ _FLOAT16_KEYWORD_VALUES = {
 }
 # Words without which a file cannot compute in float16 (a cheap text test before any walk).
 FLOAT16_TEXT_MARKERS = ("float16", "half", "autocast", "GradScaler", "fp16", "precision", "HalfTensor")
+# Command-line options that offer a float16 run (``parser.add_argument("--fp16", action="store_true")``).
+_MODULE_TEXT_MARKERS = tuple(marker.encode() for marker in FLOAT16_TEXT_MARKERS) + (b"-amp", b"_amp")
+_FLOAT16_OPTION = re.compile(r"^--?(fp16|half|amp|use[-_]amp|mixed[-_]precision|float16|half[-_]precision)$")
 
 
 class _Float16Finder(cst.CSTVisitor):
@@ -197,6 +203,81 @@ def uses_float16(
         visit(scope, finder)
         cache[id(scope)] = finder.strong or finder.local
     return cache[id(scope)]
+
+
+def project_uses_float16(context: "FileContext") -> bool:
+    """Whether the code around this file may run in float16: this file sets up or makes float16 values
+    anywhere (:func:`uses_float16` of the module), or another module of the project does, or offers a
+    float16 option (``--fp16``, ``--amp``).  Without a project (a text linted alone) the file decides.
+    The project's modules are read as text and only those holding a float16 word are parsed (with
+    ``ast``), once per run."""
+    if uses_float16(context):
+        return True
+    project = context.project
+    if project is None:
+        return False
+    return project.fact("precision.float16", lambda: any(_module_uses_float16(data) for data in project.module_texts()))
+
+
+def _module_uses_float16(data: bytes) -> bool:
+    """A module's float16 markers, read with ``ast``: the same tables as :class:`_Float16Finder` (GradScaler,
+    float16 autocast, a float16 dtype passed or bound, ``.half()``, fp16 keyword values), plus float16
+    command-line options."""
+    if not any(marker in data for marker in _MODULE_TEXT_MARKERS):
+        return False
+    try:
+        tree = ast.parse(data)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    nodes = every_node(tree)
+    aliases: Dict[str, str] = {}
+    for node in nodes:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            aliases.update(import_bindings(node))
+
+    def qualified(node: ast.expr) -> Optional[str]:
+        dotted = ast_dotted_name(node)
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        base = aliases.get(head)
+        return (base + ("." + rest if rest else "")) if base else dotted
+
+    def is_float16(node: Optional[ast.expr]) -> bool:
+        return node is not None and qualified(node) in _FLOAT16_DTYPES
+
+    for node in nodes:
+        if isinstance(node, ast.Assign) and is_float16(node.value):
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and _FLOAT16_OPTION.match(node.value):
+            return True
+        if not isinstance(node, ast.Call):
+            continue
+        name = qualified(node.func)
+        keywords = {keyword.arg: keyword.value for keyword in node.keywords if keyword.arg}
+        if name in _GRAD_SCALERS:
+            return True
+        if name in _AUTOCAST and not _ast_turned_off(keywords.get("enabled")):
+            dtype = keywords.get("dtype", node.args[1] if len(node.args) > 1 else None)
+            device = keywords.get("device_type", node.args[0] if node.args else None)
+            if dtype is not None:
+                if is_float16(dtype):
+                    return True
+            elif name in _CUDA_AUTOCAST or not (isinstance(device, ast.Constant) and device.value in ("cpu", "mps", "xpu", "hpu")):
+                return True
+        if any(is_float16(arg) for arg in node.args) or any(is_float16(value) for value in keywords.values()):
+            return True
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "half" and not node.args and name not in ("np.half", "numpy.half"):
+            return True
+        for keyword, value in keywords.items():
+            wanted = _FLOAT16_KEYWORD_VALUES.get(keyword)
+            if wanted and isinstance(value, ast.Constant) and value.value in wanted:
+                return True
+    return False
+
+
+def _ast_turned_off(node: Optional[ast.expr]) -> bool:
+    return isinstance(node, ast.Constant) and node.value is False
 
 
 def clamp_lower_bound(context: "FileContext", call: cst.Call) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:

@@ -475,12 +475,15 @@ class ProjectIndex:
 
     def __init__(self, files: "Sequence[str] | Callable[[], Sequence[str]]") -> None:
         self._files_source = files
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
         self._whole_saves: Dict[Tuple[str, str], Optional[str]] = {}
         self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
         self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
+        # key -> (value, the modules whose text or facts computing it read)
+        self._facts_of_project: Dict[str, Tuple[object, frozenset]] = {}
+        self._reading: Optional[set] = None
         self.parsed_files = 0
 
     # -- building ---------------------------------------------------------------
@@ -506,6 +509,7 @@ class ProjectIndex:
 
     def _module_facts(self, module: str) -> Optional[_ModuleFacts]:
         """One module's classes and imports, parsed with ``ast`` the first time a lookup reaches it."""
+        self._read(module)
         if module in self._facts:
             return self._facts[module]
         path = self._ensure().get(module)
@@ -529,6 +533,7 @@ class ProjectIndex:
 
     def _module_bytes(self, module: str) -> bytes:
         """A module's text, read each time it is asked for (the questions that read it memoize their answers)."""
+        self._read(module)
         path = self._ensure().get(module)
         if path is None:
             return b""
@@ -539,6 +544,34 @@ class ProjectIndex:
             return b""
 
     # -- questions ----------------------------------------------------------------
+
+    def fact(self, key: str, compute: Callable[[], object]):
+        """A fact about the whole project (``compute()``), computed once per index: an analysis asks it of
+        every file, the project answers it once.  Every asker is told (:meth:`_read`) which modules the
+        answer rests on, as if it had read them itself (the cache keys a file's result on them)."""
+        if key not in self._facts_of_project:
+            with self._lock:
+                outer, self._reading = self._reading, set()
+                try:
+                    value = compute()
+                    read = frozenset(self._reading)
+                finally:
+                    self._reading = outer
+                self._facts_of_project.setdefault(key, (value, read))
+        value, read = self._facts_of_project[key]
+        for module in read:
+            self._read(module)
+        return value
+
+    def _read(self, module: str) -> None:
+        """Hook: ``module``'s text or facts went into an answer (the run's index records it for the cache)."""
+        if self._reading is not None:
+            self._reading.add(module)
+
+    def module_texts(self) -> Iterator[bytes]:
+        """The text of every module of the project, read one at a time (for facts read from text first)."""
+        for module in sorted(self._ensure()):
+            yield self._module_bytes(module)
 
     def reaches_words(self, module: str, words: Tuple[bytes, ...]) -> bool:
         """Whether ``module``, or a project module it imports (directly or through others), holds one of ``words``
@@ -662,6 +695,18 @@ class ProjectIndex:
         self._star_names[key] = (True, found)
         return True, found
 
+
+
+def mentioned_in_project(context, key: str, pattern: "re.Pattern[bytes]") -> bool:
+    """Whether the file of ``context`` or any module of its project matches ``pattern`` (read as text, once
+    per run and key): a fact about how the project runs (it traces models, it chooses its device) that no
+    single file needs to show."""
+    if pattern.search(context.source.encode("utf-8", "replace")):
+        return True
+    project = context.project
+    if project is None:
+        return False
+    return bool(project.fact(key, lambda: any(pattern.search(data) for data in project.module_texts())))
 
 
 def files_under(root: str) -> List[str]:

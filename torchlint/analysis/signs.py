@@ -82,6 +82,7 @@ EDGE_SPREAD = "a standard deviation or variance: 0 for a constant input"
 EDGE_COUNT = "a count of a mask: 0 when the mask is empty"
 EDGE_RELU = "a ReLU output: 0 wherever its input is negative"
 EDGE_PROBABILITY = "a softmax or sigmoid output: 0 once it underflows"
+EDGE_SELECTED_PROBABILITY = "the probability of one chosen entry (a label, a sampled action): 0 only if that entry underflows"
 EDGE_COMPLEMENT = "1 minus a probability: 0 once it saturates"
 EDGE_RANGE = "max minus min: 0 for a constant input"
 EDGE_DIFFERENCE = "a difference: 0 or negative when its terms cancel"
@@ -171,6 +172,8 @@ class _Evaluator:
             return _weakest((body, step(node.orelse)))
         if isinstance(node, cst.Call):
             return self._call(node, step)
+        if isinstance(node, (cst.List, cst.Tuple)) and node.elements and all(isinstance(e, cst.Element) for e in node.elements):
+            return _weakest(step(element.value) for element in node.elements)  # torch.tensor([1.0]): its data
         if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
             return POSITIVE if _is_expm1_of_negative(context, node.expression, site) else UNKNOWN
         return UNKNOWN
@@ -417,6 +420,14 @@ def _probability(step: _Step, call: _Call) -> Value:
     return Value(Sign.POSITIVE, None, True) if step.division else _nonnegative(EDGE_PROBABILITY, unit=True)
 
 
+def _selected(step: _Step, call: _Call) -> Value:
+    """``p.gather(1, idx)``, ``p.index_select(...)``: the chosen entries.  A whole probability vector holds its
+    smallest entries, which underflow in ordinary use; the entry of a label or of an action drawn from it is
+    0 only when the model is confidently wrong."""
+    found = _preserving(step, call)
+    return _nonnegative(EDGE_SELECTED_PROBABILITY, unit=True) if found.edge == EDGE_PROBABILITY else found
+
+
 def _root(step: _Step, call: _Call) -> Value:
     found = step(call.source)
     return POSITIVE if found.sign is Sign.POSITIVE else _nonnegative(found.edge)
@@ -562,12 +573,13 @@ _rows(("zeros", "zeros_like", "new_zeros"), _constant(_nonnegative(EDGE_ZERO)))
 _rows(("sqrt",), _root)
 _rows(("sum", "nansum", "mean", "nanmean"), _summing)
 _rows(tuple(SHAPE_AND_CAST_CALLS) + (
-    "repeat", "tile", "flip", "roll", "index_select", "gather", "masked_select", "narrow", "select", "amax", "amin",
+    "repeat", "tile", "flip", "roll", "masked_select", "narrow", "select", "amax", "amin",
     "cumsum", "prod", "cumprod", "avg_pool1d", "avg_pool2d", "avg_pool3d", "adaptive_avg_pool1d", "adaptive_avg_pool2d",
     "adaptive_avg_pool3d", "max_pool1d", "max_pool2d", "max_pool3d", "adaptive_max_pool1d", "adaptive_max_pool2d",
     "interpolate", "requires_grad_", "cpu", "cuda", "diagonal", "diag", "trace",
     "repeat_interleave", "min", "median", "quantile", "nanmedian", "logical_not",
 ), _preserving)
+_rows(("gather", "index_select", "take_along_dim"), _selected)
 _rows(("max", "maximum", "fmax"), _maximum)
 _rows(("clamp", "clip", "clamp_min", "clamp_min_", "clamp_", "clip_"), _clamp)
 _rows(("where",), _where)

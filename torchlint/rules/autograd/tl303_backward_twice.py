@@ -163,7 +163,8 @@ class BackwardTwice(Rule):
                 f"the second {_SECOND_TIME}"
             )
             steps_in_loop = any(loop in site.loops for site in flow.step_sites)
-            self.report(node, message, None if steps_in_loop or not current.frees_graph else self._retain(current))
+            fix = None if steps_in_loop or not current.frees_graph else self._retain(current)
+            self.report(node, message, fix, confidence=self._loop_confidence(flow, current, loop))
             return
         if carries and self._carried_across_iterations(flow, current) is not None:
             self.report(
@@ -251,6 +252,20 @@ class BackwardTwice(Rule):
             if flow.carries_from_previous_iteration(current.tensor, current.site, loop):
                 return loop
         return None
+
+    @staticmethod
+    def _loop_confidence(flow: FunctionFlow, current: BackwardCall, loop: cst.CSTNode) -> Confidence:
+        """``high`` when the graph built before the loop is proven: every forward pass it comes from calls a
+        module (``model(x)``, ``self.encoder(x)``) or one whose construction the file shows.  A method of an
+        object handed in (``rollouts.feed_forward_generator(...)``, a replay buffer's sampler) may hand back
+        data that carries no graph at all: ``medium``."""
+        roots = [call for call, site in flow.graph_roots(current.tensor, current.site) if loop not in site.loops]
+        if isinstance(current.tensor, cst.Name) and not roots:
+            reaching = flow.bindings.get(current.tensor.value, ())
+            if not reaching or any(binding.value is None for binding in reaching):
+                return Confidence.MEDIUM  # a parameter, or a name bound by a loop or an unpacking
+        proven = all(flow.module_constructor(call) is not None or (_calls_a_held_module(call) and flow.is_module_call(call)) for call in roots)
+        return Confidence.HIGH if proven else Confidence.MEDIUM
 
     @staticmethod
     def _step_between(flow: FunctionFlow, start: int, end: int) -> bool:
@@ -406,6 +421,15 @@ def _calls_by_name(call: cst.Call, name: str, caller: FunctionFlow, callee: Func
     ):
         return True
     return None
+
+
+def _calls_a_held_module(call: cst.Call) -> bool:
+    """``model(x)``, ``self.encoder(x)``, ``self.blocks[i](x)``: the callee is a name or an attribute of ``self``
+    itself, not a method of some object (``rollouts.feed_forward_generator(...)``)."""
+    func = call.func.value if isinstance(call.func, cst.Subscript) else call.func
+    return isinstance(func, cst.Name) or (
+        isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
+    )
 
 
 def _summed_names(node: cst.BaseExpression) -> list:

@@ -1,11 +1,14 @@
 from __future__ import annotations
 
+from typing import Optional
+
 import libcst as cst
 
-from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.checkpoints import LOAD_FUNCTIONS
+from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
+from torchlint.analysis.devices import GPU_REQUIRED, device_policy, saved_before_in_same_run, used_as_cpu_data, written_here_on_cpu
 from torchlint.analysis.signatures import gives_keyword
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
 
@@ -63,8 +66,10 @@ class LoadWithoutMapLocation(Rule):
         loads = scan.regions_calling_qualified(LOAD_FUNCTIONS)
         if not loads:
             return None
-        # The fix reads whether the module binds `device` (scope.binds_name).
-        return loads | scan.regions_where(lambda region: region.enclosing_class is None and "device" in region.binds)
+        # The fix reads whether the module binds `device` (scope.binds_name); the confidence, where the file
+        # saves the path it loads (analysis/devices.py).
+        saves = scan.regions_calling_qualified(SAVE_FUNCTIONS)
+        return loads | saves | scan.regions_where(lambda region: region.enclosing_class is None and "device" in region.binds)
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
@@ -75,18 +80,37 @@ class LoadWithoutMapLocation(Rule):
             return
         if not positional_args(node) and keyword_arg(node, "f") is None:
             return  # not a valid call at all; nothing to say about devices
+        confidence = self._confidence(node)
+        if confidence is None:
+            return
         if self._feeds_load_state_dict(node):
             applicability, value = Applicability.SAFE, '"cpu"'
         elif self.context.binds_name("device"):
             applicability, value = Applicability.UNSAFE, "device"
         else:
-            applicability, value = Applicability.UNSAFE, '"cpu"'
+            # A whole object moved to the CPU stays there while the code may feed it CUDA inputs: no fix.
+            self.report(node, confidence=confidence)
+            return
         fix = FixSpec(
             applicability,
             f"Add `map_location={value}`",
             (Replacement(node, add_keyword(node, "map_location", cst.parse_expression(value))),),
         )
-        self.report(node, fix=fix)
+        self.report(node, fix=fix, confidence=confidence)
+
+    def _confidence(self, node: cst.Call) -> Optional[Confidence]:
+        """How sure the load meets a machine without the GPU its file was saved from (analysis/devices.py),
+        or None when it holds CPU data."""
+        ancestors = self.context.ancestors
+        if used_as_cpu_data(ancestors, node):
+            return None
+        path = argument(node, 0, "f")
+        if path is not None and (
+            saved_before_in_same_run(self.context, node, path.value) or written_here_on_cpu(self.context, path.value)
+        ):
+            return Confidence.LOW
+        # A project that needs a GPU to run loads where one is: only a file saved from another index fails.
+        return Confidence.LOW if device_policy(self.context) == GPU_REQUIRED else Confidence.HIGH
 
     def _feeds_load_state_dict(self, node: cst.Call) -> bool:
         """Whether ``node`` (or a subscript of it) is the argument of ``*.load_state_dict(...)``."""

@@ -8,10 +8,17 @@ from torchlint.analysis.bindings import Definition
 from torchlint.analysis.calls import argument
 from torchlint.analysis.fused import activation_of, functional, is_pure, keyword, log_softmax_call, positional
 from torchlint.analysis.module_outputs import called_module_activation
-from torchlint.analysis.ops import SoftmaxCall, match_softmax, match_unary, strip_clamp_min, strip_eps
+from torchlint.analysis.ops import SoftmaxCall, match_softmax, match_unary, number_value, strip_clamp_min, strip_eps
+from torchlint.analysis.precision import FLOAT16_ZERO_LIMIT, added_guard, project_uses_float16
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 LOG_FUNCTIONS = frozenset({"torch.log"})
+
+
+GUARDED_MESSAGE = (
+    "log(softmax(x) + eps) is finite but flattens every log-probability below log(eps) and its gradient; "
+    "log_softmax is exact"
+)
 
 
 class LogOfSoftmax(Rule):
@@ -76,6 +83,8 @@ class LogOfSoftmax(Rule):
   `nn.Sequential` or a `forward` of this file or the project) whose output the log takes.
 - **medium**: the model reaches the log through a parameter of a function, and every call of that
   function in the file passes a model that ends in the softmax; other modules may pass other models.
+- **low**: `log(softmax(x) + eps)` with an eps the precision keeps: nothing becomes infinite, the form is
+  only inexact (high when float16 rounds the eps to 0 in a project that runs in float16).
 """
     triggers = ("softmax", "Softmax", "log(")  # log(: a model of another module may end in one
 
@@ -101,7 +110,17 @@ class LogOfSoftmax(Rule):
             return
         rebuildable = definition is None or (is_pure(softmax.input) and definition.unchanged_at_use(softmax.node))
         fix = self._fix(node, softmax) if rebuildable and not log.extra_args else None
+        guard = added_guard(self.context, log.operand)
+        if guard is not None and not self._guard_vanishes(guard[1]):
+            # ``log(softmax(x) + eps)``: finite, only biased below eps; log_softmax is still the exact form.
+            self.report(node, message=GUARDED_MESSAGE, fix=fix, confidence=Confidence.LOW)
+            return
         self.report(node, fix=fix)
+
+    def _guard_vanishes(self, term: cst.BaseExpression) -> bool:
+        """An eps that float16 rounds to 0, in a project that runs in float16: the log is unguarded there."""
+        value = number_value(term)
+        return value is not None and value <= FLOAT16_ZERO_LIMIT and project_uses_float16(self.context)
 
     def _fix(self, log_call: cst.Call, softmax: SoftmaxCall) -> Optional[FixSpec]:
         replacement = log_softmax_call(self.context, softmax)
@@ -130,4 +149,7 @@ class LogOfSoftmax(Rule):
             fix = FixSpec(Applicability.SAFE, "Replace with `log_softmax` of the model's logits", (Replacement(log_call, call),), imports)
         confidence = Confidence.MEDIUM if found.traced.assumed else Confidence.HIGH
         message = f"log of a model's softmax output ({found.traced.origin}) is -inf with NaN gradients once a probability underflows to 0; take log_softmax of the logits"
+        guard = added_guard(self.context, log.operand)
+        if guard is not None and not self._guard_vanishes(guard[1]):
+            message, confidence = GUARDED_MESSAGE, Confidence.LOW
         self.report(log_call, message=message, fix=fix, confidence=confidence)

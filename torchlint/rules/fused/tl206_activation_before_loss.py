@@ -8,6 +8,7 @@ from torchlint.analysis.ast_names import ast_dotted_name
 from torchlint.analysis.fused import activation_of
 from torchlint.analysis.losses import LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
 from torchlint.analysis.module_outputs import trace_output
+from torchlint.analysis.precision import project_uses_float16
 from torchlint.analysis.project import active_project, facts_of_tree
 from torchlint.prepass import framework_called
 from torchlint.rule import Applicability, Confidence, FixSpec, Rule
@@ -19,8 +20,8 @@ MESSAGES = {
     ),
     "nll": "nll_loss expects log-probabilities: on softmax outputs it minimises -p instead of -log p; use log_softmax",
     "bce": (
-        "binary_cross_entropy on sigmoid outputs is -inf/clamped at -100 once sigmoid rounds to 0 or 1; "
-        "use binary_cross_entropy_with_logits on the logits"
+        "binary_cross_entropy of a sigmoid output is clamped at 100 with a zero gradient once the sigmoid rounds "
+        "to 0 or 1 (|x| > ~17), and raises under float16 autocast; use binary_cross_entropy_with_logits on the logits"
     ),
     "bce_logits": (
         "binary_cross_entropy_with_logits applies sigmoid itself: on {kind} outputs it squashes twice, "
@@ -136,12 +137,15 @@ class ActivationBeforeLoss(Rule):
     message = "softmax/sigmoid fed to a loss that applies its own (cross_entropy, BCE) or needs log-probabilities (nll_loss)"
     fix_applicability = Applicability.UNSAFE
     confidence_levels = """
-- **high**: the activation is written at the loss or a few lines before it, or it ends the `forward` of
-  the model (or the `nn.Sequential`) whose output the loss receives, found in the same file or the
-  project.
-- **medium**: the model reaches the loss through a parameter of a function (`train(model, loader)`),
-  and every call of that function in the file passes a model that ends in the activation; other modules
-  may call it with other models.
+- **high**: a softmax fed to `cross_entropy` / `nll_loss` (or any activation fed to a `..._with_logits`
+  loss) written at the loss or a few lines before it, or ending the `forward` of the model (or the
+  `nn.Sequential`) whose output the loss receives, found in the same file or the project; a sigmoid fed
+  to `binary_cross_entropy` in a project that runs in float16 (autocast makes it raise).
+- **medium**: a sigmoid fed to `binary_cross_entropy` elsewhere: the loss is right until the sigmoid
+  saturates, which ordinary training reaches only now and then; and the model reaches the loss through a
+  parameter of a function (`train(model, loader)`), every call of which in the file passes a model that
+  ends in the activation (other modules may call it with other models).
+- **low**: both of the last two.
 """
     triggers = tuple(sorted(LOSS_NAMES))
 
@@ -170,13 +174,23 @@ class ActivationBeforeLoss(Rule):
         kinds = WRONG_INPUTS[loss.kind]
         activation = activation_of(self.context, loss.input.value, kinds=kinds)
         if activation is not None:
-            self.report(node, message=_message(loss.kind, activation.kind), fix=self._fix(loss, activation))
+            confidence = self._confidence(loss, Confidence.HIGH)
+            self.report(node, message=_message(loss.kind, activation.kind), fix=self._fix(loss, activation), confidence=confidence)
             return
         traced = trace_output(self.context, loss.input.value)
         if traced is None or traced.kind not in kinds:
             return
         message = f"{_message(loss.kind, traced.kind)} (the input is the output of {traced.origin}, which ends in {traced.kind})"
-        self.report(node, message=message, confidence=Confidence.MEDIUM if traced.assumed else Confidence.HIGH)
+        self.report(node, message=message, confidence=self._confidence(loss, Confidence.MEDIUM if traced.assumed else Confidence.HIGH))
+
+    def _confidence(self, loss: LossCall, found: Confidence) -> Confidence:
+        """A softmax into cross_entropy or nll_loss computes a wrong loss on every input: as sure as the
+        activation is found.  BCE on a sigmoid is right until the sigmoid saturates (|x| > ~17), which ordinary
+        training reaches only now and then (a confident GAN discriminator): ``medium``; under float16 autocast
+        ``binary_cross_entropy`` raises, so a project that runs in float16 makes it as sure as the activation."""
+        if loss.kind != "bce" or project_uses_float16(self.context):
+            return found
+        return Confidence.MEDIUM if found is Confidence.HIGH else Confidence.LOW
 
     def _fix(self, loss: LossCall, activation):
         rewrite = rewrite_activation(self.context, activation, "log_softmax" if loss.kind == "nll" else "input")

@@ -1,12 +1,14 @@
 from __future__ import annotations
 
 import bisect
+import re
 from typing import FrozenSet, Optional
 
 import libcst as cst
 
 from torchlint.analysis.dataflow import bindings, site_of
 from torchlint.analysis.grad_need import gradient_flows
+from torchlint.analysis.kinds import computes_with_other_framework
 from torchlint.analysis.ops import is_value_receiver, match_unary, number_value
 from torchlint.analysis.precision import (
     FLOAT16_ONE_MINUS_LIMIT,
@@ -22,10 +24,10 @@ from torchlint.analysis.precision import (
     format_float,
     is_guard_term,
     one_minus_term,
+    project_uses_float16,
     uses_float16,
 )
-from torchlint.prepass import WHOLE_FILE
-from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
+from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, Replacement, Rule
 
 ONE_MINUS_FLOAT32_MESSAGE = (
     "1 - eps rounds to exactly 1.0 in float32 for this eps (<= 2.98e-8): the upper bound keeps nothing below 1 "
@@ -39,6 +41,9 @@ UNDER_HALF_PRECISION_MESSAGE = (
     "this epsilon rounds to 0 in float16 (it is <= 2.98e-8): run under half precision, the guard vanishes and "
     "the op gives Inf/NaN at 0"
 )
+
+# ``log(1 - p)``, ``(1. - p).log()``, ``log1p(-p)``: what a bound below 1 exists for.
+_LOG_OF_COMPLEMENT = re.compile(r"log1p\(\s*-|log\w*\(\s*1\.?0*\s*-|\(\s*1\.?0*\s*-[^()]*\)\s*\.\s*log")
 
 _LOG_FUNCTIONS = frozenset({"torch.log", "torch.log2", "torch.log10", "torch.special.log"})
 _LOG_METHODS = ("log", "log2", "log10", "log_")
@@ -189,6 +194,8 @@ class VanishingEpsilon(Rule):
     ) -> bool:
         """Judge the guard ``term`` (a literal or a name bound to one) kept on ``operand`` at ``site``; report
         at ``site``.  True when it reported."""
+        if computes_with_other_framework(self.context):
+            return False  # a TensorFlow or JAX twin of a torch script: not torch's float16
         literal = self._literal_of(term)
         value = number_value(literal) if literal is not None else None
         if value is None or value <= 0:
@@ -196,10 +203,10 @@ class VanishingEpsilon(Rule):
         verdict = self._verdict(site, operand, value, consumer, upper_bound)
         if verdict is None:
             return False
-        message, limit, confidence = verdict
+        message, limit, confidence, fixable = verdict
         eps = self.context.settings.eps
         fix = None
-        if eps > limit and eps > value:
+        if fixable and eps > limit and eps > value:
             fix = FixSpec(
                 Applicability.NUMERICS,
                 f"Raise the epsilon to {format_float(eps)}",
@@ -209,31 +216,45 @@ class VanishingEpsilon(Rule):
         return True
 
     def _verdict(self, site: cst.CSTNode, operand: cst.BaseExpression, value: float, consumer: Optional[str], upper_bound: bool):
-        """(message, the limit a replacement must exceed, confidence), or None when the guard holds."""
+        """(message, the limit a replacement must exceed, confidence, whether a fix may raise it), or None when
+        the guard holds.  An eps is raised only where the precision it runs in loses it: float32 itself, or
+        float16 code in sight; elsewhere it may be the value float32 code chose."""
         if upper_bound:
             if value <= FLOAT32_ONE_MINUS_LIMIT:
-                return ONE_MINUS_FLOAT32_MESSAGE, FLOAT32_ONE_MINUS_LIMIT, Confidence.HIGH
+                return ONE_MINUS_FLOAT32_MESSAGE, FLOAT32_ONE_MINUS_LIMIT, self._bound_confidence(site), True
             if value <= FLOAT16_ONE_MINUS_LIMIT and self._in_float16_code(site):
-                return ONE_MINUS_FLOAT16_MESSAGE, FLOAT16_ONE_MINUS_LIMIT, Confidence.HIGH
+                return ONE_MINUS_FLOAT16_MESSAGE, FLOAT16_ONE_MINUS_LIMIT, self._bound_confidence(site), True
             return None
         if value <= FLOAT32_ZERO_LIMIT:
             message = "this epsilon rounds to 0 even in float32 (<= 7e-46): the guard does nothing and the op gives Inf/NaN at 0"
-            return message, FLOAT32_ZERO_LIMIT, Confidence.HIGH
+            return message, FLOAT32_ZERO_LIMIT, Confidence.HIGH, True
         if consumer == "log" and value < FLOAT32_RECIPROCAL_LIMIT:
             message = "this epsilon is below 1/FLT_MAX (2.9e-39): the gradient of log at 0, 1/eps, overflows to inf in float32"
-            return message, FLOAT32_RECIPROCAL_LIMIT, Confidence.HIGH
+            return message, FLOAT32_RECIPROCAL_LIMIT, Confidence.HIGH, True
         if consumer == "divisor" and value < FLOAT32_RECIPROCAL_LIMIT:
             message = "this epsilon is below 1/FLT_MAX (2.9e-39): dividing by it at 0, the gradient 1/eps overflows to inf in float32"
-            return message, FLOAT32_RECIPROCAL_LIMIT, Confidence.HIGH
+            return message, FLOAT32_RECIPROCAL_LIMIT, Confidence.HIGH, True
         if value > FLOAT16_ZERO_LIMIT:
             return None
         if self._in_float16_code(site):
-            return self.message, FLOAT16_ZERO_LIMIT, Confidence.HIGH
-        # No float16 in sight: callers may still run this under mixed precision, where the guard vanishes
-        # unless autocast computes the guarded value in float32 (a sum, a norm: then only .half() loses it).
+            return self.message, FLOAT16_ZERO_LIMIT, Confidence.HIGH, True
+        # Not in float16 code, but the project runs in float16 somewhere (a --fp16 option, a GradScaler in the
+        # training script): callers may run this under mixed precision, where the guard vanishes unless autocast
+        # computes the guarded value in float32 (a sum, a norm: then only .half() loses it).  A project with no
+        # float16 anywhere computes in float32, where this eps guards.
+        if not project_uses_float16(self.context):
+            return UNDER_HALF_PRECISION_MESSAGE, FLOAT16_ZERO_LIMIT, Confidence.LOW, False
         maybe_float16 = not computed_in_float32_under_autocast(self.context, operand)
         confidence = Confidence.MEDIUM if maybe_float16 and gradient_flows(self.context, self.context.ancestors) else Confidence.LOW
-        return UNDER_HALF_PRECISION_MESSAGE, FLOAT16_ZERO_LIMIT, confidence
+        return UNDER_HALF_PRECISION_MESSAGE, FLOAT16_ZERO_LIMIT, confidence, True
+
+    def _bound_confidence(self, site: cst.CSTNode) -> Confidence:
+        """``clamp(p, max=1 - eps)`` that keeps nothing below 1 breaks a log of ``1 - p`` (or of ``1 - p``'s
+        name) in the same function; without one, the useless bound changes nothing observable."""
+        function = self.context.enclosing(cst.FunctionDef)
+        scope = function if function is not None else self.context.module
+        code = self.context.code(scope)
+        return Confidence.HIGH if _LOG_OF_COMPLEMENT.search(code) else Confidence.LOW
 
     def _literal_of(self, term: cst.BaseExpression) -> Optional[cst.BaseExpression]:
         """The numeric literal ``term`` is or holds: itself, the one assignment of a local or module name,

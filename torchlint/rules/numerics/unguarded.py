@@ -5,8 +5,9 @@ from typing import ClassVar, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
+from torchlint.analysis import signs
 from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import DomainOp, possible_kind
+from torchlint.analysis.domain import POW, DomainOp, is_reciprocal_exponent, possible_kind
 from torchlint.analysis.domain_match import match_domain_op
 from torchlint.analysis.fixes import clamp_operand_fix, eps_text
 from torchlint.analysis.grad_need import gradient_regions
@@ -56,7 +57,16 @@ class UnguardedOpRule(Rule):
         if confidence is not None:
             self.report(node, fix=self.fix(node, op), confidence=confidence)
 
+    def _never_negative(self, op: DomainOp) -> bool:
+        """The base is at least 0 by construction (a ReLU output, a norm, a square): a clamp changes only its zeros."""
+        site = site_of(self.context.ancestors)
+        return signs.evaluate(self.context, op.operand, site).sign is not signs.Sign.UNKNOWN
+
     def fix(self, node: cst.CSTNode, op: DomainOp) -> Optional[FixSpec]:
         if isinstance(node, cst.AugAssign):
+            return None
+        if op.kind == POW and not is_reciprocal_exponent(op.exponent) and not self._never_negative(op):
+            # ``x ** p`` with ``p`` held in a name may be an integer power of a signed base (``diff ** p`` with
+            # p = 2): clamping the base would drop every negative entry.
             return None
         return clamp_operand_fix(self.context, op, eps_text(self.context), self.fix_message)

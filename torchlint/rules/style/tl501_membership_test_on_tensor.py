@@ -6,7 +6,8 @@ import libcst as cst
 
 from torchlint.analysis.fused import as_receiver
 from torchlint.analysis.ops import is_value_receiver
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.analysis.tracing import captures_graphs
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # Torch functions whose result is a boolean tensor.
 MASK_FUNCTIONS = frozenset(
@@ -84,7 +85,7 @@ class MembershipTestOnTensor(Rule):
             return
         if not self._is_mask(target.comparator):
             return
-        self.report(node, fix=self._fix(node, node.left.value == "True", negated, target.comparator))
+        self.report(node, fix=self._fix(node, node.left.value == "True", negated, target.comparator), confidence=Confidence.HIGH if captures_graphs(self.context) else Confidence.LOW)
 
     def _is_mask(self, node: cst.BaseExpression) -> bool:
         if not isinstance(node, cst.Call) or any(arg.star for arg in node.args):

@@ -7,7 +7,8 @@ import libcst as cst
 
 from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.fused import bare, keyword, torch_function
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.analysis.tracing import captures_graphs
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # Constructors that copy a Python sequence into a tensor: an int range becomes int64.
 TENSOR_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.LongTensor"})
@@ -79,7 +80,7 @@ class TensorFromRange(Rule):
         bounds = self._range_bounds(data.value)
         if bounds is None:
             return
-        self.report(node, fix=self._fix(node, qualified, data, bounds))
+        self.report(node, fix=self._fix(node, qualified, data, bounds), confidence=Confidence.HIGH if captures_graphs(self.context) else Confidence.LOW)
 
     def _range_bounds(self, node: cst.BaseExpression) -> Optional[List[cst.Arg]]:
         """The arguments of ``range(...)`` (also under ``list(...)``), when they are plain positionals."""
