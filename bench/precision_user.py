@@ -29,7 +29,8 @@ The verdicts are written by readers who see the code and the criteria, not the r
 The script prints precision (real and real* over all read findings) per confidence level and at the
 default floor, findings per 10k lines, precision per rule at the default floor, wrong fixes, the
 findings with no verdict (``--unread FILE`` writes them with context, for readers) and the verdict
-rows no finding matches any more. ``--write`` records the table in ``bench/results/precision_user.md``.
+rows no finding matches any more. ``--write`` records the table in ``bench/results/precision_user.md`` and the
+figures the rule pages quote (``torchlint rule CODE``) in ``torchlint/data/measured_precision.json``.
 
 Exit status: 0, or 2 when the corpus is missing or torchlint printed no JSON.
 """
@@ -51,6 +52,7 @@ ROOT = BENCH.parent
 LIST = BENCH / "user_corpus.tsv"
 VERDICTS = BENCH / "results" / "precision_user_verdicts.tsv"
 REPORT = BENCH / "results" / "precision_user.md"
+MEASURED = ROOT / "torchlint" / "data" / "measured_precision.json"
 VERDICT_COLUMNS = ("repo", "path", "code", "line", "verdict", "fix", "reason")
 VERDICT_VALUES = ("real", "real*", "false")
 FIX_VALUES = ("ok", "wrong", "none")
@@ -367,7 +369,27 @@ def score(args) -> int:
     if args.write:
         REPORT.write_text("# Precision on users' code\n\n`python bench/precision_user.py score --write`\n\n" + text,
                           encoding="utf-8")
+        MEASURED.write_text(json.dumps(measured(findings, verdicts, lines, len(repositories)), indent=1, sort_keys=True) + "\n",
+                            encoding="utf-8")
     return 0
+
+
+def measured(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], lines: int, repos: int) -> dict:
+    """The figures the rule pages quote (torchlint/data/measured_precision.json): read findings per level,
+    overall and per rule, and how many of them were real or real*."""
+
+    def tally(selected) -> dict:
+        out = {}
+        for level in LEVELS:
+            read = [verdicts[f.key] for f in selected if f.confidence == level and f.key in verdicts]
+            out[level] = {"read": len(read), "real": sum(v.verdict in ("real", "real*") for v in read)}
+        return out
+
+    return {
+        "corpus": f"{repos} repositories of users' PyTorch code, {lines:,} lines (bench/user_corpus.tsv)",
+        "levels": tally(findings),
+        "rules": {code: tally([f for f in findings if f.code == code]) for code in sorted({f.code for f in findings})},
+    }
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -1,6 +1,9 @@
 """Rule documentation pages, shared by `torchlint rule`, SARIF and the README table."""
 from __future__ import annotations
 
+import functools
+import json
+from pathlib import Path
 from typing import Type
 
 from torchlint.rule import Rule
@@ -19,18 +22,47 @@ def fix_summary(rule: Type[Rule]) -> str:
 
 
 CONFIDENCE_LEVELS_TEXT = (
-    "Every finding carries a confidence: `high` when the value reaches the hazard by its own "
-    "construction, `medium` when nothing shows it cannot, in code that gradients flow through, "
-    "`low` when nothing shows it cannot, elsewhere. Findings of `medium` and above are shown; "
-    "choose the floor with `--confidence-level low|medium|high` or `confidence-level` in "
-    "`[tool.torchlint]` (JSON has a `confidence` key, SARIF a `rank`)."
+    "A level is a promise: `high` means at least 9 in 10 of its findings are real (or real for unusual "
+    "inputs), `medium` at least 1 in 2, `low` is what is left. Only `high` is shown by default; choose the "
+    "floor with `--confidence-level low|medium|high` or `confidence-level` in `[tool.torchlint]` (JSON has a "
+    "`confidence` key, SARIF a `rank`). Below `high`, a numerics fix is offered as unsafe."
 )
+_MEASURED = Path(__file__).resolve().parent / "data" / "measured_precision.json"
+
+
+@functools.lru_cache(maxsize=1)
+def _measured() -> dict:
+    try:
+        return json.loads(_MEASURED.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+
+
+def measured_summary(rule: Type[Rule]) -> str:
+    """What users' code showed of each level, for all rules and for this one (bench/precision_user.py)."""
+    data = _measured()
+    if not data:
+        return ""
+
+    def figures(levels: dict) -> str:
+        parts = []
+        for level in ("high", "medium", "low"):
+            counts = levels.get(level, {})
+            read, real = counts.get("read", 0), counts.get("real", 0)
+            parts.append(f"`{level}` {real}/{read} real" if read else f"`{level}` none read")
+        return ", ".join(parts)
+
+    text = f"Measured on {data['corpus']}, findings read blind: all rules {figures(data['levels'])}"
+    own = data.get("rules", {}).get(rule.code)
+    return text + (f"; this rule {figures(own)}." if own else "; this rule had no finding there.")
 
 
 def confidence_summary(rule: Type[Rule]) -> str:
-    """The rule's own levels (``confidence_levels``), else its single default level, then the general text."""
+    """The rule's own levels (``confidence_levels``), else its single default level, then the general text and
+    the measured figures."""
     own = rule.confidence_levels or f"This rule's findings are `{rule.confidence.value}` confidence."
-    return f"## Confidence\n{own}\n\n{CONFIDENCE_LEVELS_TEXT}"
+    measured = measured_summary(rule)
+    return f"## Confidence\n{own}\n\n{CONFIDENCE_LEVELS_TEXT}" + (f"\n\n{measured}" if measured else "")
 
 
 def section(rule: Type[Rule], heading: str) -> str:

@@ -175,7 +175,7 @@ def integer_exponent(context: "FileContext", exponent: Optional[cst.BaseExpressi
         annotation = binding.node.annotation
         if annotation is not None and isinstance(annotation.annotation, cst.Name) and annotation.annotation.value == "int":
             return True
-        return _integral(binding.value)
+        return isinstance(binding.value, cst.Integer)  # a float default (gamma: float = 2.0) may be passed 0.5
     return binding.kind in ("assign", "module") and _integral(binding.value)
 
 

@@ -456,8 +456,8 @@ def defines_optimizer(context: "FileContext") -> bool:
             if isinstance(statement, cst.ClassDef):
                 for base in statement.bases:
                     qualified = context.qualified_name(base.value) or dotted_name(base.value) or ""
-                    if qualified.rsplit(".", 1)[-1].endswith("Optimizer"):
-                        cached = True
+                    if qualified.rsplit(".", 1)[-1].endswith("Optimizer") or qualified.startswith("torch.optim."):
+                        cached = True  # an optimizer of its own, or one built on torch's (``class SharedAdam(optim.Adam)``)
         context._tl1_defines_optimizer = cached
     return cached
 
@@ -516,6 +516,8 @@ def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Op
         return bool(inputs) and all(_without_gradient(context, value, site, depth + 1) for value in inputs)
     if isinstance(node, cst.Subscript):
         return _without_gradient(context, node.value, site, depth + 1)
+    if isinstance(node, cst.Attribute) and node.attr.value in ("data", "grad"):
+        return True  # ``p.grad.data``: autograd tracks neither a tensor's .data nor its .grad
     return False
 
 

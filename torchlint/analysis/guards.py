@@ -25,8 +25,11 @@
    is one :data:`HIGH_EDGES` lists for the op: a norm or count under a division, a difference under a
    root, a softmax output or ``1 - p`` under a log, a constant 0) and, for a power, the exponent is a
    known fraction (``0.5``, ``1 / p``; ``x ** gamma`` is a hazard only for ``gamma < 1``).  A root of a
-   value that reaches 0 but not below is a gradient hazard only: ``high`` where gradients flow,
-   ``medium`` elsewhere.  An operand of unknown sign is ``medium`` where the code
+   value that reaches 0 but not below is a gradient hazard only: ``high`` where the code itself takes the
+   gradient (a ``forward``, a loss, the scope that calls ``backward()``:
+   :func:`~torchlint.analysis.grad_need.gradient_flows_here`), ``medium`` in a helper such code calls (its
+   result may only be logged or ranked).  The probability of one chosen entry (``p.gather(1, a)``) is 0
+   only when the model is confidently wrong: not an edge by construction, unlike a whole softmax vector.  An operand of unknown sign is ``medium`` where the code
    shows gradients flow (:func:`torchlint.analysis.grad_need.gradient_flows`: a ``forward``, a loss, a
    scope that calls ``backward()``), ``low`` elsewhere.
 

@@ -112,9 +112,11 @@ class BackwardTwice(Rule):
     )
     fix_applicability = Applicability.UNSAFE
     confidence_levels = (
-        "`high` when both calls are in one function (or a loop hands the value on): the graph is freed "
-        "by construction. `medium` when the earlier call is in a caller of the same file: the function "
-        "may also be called elsewhere, and its `backward()` may sit behind a flag the caller sets."
+        "`high` when both calls are in one function, or a loop frees a graph built before it by a module call "
+        "(`scores = model(x)`, `self.encoder(x)`, or a module whose construction the file shows): the graph "
+        "is freed by construction. `medium` when the graph before the loop comes from a method of an object "
+        "handed in (a rollout buffer's sampler may hand back data with no graph), or the earlier call is in a "
+        "caller of the same file (the function may also be called elsewhere, its `backward()` behind a flag)."
     )
     triggers = ("backward", "grad(")
 

@@ -46,8 +46,9 @@ class LoadWithoutMapLocation(Rule):
     copies each tensor onto the parameter's own device, so loading onto the
     CPU changes nothing but where the temporary copy lives. Elsewhere the fix
     is unsafe: it changes the device of the loaded tensors, to the `device`
-    variable when one is bound in the enclosing function or module, otherwise
-    to `"cpu"`. The keyword is appended after the arguments already given
+    variable when one is bound in the enclosing function or module; without
+    one there is no fix (a whole object moved to the CPU may then be fed CUDA
+    inputs by the code that loads it). The keyword is appended after the arguments already given
     (`weights_only=` is kept); a call with `*args` or `**kwargs` is not flagged,
     since `map_location` may be among them.
     """
@@ -60,6 +61,16 @@ class LoadWithoutMapLocation(Rule):
     )
     fix_applicability = Applicability.UNSAFE
     triggers = ("load",)
+    confidence_levels = """
+- **high**: the project chooses its device at run time (`torch.cuda.is_available()`, a `"cpu"` device, a
+  `--no-cuda` option, `map_location` elsewhere), or nothing in it mentions CUDA (the file comes from
+  elsewhere, a released checkpoint): the load meets machines without the GPU the file was saved from.
+- **low**: the loading file builds its model with `.cuda()`, or the project always uses CUDA (it runs only
+  where a GPU is, and a file saved from `cuda:0` loads there); the same function saved that path just
+  before; the file writes that path itself and never uses a GPU.
+- not reported: the loaded value is used as CPU data right away (`torch.load(p).numpy()`).
+How the device evidence is read: `torchlint/analysis/devices.py`.
+"""
 
     @classmethod
     def prepass(cls, scan):

@@ -81,7 +81,7 @@ class XLogXProduct(Rule):
 
     code = "TL204"
     name = "x-log-x"
-    message = "x * log(x) is 0 * -inf = NaN where x is 0 (NaN entropy and gradients); use torch.xlogy(x, x)"
+    message = "x * log(x) is 0 * -inf = NaN where x is 0 (a NaN entropy or loss); torch.xlogy(x, x) gives 0 there"
     fix_applicability = Applicability.SAFE
     triggers = ("log",)
     reads_callers = True

@@ -138,9 +138,11 @@ class VanishingEpsilon(Rule):
 
     confidence_levels = (
         "`high` where the precision is known to lose the guard: float16 code (GradScaler, CUDA autocast, "
-        "fp16 flags, `.half()` in scope), or float32 itself (`1 - 1e-8` is 1.0, `1e-50` is 0). Elsewhere an "
-        "eps that float16 rounds to 0 is `medium` where gradients flow (a `forward`, a loss: callers may run "
-        "it under mixed precision) and `low` otherwise."
+        "fp16 flags, `.half()` in scope), or float32 itself (`1e-50` is 0; `1 - 1e-8` is 1.0 where a log of "
+        "`1 - p` follows). Elsewhere an eps that float16 rounds to 0 is `medium` where gradients flow when the "
+        "project runs in float16 somewhere (a `--fp16` option, a GradScaler in the training script: callers may "
+        "run this under mixed precision), and `low` otherwise, without a fix: a project with no float16 computes "
+        "in float32, where the eps guards, and raising it would change a value the code chose."
     )
 
     @classmethod

@@ -69,6 +69,11 @@ class MembershipTestOnTensor(Rule):
     message = "`True in tensor` builds a second full-size mask and does not compile under TorchScript; use `.any()` / `.all()`"
     fix_applicability = Applicability.SAFE
     triggers = ("True in", "False in", "True not in", "False not in")
+    confidence_levels = (
+        "`high` in a project that traces, scripts, exports or compiles a model (`torch.jit.trace`, "
+        "`torch.jit.script`, `torch.onnx.export`, `torch.compile`), where the form is frozen into the graph or "
+        "does not compile; `low` elsewhere, where it only costs time (analysis/tracing.py)."
+    )
 
     @classmethod
     def prepass(cls, scan):
