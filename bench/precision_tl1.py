@@ -63,6 +63,7 @@ from torchlint.rule import DEFAULT_CONFIDENCE_FLOOR, Confidence  # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from corpus import SETS  # noqa: E402
+from verdict_files import verdict_rows  # noqa: E402
 
 CODES = ("TL101", "TL102", "TL103", "TL104", "TL105", "TL106", "TL107")
 DEFAULT_VERDICTS = Path(__file__).resolve().parent / "results" / "precision_tl1_verdicts.tsv"
@@ -114,23 +115,14 @@ def python_files(root: Path):
 
 def read_verdicts(path: Path) -> Dict[Key, Verdict]:
     """The recorded verdicts; a malformed row stops the run with its line number (a typo must not count)."""
-    if not path.exists():
-        return {}
     verdicts: Dict[Key, Verdict] = {}
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = csv.reader(handle, delimiter="\t")
-        header = next(rows, None)
-        if header is None:
-            return {}
-        if tuple(header) != COLUMNS:
-            raise SystemExit(f"{path}: the header must be {' '.join(COLUMNS)}")
-        for number, row in enumerate(rows, start=2):
-            if len(row) != len(COLUMNS) or row[3] not in VERDICTS or not row[2].isdigit():
-                raise SystemExit(f"{path}:{number}: expected {len(COLUMNS)} tab-separated fields, verdict one of {VERDICTS}")
-            code, file, column, verdict, line, reason, needs = row
-            if (verdict == "false") != (needs in NEEDS) or (verdict != "false" and needs):
-                raise SystemExit(f"{path}:{number}: a false alarm's needs is one of {NEEDS}; other verdicts leave it empty")
-            verdicts[(code, file, int(column), line)] = Verdict(verdict, reason, needs)
+    for number, row in verdict_rows(path, COLUMNS):
+        code, file, column, verdict, line, reason, needs = row
+        if verdict not in VERDICTS or not column.isdigit():
+            raise SystemExit(f"{path}:{number}: expected {len(COLUMNS)} tab-separated fields, verdict one of {VERDICTS}")
+        if (verdict == "false") != (needs in NEEDS) or (verdict != "false" and needs):
+            raise SystemExit(f"{path}:{number}: a false alarm's needs is one of {NEEDS}; other verdicts leave it empty")
+        verdicts[(code, file, int(column), line)] = Verdict(verdict, reason, needs)
     return verdicts
 
 

@@ -49,6 +49,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
+sys.path.insert(0, str(BENCH))
+
+from verdict_files import verdict_rows  # noqa: E402
 LIST = BENCH / "user_corpus.tsv"
 VERDICTS = BENCH / "results" / "precision_user_verdicts.tsv"
 REPORT = BENCH / "results" / "precision_user.md"
@@ -221,24 +224,12 @@ def lint(torchlint: str, corpus: Path, repository: Repository) -> List[Finding]:
 
 def read_verdicts(path: Path) -> Dict[Key, Verdict]:
     """The recorded verdicts; a malformed row stops the run with its line number (a typo must not count)."""
-    if not path.exists():
-        return {}
     verdicts: Dict[Key, Verdict] = {}
-    with path.open(encoding="utf-8", newline="") as handle:
-        rows = csv.reader(handle, delimiter="\t")
-        header = next(rows, None)
-        if header is None:
-            return {}
-        if tuple(header) != VERDICT_COLUMNS:
-            raise SystemExit(f"{path}: the header must be {' '.join(VERDICT_COLUMNS)}")
-        for number, row in enumerate(rows, start=2):
-            if len(row) != len(VERDICT_COLUMNS) or row[4] not in VERDICT_VALUES or row[5] not in FIX_VALUES:
-                raise SystemExit(
-                    f"{path}:{number}: expected {len(VERDICT_COLUMNS)} tab-separated fields, verdict one of "
-                    f"{VERDICT_VALUES}, fix one of {FIX_VALUES}"
-                )
-            repo, file, code, line, verdict, fix, reason = row
-            verdicts[(repo, file, code, line)] = Verdict(verdict, fix, reason)
+    for number, row in verdict_rows(path, VERDICT_COLUMNS):
+        repo, file, code, line, verdict, fix, reason = row
+        if verdict not in VERDICT_VALUES or fix not in FIX_VALUES:
+            raise SystemExit(f"{path}:{number}: verdict one of {VERDICT_VALUES}, fix one of {FIX_VALUES}")
+        verdicts[(repo, file, code, line)] = Verdict(verdict, fix, reason)
     return verdicts
 
 

@@ -2,13 +2,11 @@
 rows whose finding went away are reported, and a malformed row stops the run."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from bench_support import bench_module
+
 
 LOSSES = '''import torch
 
@@ -25,14 +23,8 @@ HEADER = "code\tpath\tcolumn\tverdict\tline\treason\tneeds\n"
 
 @pytest.fixture(scope="module")
 def precision():
-    spec = importlib.util.spec_from_file_location("precision_bench", BENCH / "precision_tl1.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being defined
-    try:
-        spec.loader.exec_module(module)
+    with bench_module("precision_tl1.py", "precision_bench") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 @pytest.fixture

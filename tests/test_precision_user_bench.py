@@ -1,26 +1,18 @@
 """bench/precision_user.py scores findings per level against verdicts read blind; a malformed row stops it."""
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
 import pytest
 
-BENCH = Path(__file__).resolve().parent.parent / "bench"
+from bench_support import bench_module
+
 HEADER = "repo\tpath\tcode\tline\tverdict\tfix\treason\n"
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("precision_user_bench", BENCH / "precision_user.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up while being defined
-    try:
-        spec.loader.exec_module(module)
+    with bench_module("precision_user.py", "precision_user_bench") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 def finding(bench, code, level, text, fix=None):

@@ -62,14 +62,15 @@ def device_policy(context: "FileContext") -> str:
             uses = uses or bool(_USES_CUDA.search(data))
         return CHOSEN if chooses else GPU_REQUIRED if uses else UNSEEN
 
+    # The loading file's own evidence first: its model built on the GPU, or its own choice of device.
     if _BUILT_ON_GPU.search(own):
-        return GPU_REQUIRED  # the loading file's own model: read in the file alone
+        return GPU_REQUIRED
+    if _CHOOSES_DEVICE.search(own):
+        return CHOSEN
     project = context.project
     if project is None:
         return compute([own])
     policy = project.fact("devices.policy", lambda: compute(project.module_texts()))
-    if policy == UNSEEN and _CHOOSES_DEVICE.search(own):
-        return CHOSEN
     if policy == UNSEEN and _USES_CUDA.search(own):
         return GPU_REQUIRED  # a notebook or a file outside the project's modules
     return policy
