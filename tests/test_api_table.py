@@ -1,0 +1,251 @@
+"""The generated table of torch's API per release (torchlint/analysis/api_table.py).
+
+Two kinds of test: the committed table agrees with the torch installed here
+(its newest release), and facts observed in the dumps of older releases hold
+(which release removed torch.solve, what is deprecated in favour of what).
+"""
+from __future__ import annotations
+
+import copy
+import importlib
+import inspect
+import json
+import sys
+import warnings
+from pathlib import Path
+
+import pytest
+
+from torchlint.analysis import api_table
+from torchlint.analysis.api_table import (
+    VERSIONS,
+    api_entry,
+    deprecated_in,
+    exists_in,
+    keyword_deprecated_in,
+    keyword_removed_in,
+    removed_in,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _present_in(version):
+    return [name for name in api_table._table()[1] if exists_in(name, version)]
+
+
+def _resolve(torch, qualified: str):
+    """The object a table name stands for in the installed torch (AttributeError if it has none)."""
+    if qualified.startswith("torch.Tensor."):
+        return getattr(torch.Tensor, qualified.rsplit(".", 1)[1])
+    module_name, _, attr = qualified.rpartition(".")
+    try:
+        return importlib.import_module(qualified)
+    except ImportError:
+        return getattr(importlib.import_module(module_name), attr)
+
+
+@pytest.fixture(scope="module")
+def installed_torch():
+    torch = pytest.importorskip("torch")
+    release = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+    if release != VERSIONS[-1]:
+        pytest.skip(f"the table's newest release is {VERSIONS[-1]}, installed torch {torch.__version__}")
+    return torch
+
+
+# -- the table agrees with the installed torch ------------------------------------------
+
+
+def test_every_name_the_newest_release_has_exists_in_installed_torch(installed_torch):
+    present = _present_in(VERSIONS[-1])
+    assert len(present) > 2000
+    missing = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.set_vital warns that it is deprecated
+        for name in present:
+            try:
+                _resolve(installed_torch, name)
+            except AttributeError:
+                missing.append(name)
+    assert missing == []
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "torch.nn.functional.cross_entropy",
+        "torch.utils.data.DataLoader",
+        "torch.optim.AdamW",
+        "torch.nn.Conv2d",
+        "torch.optim.lr_scheduler.StepLR",
+        "torch.utils.checkpoint.checkpoint",
+        "torch.load",
+    ],
+)
+def test_keywords_of_python_level_apis_match_their_signature(installed_torch, name):
+    signature = inspect.signature(_resolve(installed_torch, name))
+    accepted = {
+        p.name for p in signature.parameters.values() if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+    }
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values())
+    entry = api_entry(name)
+    newest = {k for k, (first, last) in entry.keywords.items() if first <= VERSIONS[-1] <= last}
+    assert newest - {api_table.ANY_KEYWORD} == accepted
+    assert (api_table.ANY_KEYWORD in newest) == takes_any
+
+
+def test_keywords_of_builtins_include_the_documented_ones(installed_torch):
+    # torch.sum has no Python signature: its keywords come from the docstring and the ATen schema.
+    with pytest.raises((TypeError, ValueError)):
+        inspect.signature(installed_torch.sum)
+    assert {"input", "dim", "keepdim", "dtype"} <= set(api_entry("torch.sum").keywords)
+
+
+def test_generator_check_finds_the_table_up_to_date_and_a_changed_one_stale(installed_torch):
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gen_api_table
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    table = json.loads((ROOT / "torchlint" / "data" / "torch_api.json").read_text(encoding="utf-8"))
+    fresh = gen_api_table.dump(table["apis"])
+    assert gen_api_table.check(table, fresh) == []
+    stale = copy.deepcopy(table)
+    stale["apis"]["torch.linalg.solve"]["last"] = "2.12"
+    del stale["apis"]["torch.nn.functional.cross_entropy"]["keywords"]["label_smoothing"]
+    stale["apis"]["torch.range"].pop("deprecated")
+    assert gen_api_table.check(stale, fresh) == [
+        "torch.linalg.solve: table says absent in 2.13",
+        "torch.nn.functional.cross_entropy: keywords differ: ['label_smoothing']",
+        "torch.range: table says not deprecated in 2.13",
+    ]
+
+
+def test_removed_linalg_functions_are_tombstones_in_installed_torch(installed_torch):
+    # The names still resolve in 2.x, but only to raise: the table counts them as gone.
+    for name in ("solve", "lstsq", "eig", "matrix_rank", "symeig"):
+        with pytest.raises(RuntimeError, match="removed"):
+            getattr(installed_torch, name)(installed_torch.eye(2), installed_torch.eye(2))
+        assert not exists_in(f"torch.{name}", VERSIONS[-1])
+
+
+# -- facts observed in the dumps of the real releases ------------------------------------
+
+
+def test_the_table_covers_1_11_to_1_13_and_every_2_x_release():
+    assert VERSIONS[:3] == ((1, 11), (1, 12), (1, 13))
+    assert [(2, minor) for minor in range(14)] == [v for v in VERSIONS if v[0] == 2]
+
+
+@pytest.mark.parametrize(
+    "name, removal, replacement",
+    [
+        # Observed in the dumps: 1.12 already replaced torch.solve with a function raising "... is now
+        # removed" (torch/_linalg_utils.py), 1.13 did the same to the other three.
+        ("torch.solve", (1, 12), "torch.linalg.solve"),
+        ("torch.lstsq", (1, 13), "torch.linalg.lstsq"),
+        ("torch.eig", (1, 13), "torch.linalg.eig"),
+        ("torch.matrix_rank", (1, 13), "torch.linalg.matrix_rank"),
+    ],
+)
+def test_old_linalg_functions_removed(name, removal, replacement):
+    before = VERSIONS[VERSIONS.index(removal) - 1]
+    assert exists_in(name, before) is True
+    assert exists_in(name, removal) is False
+    assert removed_in(name) == removal
+    assert deprecated_in(name) == VERSIONS[0]  # deprecated (since 1.9) before the oldest release dumped
+    assert api_entry(name).replacement == replacement
+
+
+def test_symeig_removed_in_2_0():
+    assert exists_in("torch.symeig", (1, 13)) is True
+    assert exists_in("torch.symeig", (2, 0)) is False
+    assert removed_in("torch.symeig") == (2, 0)
+    assert api_entry("torch.symeig").replacement == "torch.linalg.eigh"
+    # The method forwards to the same tombstone from 2.0 on.
+    assert removed_in("torch.Tensor.symeig") == (2, 0)
+
+
+@pytest.mark.parametrize(
+    "name, replacement",
+    [
+        ("torch.range", "torch.arange"),
+        ("torch.cholesky", "torch.linalg.cholesky"),
+        ("torch.chain_matmul", "torch.linalg.multi_dot"),
+        ("torch.qr", "torch.linalg.qr"),
+    ],
+)
+def test_deprecated_but_present(name, replacement):
+    entry = api_entry(name)
+    assert removed_in(name) is None
+    assert deprecated_in(name) == VERSIONS[0]  # deprecated before the oldest release dumped
+    assert entry.replacement == replacement
+
+
+def test_cuda_amp_autocast_deprecated_in_2_4():
+    assert deprecated_in("torch.cuda.amp.autocast") == (2, 4)
+    assert api_entry("torch.cuda.amp.autocast").replacement == "torch.amp.autocast('cuda', args...)"
+
+
+def test_linalg_solve_exists_in_every_release():
+    assert all(exists_in("torch.linalg.solve", version) for version in VERSIONS)
+    assert removed_in("torch.linalg.solve") is None
+    assert deprecated_in("torch.linalg.solve") is None
+
+
+def test_loss_reduction_keywords_are_deprecated_not_removed():
+    for name in ("torch.nn.MSELoss", "torch.nn.functional.cross_entropy"):
+        for keyword in ("size_average", "reduce"):
+            assert keyword_deprecated_in(name, keyword) == VERSIONS[0]
+            assert keyword_removed_in(name, keyword) is None
+    assert api_entry("torch.nn.MSELoss").deprecated_keywords["size_average"][1] == "reduction"
+    assert keyword_deprecated_in("torch.nn.MSELoss", "reduction") is None
+
+
+def test_lr_scheduler_verbose_deprecated_in_2_2_removed_in_2_7():
+    assert keyword_deprecated_in("torch.optim.lr_scheduler.StepLR", "verbose") == (2, 2)
+    assert keyword_removed_in("torch.optim.lr_scheduler.StepLR", "verbose") == (2, 7)
+
+
+def test_unknown_names_are_unknown():
+    assert api_entry("torch.no_such_function") is None
+    assert removed_in("torch.no_such_function") is None
+    assert exists_in("torch.no_such_function", (2, 0)) is None
+    assert keyword_removed_in("torch.linalg.solve", "no_such_keyword") is None
+
+
+# -- the lookups' rules, on a table made up here ----------------------------------------
+
+
+@pytest.fixture
+def made_up_table(monkeypatch):
+    apis = {
+        "torch.gone": {"first": "1.0", "last": "1.1", "keywords": {"x": ["1.0", "1.1"]}},
+        "torch.kept": {
+            "first": "1.0",
+            "last": "1.2",
+            "deprecated": "1.1",
+            "replacement": "torch.new",
+            "keywords": {"old": ["1.0", "1.0"], "swallowed": ["1.0", "1.0"], "**": ["1.1", "1.2"], "new": ["1.1", "1.2"]},
+        },
+        "torch.narrow": {"first": "1.0", "last": "1.2", "keywords": {"old": ["1.0", "1.0"]}},
+    }
+    monkeypatch.setattr(api_table, "_table", lambda: (((1, 0), (1, 1), (1, 2)), apis))
+    api_table.api_entry.cache_clear()
+    yield
+    api_table.api_entry.cache_clear()
+
+
+@pytest.mark.usefixtures("made_up_table")
+def test_lookups_follow_the_intervals():
+    assert removed_in("torch.gone") == (1, 2)
+    assert removed_in("torch.kept") is None
+    assert deprecated_in("torch.kept") == (1, 1) and deprecated_in("torch.gone") is None
+    assert exists_in("torch.gone", (1, 1)) is True and exists_in("torch.gone", (1, 2)) is False
+    assert exists_in("torch.gone", (0, 4)) is None and exists_in("torch.gone", (1, 3)) is None
+    assert keyword_removed_in("torch.narrow", "old") == (1, 1)
+    assert keyword_removed_in("torch.kept", "new") is None
+    # Where **kwargs would take it, a keyword that left the signature may still be accepted.
+    assert keyword_removed_in("torch.kept", "swallowed") is None
+    assert api_entry("torch.kept").keywords["new"] == ((1, 1), (1, 2))
