@@ -94,7 +94,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     collection.collect_less()
     registry.all_rules()  # imported before timing, as a CLI worker has them
     settings = config.resolve(None, config.Overrides())
-    check_args = argparse.Namespace(fix=False, diff=False)
+    check_args = argparse.Namespace(fix=False, diff=False, add_noqa=False)
 
     sources = []
     for package in options.packages.split(","):

@@ -11,14 +11,14 @@ import argparse
 import os
 import signal
 import sys
-from typing import List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
 from torchlint import __version__, cache, collection, config, registry, runner, source
 from torchlint.cache import Cache
 from torchlint.cache import default_dir as default_cache_dir
 from torchlint.docs import page
 from torchlint.files import discover
-from torchlint.report import RunSummary, formatters, position
+from torchlint.report import TEXT_FORMATS, RunSummary, fix_enumeration, formatters, position, statistics_formatters
 from torchlint.rule import Diagnostic
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -51,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
     unsafe.add_argument("--unsafe-fixes", dest="unsafe_fixes", action="store_true", default=None, help="also apply unsafe fixes")
     unsafe.add_argument("--no-unsafe-fixes", dest="unsafe_fixes", action="store_false", help="never apply unsafe fixes")
     check.add_argument("--diff", action="store_true", help="print the fixes as a unified diff and write nothing")
+    check.add_argument(
+        "--add-noqa",
+        action="store_true",
+        help="silence every finding: add '# noqa: CODES' where it is reported, merged into an existing '# noqa: ...'; "
+        "changes nothing else",
+    )
     check.add_argument("--select", type=_selector_list, help="codes, prefixes (TL2), names or ALL; replaces the configured selection")
     check.add_argument("--extend-select", type=_selector_list, action="append", default=[], help="add to the selection")
     check.add_argument("--ignore", type=_selector_list, action="append", default=[], help="remove from the selection")
@@ -58,9 +64,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--confidence-level",
         metavar="LEVEL",
         choices=("low", "medium", "high", "all"),
-        help="report findings of this confidence or higher: low (or all), medium (the default), high",
+        help="report findings of this confidence or higher: low (or all), medium, high (the default)",
     )
-    check.add_argument("--output-format", choices=sorted(formatters()), default="text")
+    check.add_argument(
+        "--output-format",
+        choices=sorted(formatters()),
+        default="concise",
+        help="concise (the default; 'text' is its old name): one line per finding; full: also the source lines with "
+        "carets under the finding and its fix; json; sarif; github",
+    )
+    check.add_argument(
+        "--statistics", action="store_true", help="print how many findings each rule has (most first) instead of the findings"
+    )
+    check.add_argument(
+        "--show-fixes",
+        action="store_true",
+        help="with --fix, list the fixes applied in each file (with --diff, those it would apply); "
+        "fixable findings are always marked [*] and counted",
+    )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain (errors still exit 2)")
     check.add_argument("--exit-non-zero-on-fix", action="store_true", help="exit 1 when a fix was applied, even if nothing remains")
     check.add_argument("--config", metavar="FILE", help="read [tool.torchlint] from FILE instead of the nearest pyproject.toml")
@@ -79,6 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser(
         "server", help='run the language server for editors over standard input and output (needs "torchlint[server]")'
     )
+
     return parser
 
 
@@ -146,6 +168,10 @@ def _check(args: argparse.Namespace) -> int:
     if "-" in paths and not reads_stdin:
         _error("'-' (standard input) cannot be combined with other paths")
         return EXIT_ERROR
+    usage = _conflicting_options(args, reads_stdin)
+    if usage is not None:
+        _error(usage)
+        return EXIT_ERROR
     overrides = config.Overrides(
         select=args.select,
         extend_select=[s for group in args.extend_select for s in group],
@@ -160,7 +186,7 @@ def _check(args: argparse.Namespace) -> int:
         start = [args.stdin_filename] if reads_stdin and args.stdin_filename else ([] if reads_stdin else paths)
         config_path = config.locate(start, args.config)
         cache_dir = None
-        if not (reads_stdin or args.no_cache or args.fix or args.diff):
+        if not (reads_stdin or args.no_cache or args.fix or args.diff or args.add_noqa):
             cache_dir = args.cache_dir or default_cache_dir(config_path)
         code = cache.code_fingerprint() if cache_dir else None
         # A warm run never runs a rule: the selection resolves from the cache's snapshot of the rule list.
@@ -171,19 +197,22 @@ def _check(args: argparse.Namespace) -> int:
         return EXIT_ERROR
 
     run = runner.RunResults()
+    stdin_sources = {}
     if reads_stdin:
-        _check_stdin(args, settings, run)
+        stdin_sources = _check_stdin(args, settings, run)
     else:
         files, problems = discover(paths, settings, force_exclude=args.force_exclude)
         run.diagnostics.extend(problems)
         # One project index per process (built on the first cross-file question; TL403 asks); check runs use the cache.
         jobs = args.jobs if args.jobs is not None else runner.default_jobs()
         run_cache = Cache(cache_dir, settings, code=code) if cache_dir else None
-        for outcome in runner.run_files(files, paths, args, settings, jobs, run_cache):
+        for path, outcome in zip(files, runner.run_files(files, paths, args, settings, jobs, run_cache)):
             run.findings.extend(outcome.findings)
             run.diagnostics.extend(outcome.diagnostics)
-            run.fixed += outcome.fixed
-            run.would_change += outcome.would_change
+            if outcome.fixes:
+                run.fixes[path] = outcome.fixes
+            if outcome.noqa_directives:
+                run.noqa_directives[path] = outcome.noqa_directives
             sys.stdout.write(outcome.output)
 
     run.findings.sort(key=lambda f: f.sort_key)
@@ -191,20 +220,36 @@ def _check(args: argparse.Namespace) -> int:
     for diagnostic in run.diagnostics:
         print(f"error: {diagnostic.path}:{position(diagnostic.line, diagnostic.column, diagnostic.cell)}: {diagnostic.message}", file=sys.stderr)
 
-    summary = RunSummary(run.findings, run.diagnostics, run.fixed, settings.unsafe_fixes, fix_mode=args.fix, quiet=args.quiet)
-    if args.diff:
-        if run.would_change:
-            print(f"Would fix {run.would_change} {'error' if run.would_change == 1 else 'errors'}.", file=sys.stderr)
+    summary = RunSummary(
+        run.findings,
+        run.diagnostics,
+        run.fixes,
+        settings.unsafe_fixes,
+        fix_mode=args.fix,
+        quiet=args.quiet,
+        show_fixes=args.show_fixes,
+        sources=stdin_sources,
+    )
+    render = (statistics_formatters() if args.statistics else formatters())[args.output_format]
+    if args.add_noqa:
+        _report_added_noqa(run, args.quiet)
+    elif args.diff:
+        if args.show_fixes and run.fixes:
+            sys.stderr.write(fix_enumeration(run.fixes, "Would fix"))
+        if run.fixed:
+            print(f"Would fix {run.fixed} {'error' if run.fixed == 1 else 'errors'}.", file=sys.stderr)
     elif not (reads_stdin and args.fix):
-        sys.stdout.write(formatters()[args.output_format](summary))
-    elif run.findings:
+        sys.stdout.write(render(summary))
+        if args.show_fixes and args.fix and run.fixes and args.output_format not in TEXT_FORMATS:
+            sys.stderr.write(fix_enumeration(run.fixes, "Fixed"))  # standard output stays machine-readable
+    elif run.findings or (args.show_fixes and run.fixes):
         # Fixed source went to stdout; what remains goes to stderr.
-        sys.stderr.write(formatters()["text"](summary))
+        sys.stderr.write(formatters()["concise"](summary))
 
     if run.diagnostics:
         return EXIT_ERROR
     if args.diff:
-        return EXIT_FINDINGS if run.would_change else EXIT_CLEAN
+        return EXIT_FINDINGS if run.fixed else EXIT_CLEAN
     if run.findings and not args.exit_zero:
         return EXIT_FINDINGS
     if args.exit_non_zero_on_fix and run.fixed:
@@ -212,7 +257,29 @@ def _check(args: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
-def _check_stdin(args: argparse.Namespace, settings: config.Settings, run: runner.RunResults) -> None:
+def _conflicting_options(args: argparse.Namespace, reads_stdin: bool) -> Optional[str]:
+    """Why the options cannot go together, or None."""
+    if args.add_noqa and (args.fix or args.diff):
+        return "--add-noqa cannot be combined with --fix or --diff"
+    if args.add_noqa and reads_stdin:
+        return "--add-noqa writes the files it checks; it cannot read standard input"
+    if args.statistics and args.output_format not in statistics_formatters():
+        return f"--statistics prints {', '.join(sorted(statistics_formatters()))}, not {args.output_format}"
+    return None
+
+
+def _report_added_noqa(run: runner.RunResults, quiet: bool) -> None:
+    """How many ``# noqa`` comments went into how many files, and each finding no comment could silence."""
+    for finding in run.findings:
+        where = position(finding.location.line, finding.location.column, finding.cell)
+        print(f"warning: {finding.path}:{where}: {finding.code} not silenced: no place for a '# noqa' comment that would be read there", file=sys.stderr)
+    if not quiet:
+        directives, files = sum(run.noqa_directives.values()), len(run.noqa_directives)
+        print(f"Added {directives} noqa {'directive' if directives == 1 else 'directives'} to {files} {'file' if files == 1 else 'files'}.")
+
+
+def _check_stdin(args: argparse.Namespace, settings: config.Settings, run: runner.RunResults) -> Dict[str, str]:
+    """Check (or fix) standard input; the text its findings are located in, by its name (for the full format)."""
     path = args.stdin_filename or "-"
     data = sys.stdin.buffer.read()
     try:
@@ -221,7 +288,8 @@ def _check_stdin(args: argparse.Namespace, settings: config.Settings, run: runne
         run.diagnostics.append(Diagnostic(path, exc.message, exc.line, exc.column, exc.kind))
         if args.fix:
             sys.stdout.buffer.write(data)
-        return
+        return {}
     new_text = runner.process_text(decoded.text, path, args, settings, run)
     if args.fix and not args.diff:
         sys.stdout.buffer.write(decoded.encode(new_text) if new_text is not None else data)
+    return {path: new_text if new_text is not None else decoded.text}

@@ -51,10 +51,14 @@ class LintResult:
 @dataclass
 class FixResult:
     text: str
-    applied: int
+    applied_codes: Tuple[str, ...]  # the code of each applied fix, in the order they were applied
     result: LintResult  # what remains after fixing
     # The ``frozen`` spans fix_text was given, where they stand in ``text``.
     frozen: Tuple[Tuple[int, int], ...] = ()
+
+    @property
+    def applied(self) -> int:
+        return len(self.applied_codes)
 
 
 # -- the traversal ---------------------------------------------------------------
@@ -695,7 +699,7 @@ def fix_text(
     the result says where they stand in the fixed text.
     """
     unsafe = settings.unsafe_fixes if unsafe is None else unsafe
-    applied = 0
+    applied: List[str] = []
     rejected: Set[Tuple] = set()
     extra: List[Diagnostic] = []
     current = source
@@ -727,10 +731,10 @@ def fix_text(
                 continue
             chosen = good[:1]
             candidate = apply_edits(current, chosen[0].fix.edits)
-        applied += len(chosen)
+        applied.extend(finding.code for finding in chosen)
         current = candidate
         if frozen:
             frozen = _moved(frozen, sorted({e for f in chosen for e in f.fix.edits}, key=lambda e: (e.start, e.end)))
         result = lint_text(current, path, settings)
     result.diagnostics.extend(extra)
-    return FixResult(current, applied, result, frozen)
+    return FixResult(current, tuple(applied), result, frozen)

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from json.decoder import scanstring
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
-from torchlint.noqa import is_skipped_file
+from torchlint.noqa import NoqaAdded, add_noqa as add_noqa_to_text, is_skipped_file
 from torchlint.rule import Diagnostic, Edit, Finding, Location, NotebookCell
 from torchlint.source import NOTEBOOK_SUFFIX, line_starts, split_lines
 
@@ -670,9 +670,13 @@ class NotebookFixResult:
     applied, what remains, and the cells it changed."""
 
     text: Optional[str]
-    applied: int
+    applied_codes: Tuple[str, ...]  # the code of each applied fix
     result: "LintResult"
     cells: List[CellFix] = field(default_factory=list)
+
+    @property
+    def applied(self) -> int:
+        return len(self.applied_codes)
 
 
 def check(notebook: Notebook, path: str, settings: "Settings") -> "LintResult":
@@ -719,14 +723,14 @@ def fix(notebook: Notebook, path: str, settings: "Settings", unsafe: Optional[bo
 
     module = _Module.build(notebook)
     if not module.parts or is_skipped_file(module.text):
-        return NotebookFixResult(notebook.text, 0, LintResult())
+        return NotebookFixResult(notebook.text, (), LintResult())
     module.parse_cells(notebook, path)
     if not module.parts:
-        return NotebookFixResult(notebook.text, 0, _sorted(LintResult(diagnostics=module.problems)))
+        return NotebookFixResult(notebook.text, (), _sorted(LintResult(diagnostics=module.problems)))
     fixed = fix_text(module.text, path, settings, unsafe, frozen=module.frozen())
     if not fixed.applied:
         findings, diagnostics = module.to_cells(fixed.result.findings, fixed.result.diagnostics, notebook)
-        return NotebookFixResult(notebook.text, 0, _sorted(LintResult(findings, module.problems + diagnostics)))
+        return NotebookFixResult(notebook.text, (), _sorted(LintResult(findings, module.problems + diagnostics)))
     after = module.moved(fixed.text, fixed.frozen)
     sources = after.sources()
     changed = {index: text for index, text in sources.items() if text != notebook.cells[index].source}
@@ -736,12 +740,12 @@ def fix(notebook: Notebook, path: str, settings: "Settings", unsafe: Optional[bo
         result.diagnostics.append(
             Diagnostic(path, f"the fixes for cell {broken + 1} left it unable to run on its own; the notebook was not changed", kind="internal")
         )
-        return NotebookFixResult(notebook.text, 0, _sorted(result))
+        return NotebookFixResult(notebook.text, (), _sorted(result))
     text = notebook.with_sources(changed) if notebook.text is not None else None
     written = read(text) if text is not None else Notebook([replace(c, source=sources.get(i, c.source)) for i, c in enumerate(notebook.cells)])
     findings, diagnostics = after.to_cells(fixed.result.findings, fixed.result.diagnostics, written)
     cells = [CellFix(index + 1, notebook.cells[index].source, source) for index, source in sorted(changed.items())]
-    return NotebookFixResult(text, fixed.applied, _sorted(LintResult(findings, module.problems + diagnostics)), cells)
+    return NotebookFixResult(text, fixed.applied_codes, _sorted(LintResult(findings, module.problems + diagnostics)), cells)
 
 
 def _broken_cell(module: _Module, changed: Dict[int, str]) -> Optional[int]:
@@ -804,6 +808,33 @@ def lint_text(text: str, path: str, settings: "Settings") -> "LintResult":
     return check(notebook, path, settings)
 
 
+def add_noqa(text: str, findings: Sequence[Finding]) -> NoqaAdded:
+    """``noqa.add_noqa`` for a notebook file's text and the findings ``lint_text`` located in its cells.
+
+    Each comment is placed on the cell's masked source (the tokenizer cannot read magics) and written
+    into the cell's own source; only the cells that change are written back, in the file's layout.
+    """
+    notebook = read(text)
+    by_cell: Dict[int, List[Finding]] = {}
+    for finding in findings:
+        by_cell.setdefault(finding.cell.index - 1, []).append(finding)
+    sources: Dict[int, str] = {}
+    added = NoqaAdded(text)
+    for index, cell_findings in sorted(by_cell.items()):
+        original = notebook.cells[index].source
+        masked = masked_source(original)
+        in_cell = add_noqa_to_text(masked, cell_findings)
+        added.directives += in_cell.directives
+        added.unplaced.extend(in_cell.unplaced)
+        if in_cell.directives:
+            # A line the comments left alone keeps its own text (a magic stays a magic).
+            pairs = zip(split_lines(original), split_lines(masked), split_lines(in_cell.text))
+            sources[index] = "".join(mine if before == after else after for mine, before, after in pairs)
+    if sources:
+        added.text = notebook.with_sources(sources)
+    return added
+
+
 def fix_text(text: str, path: str, settings: "Settings", unsafe: Optional[bool] = None) -> NotebookFixResult:
     """``engine.fix_text`` for a notebook file's text: ``.text`` is the file's new text."""
     from torchlint.engine import LintResult
@@ -811,5 +842,5 @@ def fix_text(text: str, path: str, settings: "Settings", unsafe: Optional[bool] 
     try:
         notebook = read(text)
     except NotebookError as exc:
-        return NotebookFixResult(text, 0, LintResult(diagnostics=[_unreadable(path, exc)]))
+        return NotebookFixResult(text, (), LintResult(diagnostics=[_unreadable(path, exc)]))
     return fix(notebook, path, settings, unsafe)

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from torchlint import config, notebook, source
+from torchlint import config, noqa, notebook, source
 from torchlint.analysis import project
 from torchlint.cache import Cache, Dependency, digest_bytes
 from torchlint.files import project_files
@@ -33,8 +33,8 @@ MIN_FILES_PER_JOB = 8
 class FileOutcome:
     findings: List[Finding] = field(default_factory=list)
     diagnostics: List[Diagnostic] = field(default_factory=list)
-    fixed: int = 0
-    would_change: int = 0
+    fixes: Tuple[str, ...] = ()  # the code of each fix applied (--diff: that would be applied)
+    noqa_directives: int = 0  # --add-noqa: the noqa comments written or extended
     output: str = ""  # what the file printed to stdout (--diff)
     digest: Optional[str] = None  # hash of the bytes that were checked
     dependencies: Tuple[Dependency, ...] = ()  # project modules a rule looked up (TL403)
@@ -93,8 +93,13 @@ class RunResults:
 
     findings: List[Finding] = field(default_factory=list)
     diagnostics: List[Diagnostic] = field(default_factory=list)
-    fixed: int = 0
-    would_change: int = 0
+    # Path -> the code of each fix applied there (--diff: that would be applied), for files with one.
+    fixes: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
+    noqa_directives: Dict[str, int] = field(default_factory=dict)  # --add-noqa: path -> comments written or extended
+
+    @property
+    def fixed(self) -> int:
+        return sum(len(codes) for codes in self.fixes.values())
 
 
 def process_text(text: str, path: str, args: argparse.Namespace, settings: config.Settings, run: RunResults) -> Optional[str]:
@@ -117,6 +122,10 @@ def _lint_or_fix(text: str, path: str, args: argparse.Namespace, settings: confi
 
     # A notebook is checked as the module its code cells make (torchlint/notebook.py): the same calls.
     checker = notebook if notebook.is_notebook(path) else engine
+    if args.add_noqa:
+        result = checker.lint_text(text, path, settings)
+        run.diagnostics.extend(result.diagnostics)
+        return _add_noqa(text, path, result.findings, run)
     if not (args.fix or args.diff):
         result = checker.lint_text(text, path, settings)
         run.findings.extend(result.findings)
@@ -124,18 +133,30 @@ def _lint_or_fix(text: str, path: str, args: argparse.Namespace, settings: confi
         return None
     fixed = checker.fix_text(text, path, settings)
     run.diagnostics.extend(fixed.result.diagnostics)
+    if fixed.applied_codes:
+        run.fixes[path] = fixed.applied_codes
     if args.diff:
         # --diff reports what it would change, not the findings; a notebook's diff is one per changed cell.
-        run.would_change += fixed.applied
         if isinstance(fixed, notebook.NotebookFixResult):
             for cell in fixed.cells:
                 sys.stdout.write(_unified_diff(cell.before, cell.after, f"{path}:cell {cell.index}"))
         elif fixed.text != text:
             sys.stdout.write(_unified_diff(text, fixed.text, path))
         return None
-    run.fixed += fixed.applied
     run.findings.extend(fixed.result.findings)
     return fixed.text if fixed.text != text else None
+
+
+def _add_noqa(text: str, path: str, findings: Sequence[Finding], run: RunResults) -> Optional[str]:
+    """The text with a ``# noqa`` comment for each finding (None when none was written); the findings no comment can silence remain."""
+    if not findings:
+        return None
+    added = (notebook.add_noqa if notebook.is_notebook(path) else noqa.add_noqa)(text, findings)
+    run.findings.extend(added.unplaced)
+    if not added.directives:
+        return None
+    run.noqa_directives[path] = added.directives
+    return added.text
 
 
 def _unified_diff(before: str, after: str, name: str) -> str:
@@ -170,13 +191,15 @@ def check_path(path: str, args: argparse.Namespace, settings: config.Settings, i
                 source.write_atomic(path, decoded.encode(new_text))
             except (OSError, UnicodeEncodeError) as exc:
                 run.diagnostics.append(Diagnostic(path, f"cannot write fixed file: {exc}", kind="io"))
+                run.noqa_directives.pop(path, None)  # not written: not added
         if index is not None and index.looked_up:
             outcome.dependencies = index.dependencies(index.looked_up)
     finally:
         if index is not None:
             index.looked_up = None
     outcome.findings, outcome.diagnostics = run.findings, run.diagnostics
-    outcome.fixed, outcome.would_change, outcome.output = run.fixed, run.would_change, printed.getvalue()
+    outcome.fixes, outcome.noqa_directives = run.fixes.get(path, ()), run.noqa_directives.get(path, 0)
+    outcome.output = printed.getvalue()
     return outcome
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from torchlint.rule import Diagnostic, Finding, NotebookCell
 
@@ -11,10 +11,22 @@ from torchlint.rule import Diagnostic, Finding, NotebookCell
 class RunSummary:
     findings: List[Finding]  # what remains, sorted
     diagnostics: List[Diagnostic] = field(default_factory=list)
-    fixed: int = 0
+    # Path -> the code of each fix --fix applied there.
+    fixes: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
     unsafe_fixes: bool = False
     fix_mode: bool = False
     quiet: bool = False  # findings only, no summary lines
+    show_fixes: bool = False  # list the applied fixes per file
+    # The text of checked files that are not on disk (standard input), by path: the full format quotes it.
+    sources: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def fixed(self) -> int:
+        return sum(len(codes) for codes in self.fixes.values())
+
+    def fixable(self, finding: Finding) -> bool:
+        """Whether ``--fix`` applies the finding's fix with this run's ``unsafe-fixes`` setting."""
+        return finding.fix is not None and finding.fix.applicability.applied_by(self.unsafe_fixes)
 
 
 def position(line: int, column: int, cell: Optional[NotebookCell] = None) -> str:
