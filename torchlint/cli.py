@@ -101,6 +101,20 @@ def build_parser() -> argparse.ArgumentParser:
         "server", help='run the language server for editors over standard input and output (needs "torchlint[server]")'
     )
 
+    trace = sub.add_parser(
+        "trace",
+        help="run a program with the numerics and fused-op findings checked at run time; name the line of the first Inf/NaN",
+        description="Run SCRIPT (or -m MODULE) as python would, report which findings the run confirmed and where the "
+        "first Inf/NaN was born. Options go before SCRIPT; what follows it is the program's.",
+    )
+    trace.add_argument("--max-steps", type=_positive_int, metavar="N", help="stop after N optimizer steps (a program that steps no optimizer: N backward passes)")
+    trace.add_argument("--stop-on-first", action="store_true", help="stop at the first non-finite value")
+    trace.add_argument("--output-format", choices=("text", "json"), default="text", help="the report on standard error: text or json")
+    trace.add_argument("--output-file", metavar="FILE", help="write the JSON report to FILE (the text report still goes to standard error)")
+    trace.add_argument("--config", metavar="FILE", help="read [tool.torchlint] from FILE instead of the nearest pyproject.toml")
+    trace.add_argument("--sync-every", type=_positive_int, default=256, metavar="N", help="read checks of GPU tensors every N ops (default 256)")
+    trace.add_argument("-m", dest="module", nargs=argparse.REMAINDER, help="-m MODULE [ARGS...]: run a module, as python -m does")
+    trace.add_argument("script", nargs=argparse.REMAINDER, metavar="SCRIPT [ARGS...]")
     return parser
 
 
@@ -115,6 +129,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from torchlint.server import main as serve  # pygls only for the server
 
         return serve()
+    if args.command == "trace":
+        from torchlint.trace.command import run as trace  # LibCST: only for trace
+
+        return trace(args)
     previous = _terminate_like_interrupt()
     try:
         return _check(args)

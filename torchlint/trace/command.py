@@ -1,0 +1,166 @@
+"""``torchlint trace``: check the project statically, run the program with the findings' sites
+instrumented, and report which findings the run confirmed and where the first Inf/NaN was born.
+
+This process never imports torch: it runs the static check in-process (every confidence level of
+the numerics and fused-op rules, the configuration's selection and per-file ignores applied, as
+``torchlint check`` finds the project), asks ``operands`` for each finding's site, writes the plan,
+and starts the traced process (``bootstrap``) on the same interpreter with this process's standard
+streams and working directory.  Ctrl-C reaches the program (this process waits it out); SIGTERM is
+passed on.  When the program ends, the report goes to standard error (JSON to ``--output-file``),
+and ``torchlint trace`` exits as the program did.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from typing import Any, Dict, List, Optional, Sequence
+
+from torchlint import config, runner
+from torchlint.files import discover
+from torchlint.rule import Finding
+from torchlint.trace.operands import TRACED_PREFIXES, site_plans
+from torchlint.trace.plan import Plan, SitePlan
+from torchlint.trace.report import TraceReport, display_path
+
+EXIT_USAGE = 2
+# The traced process's first statement: make this torchlint importable there, then hand over.
+_START = "import sys; sys.path.insert(0, {folder!r}); from torchlint.trace.bootstrap import main; main()"
+
+
+class _CheckOnly(argparse.Namespace):
+    """The options of a plain ``torchlint check`` run, for the runner: every flag it may read is off."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return None
+
+
+def run(args: argparse.Namespace) -> int:
+    """``args``: ``module`` ([MODULE, ARGS...] after -m) or ``script`` ([SCRIPT, ARGS...]), ``max_steps``,
+    ``stop_on_first``, ``output_format``, ``output_file``, ``config``, ``sync_every``."""
+    if args.module is not None:
+        if not args.module:
+            return _usage("-m needs a module name")
+        mode, target, arguments = "-m", args.module[0], args.module[1:]
+        start = os.getcwd()
+    else:
+        if not args.script:
+            return _usage("give a script (torchlint trace SCRIPT [ARGS...]) or a module (torchlint trace -m MODULE [ARGS...])")
+        mode, target, arguments = "--", args.script[0], args.script[1:]
+        start = os.path.abspath(target)
+    if args.max_steps is not None and args.max_steps < 1:
+        return _usage("--max-steps must be 1 or more")
+    try:
+        config_path = config.locate([start], args.config)
+        settings = config.resolve(config_path, config.Overrides(confidence_level="low"))
+    except config.ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    settings = dataclasses.replace(settings, enabled=frozenset(code for code in settings.enabled if code.startswith(TRACED_PREFIXES)))
+
+    root = _project_root(config_path, start)
+    findings, diagnostics, project = _static_findings(root, settings)
+    plans, missing = site_plans(findings, settings)
+    folder = tempfile.mkdtemp(prefix="torchlint-trace-")
+    try:
+        plan = Plan(
+            results_path=os.path.join(folder, "results.json"),
+            project_files=project,
+            sites=_sites_by_file(findings, plans),
+            max_steps=args.max_steps,
+            stop_on_first=args.stop_on_first,
+            sync_every=args.sync_every,
+        )
+        plan_path = os.path.join(folder, "plan.json")
+        plan.write(plan_path)
+        status = _run_traced(plan_path, mode, target, arguments)
+        results = _read_results(plan.results_path)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    shown = [dataclasses.replace(finding, path=display_path(finding.path)) for finding in findings]
+    report = TraceReport(shown, results, missing, diagnostics, args.max_steps)
+    if args.output_file:  # JSON there, text here
+        with open(args.output_file, "w", encoding="utf-8") as handle:
+            handle.write(report.to_json())
+    sys.stderr.write(report.to_json() if args.output_format == "json" and not args.output_file else report.to_text())
+    return _exit_like(status)
+
+
+def _usage(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _project_root(config_path: Optional[str], start: str) -> str:
+    """As ``torchlint check`` finds the project (files.project_files): the configuration's folder, else the
+    folder of the script (for -m, the working directory)."""
+    if config_path:
+        return os.path.dirname(os.path.abspath(config_path))
+    return start if os.path.isdir(start) else os.path.dirname(start)
+
+
+def _static_findings(root: str, settings: config.Settings):
+    """(findings sorted as check sorts them, diagnostics, real paths of the project's Python files)."""
+    files, problems = discover([root], settings)
+    findings: List[Finding] = []
+    diagnostics = list(problems)
+    for outcome in runner.run_files(files, [root], _CheckOnly(), settings, runner.default_jobs(), None):
+        findings.extend(outcome.findings)
+        diagnostics.extend(outcome.diagnostics)
+    findings.sort(key=lambda f: f.sort_key)
+    project = sorted({os.path.realpath(path) for path in files if path.endswith(".py")})
+    return findings, diagnostics, project
+
+
+def _sites_by_file(findings: Sequence[Finding], plans: Dict[int, SitePlan]) -> Dict[str, List[SitePlan]]:
+    sites: Dict[str, List[SitePlan]] = {}
+    for index, site in sorted(plans.items()):
+        sites.setdefault(os.path.realpath(findings[index].path), []).append(site)
+    return sites
+
+
+def _run_traced(plan_path: str, mode: str, target: str, arguments: Sequence[str]) -> int:
+    """Run the traced process to its end; its exit status (negative: the signal that ended it)."""
+    folder = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    command = [sys.executable, "-c", _START.format(folder=folder), plan_path, mode, target, *arguments]
+    # Ctrl-C reaches the program through the terminal's process group: this process waits it out.  A
+    # handler that does nothing, not SIG_IGN, which the program would inherit (handlers are reset by exec).
+    previous_interrupt = signal.signal(signal.SIGINT, lambda signum, frame: None)
+    process = subprocess.Popen(command)
+
+    def pass_on(signum, frame):
+        process.send_signal(signum)
+
+    previous_terminate = signal.signal(signal.SIGTERM, pass_on)
+    try:
+        return process.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous_interrupt)
+        signal.signal(signal.SIGTERM, previous_terminate)
+
+
+def _read_results(path: str) -> Optional[Dict[str, Any]]:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+def _exit_like(status: int) -> int:
+    """The program's exit status; a program a signal ended ends this process by the same signal."""
+    if status >= 0:
+        return status
+    sys.stderr.flush()
+    signal.signal(-status, signal.SIG_DFL)
+    os.kill(os.getpid(), -status)
+    return 128 - status

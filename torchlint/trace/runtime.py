@@ -1,0 +1,1030 @@
+"""The checks of the traced process: the site probes, and a watch over every torch op (imports torch).
+
+``activate`` runs once torch is imported by the program.  It gives the instrumented code's probes
+their checks (:class:`SiteChecks`) and starts the watch (:class:`Watch`, a ``TorchFunctionMode``):
+
+- a site probe measures its operand against the op's edge (``<= 0`` under a root or log, a divisor
+  at 0, ...) and, through a hook on the op's backward node, whether the gradient the op produced was
+  Inf/NaN while the gradient it received was finite;
+- the watch sums the output of every torch call that can create a non-finite value from finite
+  inputs (views, selections, comparisons and activations that stay finite are let through) and, at
+  each backward call, hooks the graph's nodes to see each gradient they produce.  The first output or
+  gradient that is non-finite while its inputs were finite is the first non-finite value; only then
+  does it look for the program's frame (the first one in a project file) to name its line.  After it
+  the watch stops checking, so the rest of the run pays only for passing calls through;
+- optimizer steps (global step hooks) are counted, run unwatched, and followed by one check of the
+  parameters they changed.  ``--max-steps`` and ``--stop-on-first`` end the run from here.
+
+Checks only read values: a sum, a minimum, a count of entries at the edge, on a detached tensor.  On
+the CPU they are read at once.  On other devices reading a value would wait for the device at every
+op, so the checks stay on the device as small tensors and are read every ``sync_every`` checks and at
+exit (``TORCHLINT_TRACE_DEFERRED=1`` takes that path on the CPU too; the tests use it).
+"""
+from __future__ import annotations
+
+import bisect
+import math
+import os
+import sys
+import warnings
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from torch.optim.optimizer import (
+    register_optimizer_step_post_hook,
+    register_optimizer_step_pre_hook,
+)
+from torch.overrides import TorchFunctionMode
+
+from torchlint.trace import plan as edges
+from torchlint.trace.plan import Plan
+from torchlint.trace.state import (
+    PAIRED_EDGES,
+    STOPPED_FIRST_NONFINITE,
+    STOPPED_MAX_STEPS,
+    Probes,
+    Recorder,
+    SiteRecord,
+    TraceStopped,
+)
+
+Tensor = torch.Tensor
+# The checks' own torch calls must not pass through the watch (nor any mode of the program's).
+_unwatched = torch._C.DisableTorchFunction
+_FORCE_DEFERRED = os.environ.get("TORCHLINT_TRACE_DEFERRED") == "1"
+# Forward records kept for naming the line of a gradient's op (oldest dropped beyond this).
+_FORWARD_RECORDS = 200_000
+
+# Calls whose output cannot be non-finite when their inputs are finite, nor NaN when they hold no NaN:
+# shape steps, selections, comparisons, copies, factories of finite or uninitialised values, activations
+# bounded by construction.  (Not softmax, nor dropout: an all -inf row, or 0 * inf, makes NaN.)
+_PASSTHROUGH_NAMES = (
+    "view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "squeeze", "squeeze_", "unsqueeze",
+    "unsqueeze_", "permute", "transpose", "transpose_", "t", "t_", "swapaxes", "swapdims", "movedim",
+    "moveaxis", "expand", "expand_as", "contiguous", "narrow", "select", "split", "split_with_sizes",
+    "tensor_split", "chunk", "unbind", "__getitem__", "__setitem__", "index_select", "gather", "take",
+    "take_along_dim", "masked_select", "masked_fill", "masked_fill_", "index_fill", "index_fill_", "scatter",
+    "scatter_", "repeat", "repeat_interleave", "tile", "flip", "fliplr", "flipud", "roll", "rot90",
+    "diagonal", "diag_embed", "tril", "triu", "tril_", "triu_", "clone", "detach", "detach_", "requires_grad_",
+    "retain_grad", "cpu", "cuda", "pin_memory", "as_strided", "unfold", "broadcast_to", "broadcast_tensors",
+    "atleast_1d", "atleast_2d", "atleast_3d", "ravel", "cat", "concat", "concatenate", "stack", "hstack",
+    "vstack", "dstack", "column_stack", "where", "copy_", "fill_", "zero_", "zeros", "ones", "zeros_like",
+    "ones_like", "empty", "empty_like", "empty_strided", "new_empty", "new_zeros", "new_ones", "full",
+    "full_like", "new_full", "arange", "rand", "randn", "randint", "rand_like", "randn_like", "randint_like",
+    "randperm", "normal_", "uniform_", "bernoulli", "bernoulli_", "multinomial", "eye", "eq", "ne", "lt",
+    "le", "gt", "ge", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__", "logical_and",
+    "logical_or", "logical_not", "logical_xor", "isnan", "isinf", "isfinite", "isneginf", "isposinf",
+    "any", "all", "argmax", "argmin", "argsort", "sort", "topk", "max", "min", "amax", "amin", "maximum",
+    "minimum", "clamp", "clamp_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_", "clip", "clip_",
+    "abs", "abs_", "__abs__", "neg", "neg_", "__neg__", "sign", "floor", "ceil", "round", "trunc",
+    "relu", "relu_", "relu6", "leaky_relu", "leaky_relu_", "hardtanh", "hardtanh_", "sigmoid", "sigmoid_",
+    "tanh", "tanh_", "embedding", "one_hot", "nonzero", "unique", "max_pool1d", "max_pool2d", "max_pool3d",
+    "adaptive_max_pool1d", "adaptive_max_pool2d", "double", "long", "int", "bool", "short", "byte",
+    "size", "dim", "numel", "item", "tolist", "stride", "data_ptr", "is_contiguous", "is_floating_point",
+    "__repr__", "__format__", "__len__", "__iter__", "__bool__", "__hash__", "__deepcopy__", "__reduce_ex__",
+    "register_hook", "_set_grad_enabled",
+)
+# Backward nodes that only move, select or negate the gradient they receive: finite stays finite, and no
+# NaN comes from Inf (nodes that sum or scale it, such as ExpandBackward0 or dropout's, are hooked).
+_PASSTHROUGH_NODES = frozenset({
+    "AccumulateGrad", "ViewBackward0", "UnsafeViewBackward0", "ReshapeAliasBackward0", "TBackward0",
+    "TransposeBackward0", "PermuteBackward0", "UnsqueezeBackward0", "SqueezeBackward0", "SqueezeBackward1",
+    "SqueezeBackward2", "SliceBackward0", "SelectBackward0", "CloneBackward0", "AliasBackward0",
+    "CatBackward0", "StackBackward0", "SplitBackward0", "SplitWithSizesBackward0", "UnbindBackward0",
+    "ReluBackward0", "ThresholdBackward0", "NegBackward0", "MaskedFillBackward0", "WhereBackward0",
+})
+_BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+# How the watch treats a call: check its output, pass it through, or watch the backward pass it runs.
+_CHECK, _PASS, _BACKWARD = "check", "pass", "backward"
+_HANDLE_TORCH_FUNCTION = getattr(torch.overrides.handle_torch_function, "__code__", None)
+
+
+def _passthrough_calls() -> frozenset:
+    found = set()
+    owners = (torch, torch.Tensor, torch.nn.functional, torch.special)
+    for name in _PASSTHROUGH_NAMES:
+        for owner in owners:
+            call = getattr(owner, name, None)
+            if call is not None:
+                try:
+                    hash(call)
+                except TypeError:
+                    continue
+                found.add(call)
+    # Attribute reads (``t.grad``, ``t.data``, ``t.T``) reach the mode as the descriptors' ``__get__``.
+    for value in vars(torch._C.TensorBase).values():
+        if type(value).__name__ == "getset_descriptor":
+            found.add(value.__get__)
+    return frozenset(found)
+
+
+class Locator:
+    """The program's frames: those of the project's files (each code object is looked up once)."""
+
+    def __init__(self, project_files: Sequence[str]) -> None:
+        self.files = frozenset(project_files)
+        self.paths: Dict[Any, Optional[str]] = {}  # code object -> its file's real path, None outside the project
+
+    def _path(self, code) -> Optional[str]:
+        name = code.co_filename
+        path = None if name.startswith("<") else os.path.realpath(name)
+        found = self.paths[code] = path if path in self.files else None
+        return found
+
+    def user_frame(self, frame) -> Optional[Any]:
+        paths = self.paths
+        while frame is not None:
+            code = frame.f_code
+            path = paths[code] if code in paths else self._path(code)
+            if path is not None:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def place(self, frame) -> Optional[Dict[str, Any]]:
+        frame = self.user_frame(frame)
+        if frame is None:
+            return None
+        return {"path": self.paths[frame.f_code], "line": frame.f_lineno, "function": frame.f_code.co_name}
+
+
+class Deferred:
+    """Device-side checks waiting to be read: each a small float64 vector and what to do with its values."""
+
+    def __init__(self, every: int) -> None:
+        self.every = max(1, every)
+        self.pending: List[Tuple[Tensor, Callable[[List[float]], None]]] = []
+
+    def add(self, parts: Sequence[Tensor], then: Callable[[List[float]], None]) -> None:
+        self.pending.append((torch.stack([part.to(_sum_dtype(part)) for part in parts]), then))
+        if len(self.pending) >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        by_device: Dict[Any, List[int]] = {}
+        for index, (vector, _) in enumerate(pending):
+            by_device.setdefault(vector.device, []).append(index)
+        values: Dict[int, List[float]] = {}
+        for indices in by_device.values():
+            flat = torch.cat([pending[i][0] for i in indices]).tolist()  # one wait per device
+            offset = 0
+            for i in indices:
+                size = pending[i][0].numel()
+                values[i] = flat[offset : offset + size]
+                offset += size
+        stop: Optional[TraceStopped] = None
+        for index, (_, then) in enumerate(pending):
+            try:
+                then(values[index])
+            except TraceStopped as exc:  # every record is updated before the run stops
+                stop = stop or exc
+        if stop is not None:
+            raise stop
+
+
+def _sum_dtype(tensor: Tensor):
+    """A device sum wide enough not to overflow where the entries are finite (MPS has no float64)."""
+    return torch.float32 if tensor.device.type == "mps" else torch.float64
+
+
+def _deferred_for(tensor: Tensor) -> bool:
+    return _FORCE_DEFERRED or not tensor.is_cpu
+
+
+def _finite(value: float) -> bool:
+    return value - value == 0
+
+
+def _nonfinite_kind(tensor: Tensor) -> Tuple[bool, bool]:
+    """(has NaN, has Inf) exactly; only called once a sum was not finite."""
+    detached = tensor.detach()
+    return bool(torch.isnan(detached).any()), bool(torch.isinf(detached).any())
+
+
+def _kind_word(nan: bool, inf: bool) -> str:
+    return "nan and inf" if nan and inf else "nan" if nan else "inf"
+
+
+def _tensors_in(values: Iterator[Any]) -> Iterator[Any]:
+    for value in values:
+        if isinstance(value, (list, tuple)):
+            yield from (item for item in value if isinstance(item, (Tensor, float)))
+        elif isinstance(value, (Tensor, float)):
+            yield value
+
+
+def _input_state(values: Sequence[Any], skip: Any = None) -> Tuple[bool, bool]:
+    """(an input holds NaN, an input holds Inf), over tensors and Python floats (``skip``: an in-place op's target)."""
+    nan = inf = False
+    for value in values:
+        if value is skip:
+            continue
+        if isinstance(value, float):
+            nan, inf = nan or math.isnan(value), inf or math.isinf(value)
+        elif value.is_floating_point() or value.is_complex():
+            has_nan, has_inf = _nonfinite_kind(value)
+            nan, inf = nan or has_nan, inf or has_inf
+    return nan, inf
+
+
+def _born(out_nan: bool, out_inf: bool, in_nan: bool, in_inf: bool) -> bool:
+    """NaN with no NaN coming in, or Inf with nothing non-finite coming in (a deliberate ``-inf`` mask is not born here)."""
+    return (out_nan and not in_nan) or (out_inf and not (in_nan or in_inf))
+
+
+# -- the site probes ----------------------------------------------------------------------
+
+
+def _as_tensor(value: Any) -> Optional[Tensor]:
+    """A tensor operand as it is, a Python number as a float64 tensor, anything else None."""
+    if isinstance(value, Tensor):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return torch.tensor(float(value), dtype=torch.float64)
+    return None
+
+
+_NEGATIVE, _NEVER = "negative", "never"  # a power's base below 0; an integer power, which has no edge
+
+
+def _power_edge(exponent: float) -> str:
+    """The edge of ``base ** exponent``: 0 under a negative exponent (inf), 0 or below under one in (0, 1)
+    (an infinite gradient, NaN), below 0 under a fractional one above 1 (NaN); an integer power has none."""
+    if exponent < 0:
+        return edges.ZERO
+    if 0 < exponent < 1:
+        return edges.NONPOSITIVE
+    return _NEVER if exponent == int(exponent) else _NEGATIVE
+
+
+def _operand_tensor(value: Optional[Tensor]) -> Optional[Tensor]:
+    """The detached values to measure, None when there are none (empty, complex)."""
+    if value is None:
+        return None
+    t = value.detach()
+    if t.numel() == 0 or t.is_complex():
+        return None
+    return t.to(torch.uint8) if t.dtype == torch.bool else t
+
+
+def _measure(edge: str, value: Optional[Tensor], numerator: Any) -> Optional[List[Tensor]]:
+    """[entries at the edge, low, high, (0/0 entries)] as 0-dim tensors, computed in full: the device path,
+    where nothing may be read before the batch is."""
+    t = _operand_tensor(value)
+    if t is None:
+        return None
+    if edge == edges.MASK:
+        return [(t != 0).sum()]
+    if edge == edges.ZERO:
+        parts = [(t == 0).sum(), t.abs().min(), t.max()]
+        if isinstance(numerator, (Tensor, int, float)):
+            try:
+                parts.append(((numerator == 0) & (t == 0)).sum())
+            except RuntimeError:  # shapes the division itself broadcasts in another way
+                pass
+        return parts
+    if edge in (edges.ABSORBED, edges.ABSORBED_EXP):
+        kept = (t + 1) == 1 if edge == edges.ABSORBED else torch.exp(t) == 1
+        return [((t != 0) & kept).sum(), t.abs().min(), t.abs().max()]
+    at_edge = {
+        edges.NONPOSITIVE: lambda: t <= 0,
+        _NEGATIVE: lambda: t < 0,
+        _NEVER: lambda: torch.zeros((), dtype=torch.bool, device=t.device),
+        edges.OVERFLOW: lambda: torch.isinf(t) | (t <= 0),
+        edges.SATURATED: lambda: (t <= 0) | (t >= 1),
+        edges.PROBABILITIES: lambda: t > 0,
+        edges.NONFINITE: lambda: ~torch.isfinite(t),
+    }.get(edge)
+    if at_edge is None:
+        return None
+    return [at_edge().sum(), t.min(), t.max()]
+
+
+def _glance(edge: str, value: Optional[Tensor], numerator: Any) -> Optional[List[float]]:
+    """The values of :func:`_measure`, read at once (the CPU path): one reduction for the range first, the
+    entries at the edge counted only when the range reaches it."""
+    t = _operand_tensor(value)
+    if t is None:
+        return None
+    if edge == edges.MASK:
+        return [float(torch.count_nonzero(t))]
+    if edge in (edges.ABSORBED, edges.ABSORBED_EXP):
+        low, high = (part.item() for part in torch.aminmax(t.abs()))
+        if not t.is_floating_point() or not low < torch.finfo(t.dtype).eps:
+            return [0.0, low, high]  # |x| >= eps: 1 + x is not 1, nor exp(x)
+        return [_measure(edge, t, None)[0].item(), low, high]
+    low, high = (part.item() for part in torch.aminmax(t))
+    if edge == edges.ZERO:
+        if low > 0 or high < 0:
+            return [0.0, min(abs(low), abs(high)), high]
+        return [part.item() for part in _measure(edge, t, numerator)]
+    reached = {
+        edges.NONPOSITIVE: low <= 0,
+        _NEGATIVE: low < 0,
+        _NEVER: False,
+        edges.OVERFLOW: high == math.inf or low <= 0,
+        edges.SATURATED: low <= 0 or high >= 1,
+        edges.PROBABILITIES: low >= 0 and high <= 1,
+        edges.NONFINITE: not (_finite(low) and _finite(high)),
+    }.get(edge)
+    if reached is None:
+        return None
+    return [_measure(edge, t, None)[0].item() if reached else 0.0, low, high]
+
+
+def _reached(edge: str, count: float, low: Optional[float], high: Optional[float]) -> bool:
+    if edge == edges.PROBABILITIES:
+        return count > 0 and low is not None and high is not None and low >= 0 and high <= 1
+    return count > 0
+
+
+class SiteChecks:
+    """The probes' checks (bound onto :class:`~torchlint.trace.state.Probes` by ``activate``)."""
+
+    def __init__(self, recorder: Recorder, deferred: Deferred) -> None:
+        self.recorder = recorder
+        self.sites = recorder.sites
+        self.deferred = deferred
+        self._eps_cache: Dict[Tuple[str, float, Any], Tuple[float, bool]] = {}
+
+    def bind(self, probes: Probes) -> None:
+        probes.operand = self.operand  # type: ignore[method-assign]
+        probes.numerator = self.numerator  # type: ignore[method-assign]
+        probes.exponent = self.exponent  # type: ignore[method-assign]
+        probes.eps = self.eps  # type: ignore[method-assign]
+        probes.output = self.output  # type: ignore[method-assign]
+
+    def _guarded(self, what: str, work: Callable[[], None]) -> None:
+        try:
+            with _unwatched():
+                work()
+        except (TraceStopped, KeyboardInterrupt):
+            raise
+        except Exception as exc:  # a check must never change what the program does
+            self.recorder.error(f"{what}: {type(exc).__name__}: {exc}")
+
+    def operand(self, site: int, value: Any) -> Any:
+        record = self.sites.get(site)
+        if record is not None:
+            self._guarded("site check", lambda: self._operand(record, value))
+        return value
+
+    def numerator(self, site: int, value: Any) -> Any:
+        record = self.sites.get(site)
+        if record is not None:
+            record.pending_numerator = value
+        return value
+
+    def exponent(self, site: int, value: Any) -> Any:
+        record = self.sites.get(site)
+        if record is not None:
+            self._guarded("power check", lambda: self._power(record, value))
+        return value
+
+    def eps(self, site: int, value: Any) -> Any:
+        record = self.sites.get(site)
+        if record is not None:
+            self._guarded("eps check", lambda: self._eps(record, value))
+        return value
+
+    def output(self, site: int, value: Any) -> Any:
+        record = self.sites.get(site)
+        if record is not None and isinstance(value, Tensor) and value.grad_fn is not None:
+            self._guarded("gradient hook", lambda: value.grad_fn.register_hook(self._gradient_hook(record, record.calls)))
+        return value
+
+    # -- operands ----------------------------------------------------------------------------
+
+    def _operand(self, record: SiteRecord, value: Any) -> None:
+        record.calls += 1
+        call = record.calls
+        if record.edge in PAIRED_EDGES:
+            return self._eps_operand(record, value)
+        if record.edge == edges.POWER:
+            record.pending_operand = value  # judged when the exponent comes
+            return
+        numerator, record.pending_numerator = record.pending_numerator, None
+        self._measured(record, call, value, record.edge, numerator)
+
+    def _power(self, record: SiteRecord, exponent: Any) -> None:
+        base, record.pending_operand = record.pending_operand, None
+        if base is None:
+            return
+        if isinstance(exponent, Tensor) and exponent.numel() == 1 and exponent.is_cpu:
+            exponent = exponent.item()
+        if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
+            record.exponent = float(exponent)
+            edge = _power_edge(float(exponent))
+        else:
+            edge = edges.NONPOSITIVE  # an exponent per entry (or one on a device): any base at 0 or below counts
+        self._measured(record, record.calls, base, edge)
+
+    def _measured(self, record: SiteRecord, call: int, value: Any, edge: str, numerator: Any = None) -> None:
+        tensor = _as_tensor(value)
+        if tensor is None:
+            return
+        dtype, entries, moment = str(tensor.dtype).replace("torch.", ""), tensor.numel(), self.recorder.moment()
+        if _deferred_for(tensor):
+            parts = _measure(edge, tensor, numerator)
+            if parts is not None:
+                self.deferred.add(parts, lambda values: self._update(record, call, moment, dtype, entries, values))
+        else:
+            values = _glance(edge, tensor, numerator)
+            if values is not None:
+                self._update(record, call, moment, dtype, entries, values)
+
+    def _update(self, record: SiteRecord, call: int, moment: Dict[str, int], dtype: str, entries: int, values: List[float]) -> None:
+        count = values[0]
+        low = values[1] if len(values) > 1 else None
+        high = values[2] if len(values) > 2 else None
+        if (low is not None and not _finite(low)) or (high is not None and not _finite(high)):
+            record.nonfinite_calls.add(call)  # a value already Inf/NaN: whatever its op does is not this site's edge
+        if low is not None and not math.isnan(low):
+            record.low = low if record.low is None else min(record.low, low)
+        if high is not None and not math.isnan(high):
+            record.high = high if record.high is None else max(record.high, high)
+        record.dtype = record.dtype or dtype
+        if not _reached(record.edge, count, low, high):
+            return
+        record.calls_at_edge += 1
+        record.edge_entries += int(count)
+        if len(values) > 3:
+            record.zero_over_zero += int(values[3])
+        if record.first is None:
+            record.first = {"first_call": call, **moment, "edge_entries": int(count), "entries": entries, "dtype": dtype}
+            if low is not None:
+                record.first["value_at_first"] = low
+            record.dtype = dtype
+            self.recorder.write()  # evidence survives a crash or os._exit later in the run
+
+    # -- TL105: the eps and the tensor it meets ---------------------------------------------
+
+    def _eps_operand(self, record: SiteRecord, value: Any) -> None:
+        if isinstance(value, Tensor) and value.is_floating_point():
+            met = (value.dtype, value.numel())
+        elif isinstance(value, float):
+            met = (torch.float64, 1)
+        else:
+            return
+        if record.pending_eps is not None:
+            eps, record.pending_eps = record.pending_eps, None
+            self._judge_eps(record, met, eps)
+        else:
+            record.pending_operand = met
+
+    def _eps(self, record: SiteRecord, value: Any) -> None:
+        if isinstance(value, Tensor):
+            if value.numel() != 1 or not value.is_cpu:
+                return
+            value = value.item()
+        if not isinstance(value, (int, float)):
+            return
+        if record.pending_operand is not None:
+            met, record.pending_operand = record.pending_operand, None
+            self._judge_eps(record, met, float(value))
+        else:
+            record.pending_eps = float(value)
+
+    def _judge_eps(self, record: SiteRecord, met: Tuple[Any, int], eps: float) -> None:
+        dtype, entries = met
+        key = (record.edge, eps, dtype)
+        if key not in self._eps_cache:
+            stored = torch.tensor(eps, dtype=dtype)
+            rounded = stored.item()
+            if record.edge == edges.UPPER_BOUND:
+                lost = eps != 1.0 and rounded == 1.0
+            else:
+                lost = eps != 0.0 and (rounded == 0.0 or bool(torch.isinf(stored.reciprocal())))
+            self._eps_cache[key] = (rounded, lost)
+        rounded, lost = self._eps_cache[key]
+        record.low = rounded
+        record.eps = eps
+        name = str(dtype).replace("torch.", "")
+        record.dtype = name
+        if lost:
+            record.calls_at_edge += 1
+            record.edge_entries += entries
+            if record.first is None:
+                record.first = {
+                    "first_call": record.calls, **self.recorder.moment(), "edge_entries": entries, "entries": entries,
+                    "dtype": name, "eps": eps, "rounded": rounded,
+                }
+                self.recorder.write()
+
+    # -- gradients ----------------------------------------------------------------------------
+
+    def _gradient_hook(self, record: SiteRecord, call: int) -> Callable[..., None]:
+        def hook(grad_inputs, grad_outputs) -> None:
+            self._guarded("gradient check", lambda: self._gradient(record, call, grad_inputs, grad_outputs))
+
+        return hook
+
+    def _gradient(self, record: SiteRecord, call: int, produced: Sequence[Any], received: Sequence[Any]) -> None:
+        """The op's gradient is Inf/NaN while the gradient it received was finite (and, at this call, its operand)."""
+        made = [g for g in produced if isinstance(g, Tensor) and g.is_floating_point()]
+        came = [g for g in received if isinstance(g, Tensor) and g.is_floating_point()]
+        if not made or call in record.nonfinite_calls:
+            return
+        moment = {**self.recorder.moment(), "phase": "backward"}
+        if _deferred_for(made[0]):
+            parts = [g.detach().sum(dtype=_sum_dtype(g)) for g in made + came]
+            self.deferred.add(parts, lambda values: self._gradient_values(record, call, moment, values[: len(made)], values[len(made) :]))
+            return
+        if all(_finite(g.detach().sum().item()) for g in made):
+            return
+        nan = any(_nonfinite_kind(g)[0] for g in made)
+        inf = any(_nonfinite_kind(g)[1] for g in made)
+        if (nan or inf) and _input_state(came) == (False, False):
+            self._gradient_found(record, call, moment, _kind_word(nan, inf))
+
+    def _gradient_values(self, record: SiteRecord, call: int, moment: Dict[str, int], made: List[float], came: List[float]) -> None:
+        if call in record.nonfinite_calls or all(_finite(s) for s in made) or not all(_finite(s) for s in came):
+            return
+        self._gradient_found(record, call, moment, "nan" if any(math.isnan(s) for s in made) else "inf")
+
+    def _gradient_found(self, record: SiteRecord, call: int, moment: Dict[str, int], kind: str) -> None:
+        record.gradient_calls += 1
+        if record.gradient_first is None:
+            record.gradient_first = {"first_call": call, **moment, "kind": kind}
+            self.recorder.write()
+
+
+# -- the watch over every op ---------------------------------------------------------------------
+
+
+class Watch(TorchFunctionMode):
+    """Every torch call of the program's thread passes here (see the module docs)."""
+
+    def __init__(self, recorder: Recorder, plan: Plan, deferred: Deferred) -> None:
+        super().__init__()
+        self.recorder = recorder
+        self.plan = plan
+        self.deferred = deferred
+        self.locator = Locator(plan.project_files)
+        self.routes: Dict[Any, str] = {call: _PASS for call in _passthrough_calls()}
+        self.routes.update({call: _BACKWARD for call in _BACKWARD_CALLS})
+        self.node_checked: Dict[type, bool] = {}  # backward node types worth a hook
+        self.stepping_unwatched = False  # the watch left the mode stack for an optimizer step
+        self.watching = True  # until the first non-finite value (or repeated internal errors)
+        self.in_step = False  # an optimizer step runs unwatched: its parameters are checked after it
+        self.checking = True  # watching and not in_step, read once per call
+        self.optimizer_seen = False
+        self.finishing = False  # reading the last device checks at exit: nothing is left to stop
+        self.stop_at_next_backward = False
+        self.stop_after_backward = False
+        self.backward_place: Optional[Dict[str, Any]] = None
+        self.errors = 0
+        # Sequence number of each forward output's backward node, and the program's line that made it.
+        self.node_numbers: List[int] = []
+        self.node_places: List[Tuple[str, int, str]] = []
+
+    def _set_checking(self) -> None:
+        self.checking = self.watching and not self.in_step
+
+    def _internal(self, exc: BaseException) -> None:
+        self.recorder.error(f"watch: {type(exc).__name__}: {exc}")
+        self.errors += 1
+        if self.errors >= 20:
+            self.watching = False
+            self._set_checking()
+
+    # -- forward -----------------------------------------------------------------------------
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        try:
+            route = self.routes.get(func, _CHECK)
+        except TypeError:  # an unhashable callable: check it
+            route = _CHECK
+        if route is _BACKWARD:
+            return self._backward(func, args, kwargs)
+        if route is _PASS or not self.checking:
+            return func(*args, **kwargs)
+        out = func(*args, **kwargs)
+        try:
+            if isinstance(out, Tensor):
+                if out.is_floating_point():
+                    self._check(func, args, kwargs, out)
+            elif isinstance(out, tuple):
+                for item in out:
+                    if isinstance(item, Tensor) and item.is_floating_point():
+                        self._check(func, args, kwargs, item)
+        except (TraceStopped, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            self._internal(exc)
+        return out
+
+    def _check(self, func, args, kwargs, out: Tensor) -> None:
+        if _FORCE_DEFERRED or not out.is_cpu:
+            place = self.locator.place(sys._getframe(2))
+            moment = self.recorder.moment()
+            name = _op_name(func)
+            dtype = str(out.dtype).replace("torch.", "")
+            self.deferred.add([out.detach().sum(dtype=_sum_dtype(out))], lambda values: self._forward_values(values, name, place, moment, dtype))
+        else:
+            total = out.detach().sum().item()
+            if total - total != 0:
+                self._forward_nonfinite(func, args, kwargs, out)
+        grad_fn = out.grad_fn
+        if grad_fn is not None:
+            frame = self.locator.user_frame(sys._getframe(2))
+            if frame is not None:
+                self.node_numbers.append(grad_fn._sequence_nr())
+                self.node_places.append((self.locator.paths[frame.f_code], frame.f_lineno, frame.f_code.co_name))
+                if len(self.node_numbers) > _FORWARD_RECORDS:
+                    del self.node_numbers[: _FORWARD_RECORDS // 2], self.node_places[: _FORWARD_RECORDS // 2]
+
+    def _forward_nonfinite(self, func, args, kwargs, out: Tensor) -> None:
+        nan, inf = _nonfinite_kind(out)
+        if not (nan or inf):
+            return  # the sum overflowed; every entry is finite
+        inputs = list(_tensors_in(list(args) + list(kwargs.values())))
+        in_nan, in_inf = _input_state(inputs, skip=out)  # an in-place op's target held the old values
+        if not _born(nan, inf, in_nan, in_inf):
+            return
+        detached = out.detach()
+        count = int((~torch.isfinite(detached)).sum())
+        self._found(
+            {
+                "phase": "forward",
+                "op": _op_name(func),
+                "kind": _kind_word(nan, inf),
+                "dtype": str(out.dtype).replace("torch.", ""),
+                "entries": count,
+                "of": out.numel(),
+                **(self.locator.place(sys._getframe(3)) or {}),
+                **self.recorder.moment(),
+            }
+        )
+
+    def _forward_values(self, values: List[float], name: str, place, moment, dtype: str) -> None:
+        if self.recorder.first_nonfinite is None and not _finite(values[0]):
+            self._found({"phase": "forward", "op": name, "kind": "nan" if math.isnan(values[0]) else "inf", "dtype": dtype, **(place or {}), **moment})
+
+    def _found(self, event: Dict[str, Any]) -> None:
+        if self.recorder.first_nonfinite is not None:
+            return
+        self.recorder.first_nonfinite = event
+        self.watching = False
+        self._set_checking()
+        self.recorder.write()
+        if self.plan.stop_on_first and not self.finishing:
+            if event["phase"] == "backward":
+                self.stop_after_backward = True  # raised once the backward call returns, not inside autograd
+            else:
+                self.recorder.stopped = STOPPED_FIRST_NONFINITE
+                raise TraceStopped(STOPPED_FIRST_NONFINITE)
+
+    # -- backward ----------------------------------------------------------------------------
+
+    def _backward(self, func, args, kwargs):
+        if self.stop_at_next_backward:
+            self.recorder.stopped = STOPPED_MAX_STEPS
+            raise TraceStopped(STOPPED_MAX_STEPS)
+        self.in_step = False  # a step that raised never reached its post hook
+        self._set_checking()
+        handles: List[Any] = []
+        if self.watching:
+            try:
+                self.backward_place = self.locator.place(sys._getframe(1))
+                handles = self._hook_graph(_roots(func, args, kwargs))
+            except Exception as exc:
+                self._internal(exc)
+        try:
+            result = func(*args, **kwargs)
+        finally:
+            if _may_keep_graph(func, args, kwargs):
+                for handle in handles:
+                    handle.remove()  # a later backward through this graph hooks it again
+            self.recorder.backward_calls += 1
+        if self.stop_after_backward:
+            self.recorder.stopped = STOPPED_FIRST_NONFINITE
+            raise TraceStopped(STOPPED_FIRST_NONFINITE)
+        maximum = self.plan.max_steps
+        if maximum is not None and not self.optimizer_seen and self.recorder.backward_calls >= maximum:
+            # No optimizer has stepped: backward passes are the steps; stop before the next one (an
+            # optimizer step that follows instead takes over the count).
+            self.stop_at_next_backward = True
+        return result
+
+    def _hook_graph(self, roots: Sequence[Any]) -> List[Any]:
+        handles = []
+        stack = [root.grad_fn for root in roots if isinstance(root, Tensor) and root.grad_fn is not None]
+        seen = set()
+        kept = []  # keeps every visited node alive, so that ids are not reused during the walk
+        checked = self.node_checked
+        hook = self._gradient_hook
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            kept.append(node)
+            kind = type(node)
+            worth = checked.get(kind)
+            if worth is None:
+                worth = checked[kind] = kind.__name__ not in _PASSTHROUGH_NODES
+            if worth:
+                handles.append(node.register_hook(hook))
+            for child, _ in node.next_functions:
+                if child is not None:
+                    stack.append(child)
+        return handles
+
+    def _gradient_hook(self, grad_inputs, grad_outputs) -> None:
+        if not self.watching:
+            return
+        try:
+            for gradient in grad_inputs:
+                if gradient is None or not gradient.is_floating_point():
+                    continue
+                if _FORCE_DEFERRED or not gradient.is_cpu:
+                    return self._gradient_deferred(grad_inputs, grad_outputs)
+                total = (gradient.detach() if gradient.requires_grad else gradient).sum().item()
+                if total - total != 0:
+                    return self._gradient_nonfinite(grad_inputs, grad_outputs)
+        except TraceStopped:
+            raise
+        except Exception as exc:
+            self._internal(exc)
+
+    def _gradient_nonfinite(self, grad_inputs, grad_outputs) -> None:
+        made = [g for g in grad_inputs if isinstance(g, Tensor) and g.is_floating_point()]
+        nan = any(_nonfinite_kind(g)[0] for g in made)
+        inf = any(_nonfinite_kind(g)[1] for g in made)
+        in_nan, in_inf = _input_state([g for g in grad_outputs if isinstance(g, Tensor)])
+        if not _born(nan, inf, in_nan, in_inf):
+            return
+        node = torch._C._current_autograd_node()
+        name, number = (node.name(), node._sequence_nr()) if node is not None else ("backward", None)
+        count = sum(int((~torch.isfinite(g.detach())).sum()) for g in made)
+        self._found(
+            {
+                "phase": "backward",
+                "op": name,
+                "kind": _kind_word(nan, inf),
+                "dtype": str(made[0].dtype).replace("torch.", ""),
+                "entries": count,
+                **self._node_place(number),
+                **self.recorder.moment(),
+            }
+        )
+
+    def _gradient_deferred(self, grad_inputs, grad_outputs) -> None:
+        made = [g for g in grad_inputs if isinstance(g, Tensor) and g.is_floating_point()]
+        came = [g for g in grad_outputs if isinstance(g, Tensor) and g.is_floating_point()]
+        node = torch._C._current_autograd_node()
+        name, number = (node.name(), node._sequence_nr()) if node is not None else ("backward", None)
+        moment = self.recorder.moment()
+        parts = [g.detach().sum(dtype=_sum_dtype(g)) for g in made + came]
+        self.deferred.add(parts, lambda values: self._gradient_values(values, len(made), name, number, moment))
+
+    def _gradient_values(self, values: List[float], produced: int, name: str, number: Optional[int], moment) -> None:
+        made, came = values[:produced], values[produced:]
+        if self.recorder.first_nonfinite is not None or all(_finite(s) for s in made) or not all(_finite(s) for s in came):
+            return
+        kind = "nan" if any(math.isnan(s) for s in made) else "inf"
+        self._found({"phase": "backward", "op": name, "kind": kind, **self._node_place(number), **moment})
+
+    def _node_place(self, number: Optional[int]) -> Dict[str, Any]:
+        """The program's line whose forward call made the backward node numbered ``number``."""
+        if number is not None:
+            position = bisect.bisect_left(self.node_numbers, number)
+            if position < len(self.node_numbers):
+                path, line, function = self.node_places[position]
+                return {"path": path, "line": line, "function": function}
+        return {**(self.backward_place or {}), "in_backward_call": True}
+
+    # -- optimizer steps ------------------------------------------------------------------------
+
+    def before_step(self, optimizer, args, kwargs) -> None:
+        self.optimizer_seen = True
+        self.stop_at_next_backward = False
+        if len(args) > 1 or kwargs.get("closure") is not None:
+            return  # args holds the optimizer; a closure (LBFGS) runs the program's passes: keep watching
+        self.in_step = True
+        self._set_checking()
+        # The step's many small calls need no check (the parameters are checked after it): the watch leaves
+        # the mode stack for it when it is on top, so that they do not even pass through it.
+        depth = torch._C._len_torch_function_stack()
+        if depth and torch._C._get_function_stack_at(depth - 1) is self:
+            self.__exit__(None, None, None)
+            self.stepping_unwatched = True
+
+    def after_step(self, optimizer, args, kwargs) -> None:
+        self.in_step = False
+        self._set_checking()
+        self.recorder.optimizer_steps += 1
+        try:
+            if self.watching:
+                with _unwatched():
+                    self._check_parameters(optimizer)
+        except TraceStopped:
+            raise
+        except Exception as exc:
+            self._internal(exc)
+        finally:
+            if self.stepping_unwatched:
+                self.stepping_unwatched = False
+                self.__enter__()
+        maximum = self.plan.max_steps
+        if maximum is not None and self.recorder.optimizer_steps >= maximum:
+            self.recorder.stopped = STOPPED_MAX_STEPS
+            raise TraceStopped(STOPPED_MAX_STEPS)
+
+    def _check_parameters(self, optimizer) -> None:
+        """After a step: a parameter it made Inf/NaN (one sum per parameter; on devices, read later)."""
+        parameters = [
+            p for group in optimizer.param_groups for p in group["params"] if isinstance(p, Tensor) and p.is_floating_point()
+        ]
+        if not parameters:
+            return
+        place = self.locator.place(sys._getframe(2))
+        moment = self.recorder.moment()
+        moment["step"] -= 1  # the step that just ended
+        name = f"{type(optimizer).__name__}.step"
+        if _FORCE_DEFERRED or not all(p.is_cpu for p in parameters):
+            parts = [p.detach().sum(dtype=_sum_dtype(p)) for p in parameters]
+            self.deferred.add(parts, lambda values: self._parameter_values(values, parameters, name, place, moment))
+            return
+        for parameter in parameters:
+            total = parameter.detach().sum().item()
+            if _finite(total):
+                continue
+            nan, inf = _nonfinite_kind(parameter)
+            if nan or inf:
+                grad = parameter.grad
+                in_nan, in_inf = _input_state([grad] if isinstance(grad, Tensor) else [])
+                kind = _kind_word(nan, inf)
+                return self._step_found(name, kind, parameter, not (in_nan or in_inf), place, moment)
+
+    def _parameter_values(self, values: List[float], parameters: List[Tensor], name: str, place, moment) -> None:
+        for value, parameter in zip(values, parameters):
+            if not _finite(value):
+                return self._step_found(name, "nan" if math.isnan(value) else "inf", parameter, None, place, moment)
+
+    def _step_found(self, name: str, kind: str, parameter: Tensor, born: Optional[bool], place, moment) -> None:
+        event = {"phase": "optimizer step", "op": name, "kind": kind, "dtype": str(parameter.dtype).replace("torch.", ""), **(place or {}), **moment}
+        if born is not None:
+            event["born"] = born  # False: the step met a gradient that was already Inf/NaN
+        self._found(event)
+
+
+def _roots(func, args, kwargs) -> List[Any]:
+    """The tensors a backward call starts from."""
+    if func is torch.Tensor.backward:
+        return [args[0]] if args else []
+    first = args[0] if args else kwargs.get("tensors" if func is torch.autograd.backward else "outputs")
+    if isinstance(first, Tensor):
+        return [first]
+    return list(first) if isinstance(first, (list, tuple)) else []
+
+
+def _may_keep_graph(func, args, kwargs) -> bool:
+    """Whether the graph may outlive this backward call (``retain_graph``/``create_graph``, or arguments
+    past the first two that may say so); a freed graph takes its hooks with it."""
+    if kwargs.get("retain_graph") or kwargs.get("create_graph"):
+        return True
+    return len(args) > (3 if func is torch.autograd.grad else 2)
+
+
+def _op_name(func) -> str:
+    name = getattr(func, "__name__", None) or repr(func)
+    qualified = getattr(func, "__qualname__", "") or ""
+    if qualified.startswith(("TensorBase.", "Tensor.")):
+        return f"Tensor.{name}"
+    module = getattr(func, "__module__", None)
+    if module == "torch._C._nn":
+        module = "torch.nn.functional"
+    elif module is None or module.startswith("torch._C"):
+        module = "torch"
+    return f"{module}.{name}"
+
+
+# -- the program's warnings ------------------------------------------------------------------------
+
+
+def _visible_frames(frame) -> Iterator[Any]:
+    """The frames a run without the watch would have: the watch's handler, the ``handle_torch_function``
+    that called it and the torch function's first entry above that are left out."""
+    handlers = (Watch.__torch_function__.__code__, Watch._backward.__code__)
+    while frame is not None:
+        if frame.f_code in handlers:
+            frame = frame.f_back
+            if frame is not None and frame.f_code is _HANDLE_TORCH_FUNCTION:
+                frame = frame.f_back
+                frame = frame.f_back if frame is not None else None
+            continue
+        yield frame
+        frame = frame.f_back
+
+
+def _warn_past_the_watch(original: Callable[..., None]) -> Callable[..., None]:
+    """``warnings.warn`` that names the line a run without the watch would name: torch functions warn
+    with a ``stacklevel`` that counts frames, and the watch adds some between the program and them."""
+
+    def warn(message, category=None, stacklevel=1, source=None, **more):
+        caller = sys._getframe(1)
+        raw = caller
+        distance = 1
+        skipped = False
+        for level, frame in enumerate(_visible_frames(caller), 1):
+            while raw is not None and raw is not frame:
+                raw = raw.f_back
+                distance += 1
+                skipped = True
+            if level == stacklevel:
+                break
+            raw = raw.f_back if raw is not None else None
+            distance += 1
+        else:
+            raw = None  # a shallower stack than stacklevel: warn's own fallback applies
+        if not skipped or raw is None:
+            return original(message, category, stacklevel + 1, source, **more)
+        return original(message, category, distance + 1, source, **more)
+
+    warn.__wrapped__ = original  # type: ignore[attr-defined]
+    return warn
+
+
+# -- the program's fast paths ------------------------------------------------------------------------
+
+_BASIC_TYPES = (bool, int, float, complex, str, bytes, type(None))
+
+
+def _has_torch_function_past_the_watch(original: Callable[[Any], bool], watch: Watch) -> Callable[[Any], bool]:
+    """``torch.overrides.has_torch_function`` answering as in a run without the watch.
+
+    Modules with a fused inference path (``nn.TransformerEncoderLayer``, ``nn.MultiheadAttention``) leave
+    it when any torch function mode is active, and the general path rounds differently.  While the watch
+    is the only mode, the answer is the one torch gives for the arguments alone: a tensor subclass with a
+    ``__torch_function__`` of its own (the C check, for the types torch passes over)."""
+    disabled = torch._C._disabled_torch_function_impl
+
+    def has_torch_function(relevant_args) -> bool:
+        depth = torch._C._len_torch_function_stack()
+        if depth != 1 or torch._C._get_function_stack_at(0) is not watch:
+            return original(relevant_args)
+        if not torch._C._is_torch_function_enabled():
+            return False
+        for value in relevant_args:
+            kind = type(value)
+            if kind is Tensor or kind is torch.nn.Parameter or kind in _BASIC_TYPES:
+                continue
+            handler = getattr(value, "__torch_function__", None)
+            if handler is not None and handler is not disabled:
+                return True
+        return False
+
+    has_torch_function.__wrapped__ = original  # type: ignore[attr-defined]
+    return has_torch_function
+
+
+# -- starting --------------------------------------------------------------------------------------
+
+
+class Runtime:
+    """The checks of one traced process, once torch is imported."""
+
+    def __init__(self, plan: Plan, recorder: Recorder, probes: Probes) -> None:
+        self.deferred = Deferred(plan.sync_every)
+        self.sites = SiteChecks(recorder, self.deferred)
+        self.sites.bind(probes)
+        self.watch = Watch(recorder, plan, self.deferred)
+        self.watch.__enter__()
+        self._hooks = [
+            register_optimizer_step_pre_hook(self.watch.before_step),
+            register_optimizer_step_post_hook(self.watch.after_step),
+        ]
+        self._warn, self._has_torch_function = warnings.warn, torch.overrides.has_torch_function
+        warnings.warn = _warn_past_the_watch(self._warn)
+        torch.overrides.has_torch_function = _has_torch_function_past_the_watch(self._has_torch_function, self.watch)
+
+    def finish(self) -> None:
+        """Read what is still on the devices (at exit)."""
+        self.watch.finishing = True
+        self.watch.watching = False
+        self.watch._set_checking()
+        try:
+            with _unwatched():
+                self.deferred.flush()
+        except Exception as exc:
+            self.watch.recorder.error(f"reading device checks at exit: {type(exc).__name__}: {exc}")
+
+    def close(self) -> None:
+        """Undo ``__init__`` (for a process that goes on without the checks, such as a test)."""
+        self.finish()
+        depth = torch._C._len_torch_function_stack()
+        if depth and torch._C._get_function_stack_at(depth - 1) is self.watch:
+            self.watch.__exit__(None, None, None)
+        for handle in self._hooks:
+            handle.remove()
+        warnings.warn, torch.overrides.has_torch_function = self._warn, self._has_torch_function
+
+
+def activate(plan: Plan, recorder: Recorder, probes: Probes) -> Runtime:
+    recorder.torch_imported = True
+    return Runtime(plan, recorder, probes)
