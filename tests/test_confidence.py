@@ -132,16 +132,17 @@ def test_the_docs_page_explains_the_levels(levels):
 
 
 def test_a_numerics_fix_below_the_default_level_is_unsafe():
-    # The same clamp is applied by --fix on a `high` finding (a norm under a division) and offered as unsafe on a
-    # `medium` one (a log of a value of unknown sign in a loss): --fix changes values only where the level promises.
+    # The same clamp is applied by --fix on a `high` finding (a sum of ReLU outputs under a division) and offered
+    # as unsafe on a `medium` one (a log of a value of unknown sign in a loss): --fix changes values only where
+    # the level promises.
     text = (
         "import torch\n\n\n"
-        "def loss(x, y):\n"
-        "    return (x / x.norm()).sum() + torch.log(y).mean()\n"
+        "def loss(x, w, y):\n"
+        "    return (x / torch.relu(w).sum()).sum() + torch.log(y).mean()\n"
     )
     settings = config.Settings(enabled=frozenset({"TL102", "TL104"}), confidence_floor=Confidence.LOW)
     found = {f.code: f for f in engine.lint_text(text, "m.py", settings).findings}
     assert found["TL104"].confidence is Confidence.HIGH and found["TL104"].fix.applicability.value == "numerics"
     assert found["TL102"].confidence is Confidence.MEDIUM and found["TL102"].fix.applicability.value == "unsafe"
     fixed = engine.fix_text(text, "m.py", settings).text
-    assert "x.norm().clamp_min(" in fixed and "torch.log(y)" in fixed
+    assert "torch.relu(w).sum().clamp_min(" in fixed and "torch.log(y)" in fixed

@@ -346,10 +346,10 @@ def test_confidence_is_read_off_the_operand_and_the_evidence_of_gradients():
         import torch
         def statistics(x: torch.Tensor):
             a = x.abs().sqrt()  # medium
-            b = torch.sqrt(x.var() - x.mean())  # high
+            b = torch.sqrt(x.var() - x.mean())  # medium
             c = torch.rsqrt(x.abs())  # high
             d = torch.log(x)  # low
-            e = x / x.norm()  # high
+            e = x / x.norm()  # medium
             f = x / x.sum()  # low
         def forward(x: torch.Tensor):
             a = x.abs().sqrt()  # high
@@ -547,7 +547,7 @@ def test_a_difference_with_a_number_is_no_cancellation():
         def step(h, sigma, other, noise):
             a = torch.sqrt(torch.exp(2 * h) - 1.0) * noise  # low
             b = torch.sqrt(1.0 - torch.exp(-2 * h)) * noise  # low
-            c = torch.sqrt(sigma ** 2 - other ** 2) * noise  # high
+            c = torch.sqrt(sigma ** 2 - other ** 2) * noise  # medium
             return a + b + c
         """
     )

@@ -12,11 +12,11 @@ LOSSES = '''import torch
 
 
 def masked_mean_loss(x, mask):
-    return (x * mask).sum() / mask.sum()
+    return (x * mask).sum() / torch.relu(mask).sum()
 
 
 def distance_loss(a, b):
-    return torch.sqrt(((a - b) ** 2).sum(-1))
+    return torch.sqrt((a - b).abs())
 '''
 HEADER = "code\tpath\tcolumn\tverdict\tline\treason\tneeds\n"
 
@@ -44,7 +44,7 @@ def test_findings_are_scored_against_the_recorded_verdicts(precision, capsys, co
     verdicts = tmp_path / "verdicts.tsv"
     verdicts.write_text(
         HEADER
-        + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\t\n"
+        + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / torch.relu(mask).sum()\tan all-zero mask\t\n"
         + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\ta finding the analysis no longer makes\tdata\n",
         encoding="utf-8",
     )
@@ -61,8 +61,8 @@ def test_false_alarms_are_counted_by_what_silence_needs_with_the_ceiling(precisi
     verdicts = tmp_path / "verdicts.tsv"
     verdicts.write_text(
         HEADER
-        + "TL104\tpkg/pkg/losses.py\t12\tfalse\treturn (x * mask).sum() / mask.sum()\ta mask of fixed ratio\tdata\n"
-        + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt(((a - b) ** 2).sum(-1))\ta caller clamps\tsame-file\n",
+        + "TL104\tpkg/pkg/losses.py\t12\tfalse\treturn (x * mask).sum() / torch.relu(mask).sum()\ta mask of fixed ratio\tdata\n"
+        + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt((a - b).abs())\ta caller clamps\tsame-file\n",
         encoding="utf-8",
     )
     _, out = run(precision, capsys, corpus, verdicts)
@@ -72,8 +72,8 @@ def test_false_alarms_are_counted_by_what_silence_needs_with_the_ceiling(precisi
     assert "precision at most 0/1 = 0 %" in out
     verdicts.write_text(
         HEADER
-        + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\t\n"
-        + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt(((a - b) ** 2).sum(-1))\tsoftmax underflow\tunderflow\n",
+        + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / torch.relu(mask).sum()\tan all-zero mask\t\n"
+        + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt((a - b).abs())\tsoftmax underflow\tunderflow\n",
         encoding="utf-8",
     )
     _, out = run(precision, capsys, corpus, verdicts)
@@ -93,7 +93,7 @@ def test_a_verdict_follows_its_line_when_lines_move(precision, capsys, corpus, t
     losses.write_text("# a comment that moves every line down\n\n" + LOSSES, encoding="utf-8")
     verdicts = tmp_path / "verdicts.tsv"
     verdicts.write_text(
-        HEADER + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt(((a - b) ** 2).sum(-1))\tread at line 9\tsame-file\n",
+        HEADER + "TL101\tpkg/pkg/losses.py\t12\tfalse\treturn torch.sqrt((a - b).abs())\tread at line 9\tsame-file\n",
         encoding="utf-8",
     )
     _, out = run(precision, capsys, corpus, verdicts)
@@ -116,7 +116,7 @@ def test_a_missing_package_is_an_error(precision, capsys, corpus, tmp_path):
 
 def test_prune_drops_only_the_rows_no_finding_matches(precision, capsys, corpus, tmp_path):
     verdicts = tmp_path / "verdicts.tsv"
-    kept_row = "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan all-zero mask\t\n"
+    kept_row = "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / torch.relu(mask).sum()\tan all-zero mask\t\n"
     other_package = "TL101\tother/other/x.py\t5\treal\ty = x.sqrt()\tread elsewhere\t\n"
     verdicts.write_text(
         HEADER + kept_row + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\tgone\tdata\n" + other_package,
@@ -131,7 +131,7 @@ def test_prune_drops_only_the_rows_no_finding_matches(precision, capsys, corpus,
 def test_findings_are_scored_by_confidence_level(precision, corpus, capsys):
     verdicts = corpus.parent / "verdicts.tsv"
     verdicts.write_text(
-        HEADER + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / mask.sum()\tan empty mask\t\n",
+        HEADER + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / torch.relu(mask).sum()\tan empty mask\t\n",
         encoding="utf-8",
     )
     status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--sample-per-level", "5"])

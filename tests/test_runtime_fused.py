@@ -247,6 +247,14 @@ def softplus_by_hand(x):
     return torch.log(1 + torch.exp(x))
 
 
+def softplus_chained(x):
+    return x.exp().add(1).log()
+
+
+def softplus_log1p(x):
+    return torch.log1p(torch.exp(x))
+
+
 def rate(x):
     return (torch.exp(x) - 1) / x
 '''
@@ -258,7 +266,9 @@ def tl205():
     return fix_and_exec(TL205_SNIPPET, ("TL203", "TL205"), applicability="safe")
 
 
-@pytest.mark.parametrize("name", ["log_one_plus", "exp_minus_one", "one_minus_exp", "softplus_by_hand", "rate"])
+@pytest.mark.parametrize(
+    "name", ["log_one_plus", "exp_minus_one", "one_minus_exp", "softplus_by_hand", "softplus_chained", "softplus_log1p", "rate"]
+)
 def test_tl205_same_values_on_ordinary_inputs(tl205, name):
     bad, good = tl205.functions(name)
     x = ordinary(64).abs() + 0.1
@@ -281,8 +291,9 @@ def test_tl205_rate_is_one_not_zero_near_zero(tl205):
     assert good(x).item() == pytest.approx(1.0, rel=1e-6)
 
 
-def test_tl203_softplus_does_not_overflow(tl205):
-    bad, good = tl205.functions("softplus_by_hand")
+@pytest.mark.parametrize("name", ["softplus_by_hand", "softplus_chained", "softplus_log1p"])
+def test_tl203_softplus_does_not_overflow(tl205, name):
+    bad, good = tl205.functions(name)
     for large, dtype in ((100.0, torch.float32), (12.0, torch.float16)):
         x = torch.tensor([large, 1.0], dtype=dtype)
         value, (grad,) = forward_backward(bad, x)
@@ -290,6 +301,25 @@ def test_tl203_softplus_does_not_overflow(tl205):
         value, (grad,) = forward_backward(good, x)
         assert torch.isfinite(value).all() and torch.isfinite(grad).all()
         assert value[0].item() == pytest.approx(large, rel=1e-3)
+
+
+def test_tl203_one_plus_a_sum_of_exponentials_overflows():
+    """log(1 + sum(exp(x))) is reported without a fix; the logsumexp with a 0 term the docs give agrees."""
+    import torch.nn.functional as F
+
+    def bad(x):
+        return torch.log(1 + torch.exp(x).sum(-1))
+
+    def good(x):
+        return torch.logsumexp(F.pad(x, (1, 0)), dim=-1)
+
+    x = ordinary(64).view(8, 8)
+    assert_close(bad(x), good(x))
+    large = torch.tensor([[100.0, 1.0]], requires_grad=True)
+    assert torch.isinf(bad(large)).all()
+    value = good(large)
+    value.sum().backward()
+    assert torch.isfinite(value).all() and torch.isfinite(large.grad).all()
 
 
 # -- TL206 activation-before-loss -------------------------------------------------------------

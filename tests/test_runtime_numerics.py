@@ -151,7 +151,7 @@ def test_a_learnable_exponent_is_not_masked_by_relu():
 
 
 def test_sqrt_fix_uses_configured_eps():
-    settings = config.Settings(enabled=frozenset({"TL101"}), eps=1e-4)
+    settings = config.Settings(enabled=frozenset({"TL101"}), eps=1e-4, confidence_floor=Confidence.LOW)
     settings = dataclasses.replace(settings, confidence_floor=Confidence.LOW)
     pair = fix_and_exec(SQRT, "TL101", settings=settings, unsafe=True)
     assert "clamp_min(1e-4)" in pair.fixed_source
@@ -271,7 +271,7 @@ def standardise_loss(x):
 def division_pair(eps=None):
     settings = None
     if eps is not None:
-        settings = config.Settings(enabled=frozenset({"TL104"}), eps=eps)
+        settings = config.Settings(enabled=frozenset({"TL104"}), eps=eps, confidence_floor=Confidence.LOW)
     return fix_and_exec(DIVISION, "TL104", applicability=("numerics", "unsafe", None), unsafe=True, settings=settings)
 
 

@@ -70,6 +70,12 @@ _TENSOR_FROM_LIST = frozenset(
     {"torch.tensor", "torch.as_tensor", "torch.LongTensor", "torch.Tensor", "torch.FloatTensor", "torch.IntTensor", "torch.from_numpy"}
 )
 _ARRAY_FROM = frozenset({"numpy.array", "numpy.asarray", "numpy.float32", "numpy.int64", "numpy.ascontiguousarray", "numpy.expand_dims", "numpy.transpose"})
+# Factories whose positional arguments are the tensor's size (the fill value comes after it for ``full``).
+_FILLED_FACTORIES = frozenset({"torch.full", "numpy.full"})
+_SIZED_FACTORIES = frozenset({
+    "torch.randn", "torch.rand", "torch.zeros", "torch.ones", "torch.empty", "torch.arange", "torch.full",
+    "numpy.zeros", "numpy.ones", "numpy.empty", "numpy.arange", "numpy.full", "numpy.random.randn", "numpy.random.rand",
+}) | _FILLED_FACTORIES
 # Methods that keep a sequence's length (and an image's size).
 _KEEPING_METHODS = frozenset(
     {"squeeze", "flatten", "long", "to", "clone", "float", "int", "type", "astype", "copy", "convert", "permute", "transpose", "contiguous", "numpy", "tolist"}
@@ -209,6 +215,7 @@ class _Scope:
         self.assigned: Dict[str, List[Tuple[ast.stmt, Optional[ast.expr], Optional[ast.expr]]]] = {}
         self.appended: Dict[str, List[ast.expr]] = {}  # ``xs.append(v)`` / ``self.xs.append(v)``
         self.comprehended: Dict[str, Tuple[ast.expr, Optional[int]]] = {}  # comprehension target -> (iterable, position)
+        self.looped: Dict[str, Tuple[ast.expr, Optional[int]]] = {}  # ``for`` statement target -> (iterable, position)
         self.returns: List[ast.expr] = []
         self.enclosing: Dict[int, Tuple[ast.stmt, ...]] = {}  # id(statement) -> its enclosing compound statements
         if function is None:
@@ -246,6 +253,11 @@ class _Scope:
                 self._walk(handler.body, inner)
 
     def _note(self, statement: ast.stmt) -> None:
+        if isinstance(statement, (ast.For, ast.AsyncFor)):
+            targets = [statement.target] if isinstance(statement.target, ast.Name) else getattr(statement.target, "elts", [])
+            for position, element in enumerate(targets):
+                if isinstance(element, ast.Name):
+                    self.looped[element.id] = (statement.iter, None if element is statement.target else position)
         if isinstance(statement, ast.Assign):
             for target in statement.targets:
                 self._bind(target, statement.value, statement)
@@ -414,6 +426,8 @@ class _Reader:
         first = node.args[0] if node.args else None
         if qualified in IMAGE_READERS:
             return _Variation("images kept at their files' own sizes", MEDIUM)
+        if qualified in _SIZED_FACTORIES:
+            return self._sized_by_loop(node, scope)
         if qualified in _TENSOR_FROM_LIST or qualified in _ARRAY_FROM:
             if first is None:
                 return None
@@ -435,6 +449,21 @@ class _Reader:
                 return self._helper(func.attr, node, scope, depth)
         if isinstance(func, ast.Name) and func.id == "list" and first is not None:
             return self.varies(first, scope, depth) or self._split_text(first, scope, depth)
+        return None
+
+    def _sized_by_loop(self, call: ast.Call, scope: _Scope) -> Optional[_Variation]:
+        """``torch.randn(i % 10 + 1, 4)`` in ``[... for i in range(n)]``, ``torch.zeros(n)`` in ``for n in lengths``:
+        a tensor whose size reads the loop's variable differs from item to item."""
+        sizes = call.args[:1] if self.qualify(call.func) in _FILLED_FACTORIES else call.args
+        for size in sizes:
+            for inner in ast.walk(size):
+                if not isinstance(inner, ast.Name):
+                    continue
+                loop = scope.comprehended.get(inner.id) or scope.looped.get(inner.id)
+                if loop is None:
+                    continue
+                counted = isinstance(loop[0], ast.Call) and ast_dotted_name(loop[0].func) == "range"
+                return _Variation("tensors sized by the loop's variable", HIGH if counted else MEDIUM)
         return None
 
     def _through_name(self, node: ast.Name, scope: _Scope, depth: int, ask) -> Optional[_Variation]:

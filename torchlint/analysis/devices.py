@@ -21,10 +21,11 @@ The project facts are read from the text of its modules (no parse), once per run
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.callers import argument_for, every_call_site
 from torchlint.analysis.calls import argument
 from torchlint.analysis.checkpoints import SAVE_FUNCTIONS
 from torchlint.analysis.domain import structurally_equal
@@ -86,17 +87,75 @@ def used_as_cpu_data(ancestors: Sequence[cst.CSTNode], call: cst.Call) -> bool:
 
 
 def saved_before_in_same_run(context: "FileContext", call: cst.Call, path: cst.BaseExpression) -> bool:
-    """A ``torch.save(..., <same path>)`` earlier in the function that loads it: the saving run is the loading run."""
+    """The function that loads the path writes it itself: a ``torch.save(..., <same path>)`` earlier in it (the
+    saving run is the loading run), or a cache it fills (``if os.path.isfile(p): load(p) else: ... save(p)``:
+    the file is what this same code wrote on an earlier run, with the same devices)."""
     function = context.enclosing(cst.FunctionDef)
     if function is None:
         return False  # a notebook's later cell, or a script's top level: often run again on its own
     saves, reached = _saves_to(context, function, path, stop=call)
-    return bool(saves) and reached
+    if saves and reached:
+        return True
+    return _loaded_when_present(context, path) and bool(_saves_to(context, function, path)[0])
+
+
+# Tests that a file is there: ``os.path.isfile(p)``, ``os.path.exists(p)``, ``Path(p).exists()``.
+_PRESENCE_TESTS = frozenset({"os.path.isfile", "os.path.exists"})
+_PRESENCE_METHODS = frozenset({"exists", "is_file"})
+
+
+def _loaded_when_present(context: "FileContext", path: cst.BaseExpression) -> bool:
+    """The load stands in the body of an ``if`` that tests that ``path`` exists."""
+    ancestors = context.ancestors
+    for index in range(len(ancestors) - 1, 0, -1):
+        node, child = ancestors[index - 1], ancestors[index]
+        if isinstance(node, cst.If) and child is node.body and _tests_presence(context, node.test, path):
+            return True
+    return False
+
+
+def _tests_presence(context: "FileContext", test: cst.BaseExpression, path: cst.BaseExpression) -> bool:
+    if not isinstance(test, cst.Call):
+        return False
+    tested = argument(test, 0, "path")
+    if context.qualified_name(test.func) in _PRESENCE_TESTS:
+        return tested is not None and structurally_equal(tested.value, path)
+    func = test.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _PRESENCE_METHODS and not test.args:
+        receiver = func.value
+        if isinstance(receiver, cst.Call) and receiver.args:  # Path(p).exists()
+            receiver = receiver.args[0].value
+        return structurally_equal(receiver, path)
+    return False
 
 
 def written_here_on_cpu(context: "FileContext", path: cst.BaseExpression) -> bool:
-    """The file writes that path itself and never puts anything on a GPU: its checkpoint holds CPU tensors."""
+    """The file writes that path itself and never puts anything on a GPU: its checkpoint holds CPU tensors.
+
+    A path that is a parameter of the loading function (``def load_checkpoint(filepath)``) is judged by what
+    every call in the file hands in (``load_checkpoint("checkpoint.pth")``)."""
     if _USES_CUDA.search(context.source.encode("utf-8", "replace")):
+        return False
+    return all(_written_on_cpu(context, candidate) for candidate in _paths_loaded(context, path) or (None,))
+
+
+def _paths_loaded(context: "FileContext", path: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, ...]]:
+    """The expressions ``path`` stands for: itself, or for a parameter of the loading function what every call of
+    that function in the file passes (None when a call hides it, or the file never calls the function)."""
+    function = context.enclosing(cst.FunctionDef)
+    if not isinstance(path, cst.Name) or function is None:
+        return (path,)
+    if path.value not in {param.name.value for param in function.params.params}:
+        return (path,)
+    sites = every_call_site(context, function)
+    if not sites:
+        return None
+    passed = tuple(argument_for(function, path.value, site) for site in sites)
+    return None if any(value is None for value in passed) else passed
+
+
+def _written_on_cpu(context: "FileContext", path: Optional[cst.BaseExpression]) -> bool:
+    if path is None:
         return False
     saves = _saves_to(context, context.module, path)[0]
     return bool(saves) and all(_computed_here(context, save) for save in saves)

@@ -174,7 +174,7 @@ def classify_divisor(
         if numerator is not None and all(part is not None for part in norms):
             cosine = _cosine(context, numerator, norms[0], norms[1])
             if cosine is not None:
-                return Divisor("cosine", node, dim=cosine.dim, cosine_operands=cosine.cosine_operands, edge=signs.EDGE_MAGNITUDE)
+                return Divisor("cosine", node, dim=cosine.dim, cosine_operands=cosine.cosine_operands, edge=signs.EDGE_NORM)
         value = signs.evaluate(context, node, site, division=True)
         return Divisor("product", node, edge=value.edge if value.sign is not signs.Sign.UNKNOWN else None)
     difference = isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchlint.context import FileContext
 
 LOG_FUNCTIONS: FrozenSet[str] = frozenset({"torch.log"})
+LOG1P_FUNCTIONS: FrozenSet[str] = frozenset({"torch.log1p", "torch.special.log1p"})
 EXP_FUNCTIONS: FrozenSet[str] = frozenset({"torch.exp"})
 SUM_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sum"})
 SIGMOID_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"})
@@ -47,6 +48,11 @@ SHAPE_METHODS: FrozenSet[str] = frozenset(
 def match_log(context: "FileContext", node: cst.CSTNode) -> Optional[UnaryOp]:
     """``torch.log(x)`` or ``x.log()``."""
     return match_unary(context, node, LOG_FUNCTIONS, "log")
+
+
+def match_log1p(context: "FileContext", node: cst.CSTNode) -> Optional[UnaryOp]:
+    """``torch.log1p(x)`` or ``x.log1p()``."""
+    return match_unary(context, node, LOG1P_FUNCTIONS, "log1p")
 
 
 def match_exp(context: "FileContext", node: cst.CSTNode) -> Optional[UnaryOp]:
@@ -123,12 +129,22 @@ def is_one(node: cst.BaseExpression) -> bool:
 
 
 def one_plus(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-    """``x`` for ``1 + x`` or ``x + 1``, else None."""
+    """``x`` for ``1 + x``, ``x + 1`` or ``x.add(1)``, else None."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
         if is_one(node.left):
             return node.right
         if is_one(node.right):
             return node.left
+    if (
+        isinstance(node, cst.Call)
+        and isinstance(node.func, cst.Attribute)
+        and node.func.attr.value == "add"
+        and len(node.args) == 1
+        and node.args[0].keyword is None
+        and not node.args[0].star
+        and is_one(node.args[0].value)
+    ):
+        return node.func.value
     return None
 
 

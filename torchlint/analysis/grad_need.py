@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Sequence, Set
 
 import libcst as cst
 
-from torchlint.analysis.ast_names import every_node
+from torchlint.analysis.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.callers import calls_named, enclosing_function, every_caller_passes, file_calls
 from torchlint.analysis.calls import has_star_args, keyword_arg
 from torchlint.analysis.dataflow import Site, bindings, site_of
@@ -32,6 +32,7 @@ from torchlint.analysis.gradflow import in_no_grad_region
 from torchlint.analysis.kinds import MAX_DEPTH, value_kind
 from torchlint.analysis.names import dotted_name
 from torchlint.analysis.ops import call_parts
+from torchlint.analysis.project import definition, file_facts
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -146,16 +147,20 @@ def gradient_cannot_flow(
     if _leaves_autograd(context, path):
         return True
     site = site or site_of(list(ancestors))
-    return _without_gradient(context, op.operand, site, 0) or _assigned_to_gradient_free_uses(context, path, site)
+    return (
+        _without_gradient(context, op.operand, site, 0)
+        or _assigned_to_gradient_free_uses(context, path, site)
+        or _returned_only_to_gradient_free_uses(context, path, site)
+    )
 
 
 def _leaves_autograd(context: "FileContext", path: Sequence[cst.CSTNode]) -> bool:
     """Whether the value at the end of ``path`` (outermost first) only feeds, within its statement, a
-    comparison or a :data:`_NON_DIFFERENTIABLE` call."""
+    comparison, a :data:`_NON_DIFFERENTIABLE` call, or the indices of a ranking (``_, idx = s.topk(k)``)."""
     for position in range(len(path) - 2, -1, -1):
         node = path[position]
         if isinstance(node, (cst.BaseStatement, cst.BaseSmallStatement, cst.Lambda)):
-            return False
+            return isinstance(node, cst.Assign) and _keeps_only_indices(context, node, path[position + 1])
         if isinstance(node, cst.Comparison):
             return True
         if isinstance(node, cst.Call):
@@ -163,6 +168,111 @@ def _leaves_autograd(context: "FileContext", path: Sequence[cst.CSTNode]) -> boo
             if name in _NON_DIFFERENTIABLE:
                 return True
     return False
+
+
+# Rankings that return (values, indices).
+_RANKINGS = frozenset({"topk", "sort", "kthvalue", "max", "min", "median", "mode"})
+
+
+def _keeps_only_indices(context: "FileContext", assign: cst.Assign, value: cst.CSTNode) -> bool:
+    """``_, idx = s.topk(k)``: the ranking's values are thrown away, its indices carry no gradient."""
+    if value is not assign.value or not isinstance(value, cst.Call) or len(assign.targets) != 1:
+        return False
+    name, _, _ = call_parts(context, value)
+    target = assign.targets[0].target
+    return (
+        name in _RANKINGS
+        and isinstance(target, (cst.Tuple, cst.List))
+        and len(target.elements) == 2
+        and isinstance(target.elements[0].value, cst.Name)
+        and target.elements[0].value.value == "_"
+    )
+
+
+def _returned_only_to_gradient_free_uses(context: "FileContext", path: Sequence[cst.CSTNode], site: Site) -> bool:
+    """``magnitudes = w.pow(2).sum(1).sqrt()`` in a helper whose result (or the element of the tuple it
+    returns that holds the value) every call in the file only ranks, prints or compares
+    (``_, idx = helper(emb)[1].topk(6)``): nothing differentiates it.  One level of callers."""
+    function = site.function
+    assign = next((node for node in reversed(path) if isinstance(node, (cst.Assign, cst.BaseStatement))), None)
+    if function is None or not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return False
+    target = assign.targets[0].target
+    if not isinstance(target, cst.Name):
+        return False
+    positions = _returned_positions(context, function, target.value)
+    if not positions:
+        return False
+    sites = file_calls(context, function)
+    return bool(sites) and all(_call_result_unused_by_autograd(context, call_site, positions) for call_site in sites)
+
+
+def _returned_positions(context: "FileContext", function: cst.FunctionDef, name: str) -> Optional[FrozenSet[Optional[int]]]:
+    """Where ``name`` (or a name assigned from it in the function) leaves ``function``: the positions of the
+    returned tuples that read it, ``None`` for a whole returned value; empty when it is never returned, None
+    when a return cannot be read (a nested function's)."""
+    derived = {name}
+    reads = _reads_of(context, function)
+    for _ in range(3):  # names assigned from it, a few steps on
+        for candidate, paths in reads.items():
+            for read in paths:
+                holder = next((node for node in reversed(read) if isinstance(node, cst.Assign)), None)
+                if holder is not None and len(holder.targets) == 1 and isinstance(holder.targets[0].target, cst.Name):
+                    if candidate in derived:
+                        derived.add(holder.targets[0].target.value)
+    positions: Set[Optional[int]] = set()
+    for node in _cst_nodes(function.body):
+        if isinstance(node, (cst.FunctionDef, cst.Lambda)):
+            return None
+        if not isinstance(node, cst.Return) or node.value is None:
+            continue
+        value = node.value
+        if isinstance(value, cst.Tuple):
+            for index, element in enumerate(value.elements):
+                if _reads_any(element.value, derived):
+                    positions.add(index)
+        elif _reads_any(value, derived):
+            positions.add(None)
+    return frozenset(positions)
+
+
+def _reads_any(node: cst.CSTNode, names: Set[str]) -> bool:
+    return any(isinstance(inner, cst.Name) and inner.value in names for inner in _cst_nodes(node))
+
+
+def _call_result_unused_by_autograd(context: "FileContext", call_site, positions: FrozenSet[Optional[int]]) -> bool:
+    """The call's value, at ``positions`` of the tuple it returns, only feeds uses that leave autograd in the
+    scope that makes the call."""
+    path = list(call_site.ancestors) + [call_site.call]
+    if None not in positions and _leaves_autograd(context, path):
+        return True
+    parent = call_site.ancestors[-1] if call_site.ancestors else None
+    if not isinstance(parent, cst.Assign) or parent.value is not call_site.call or len(parent.targets) != 1:
+        return False
+    target = parent.targets[0].target
+    if isinstance(target, cst.Name):
+        names = [target.value]
+    elif isinstance(target, (cst.Tuple, cst.List)) and None not in positions:
+        elements = target.elements
+        if any(index >= len(elements) or not isinstance(elements[index].value, cst.Name) for index in positions):
+            return False
+        names = [elements[index].value.value for index in positions]
+    else:
+        return False
+    scope = enclosing_function(call_site.ancestors)
+    reads = _reads_of(context, scope) if scope is not None else _module_reads(context)
+    for name in names:
+        if name == "_":
+            continue
+        found = reads.get(name, ())
+        if not found or not all(_leaves_autograd(context, read) for read in found):
+            return False
+    return True
+
+
+def _module_reads(context: "FileContext"):
+    """Every read of each name at a module's top level and in its functions, as in :func:`_reads_of`."""
+    return context.memoized("guards.module-reads", context.module, lambda module: _collect_reads(module))
 
 
 def _assigned_to_gradient_free_uses(
@@ -192,27 +302,40 @@ def _reads_of(context: "FileContext", function: cst.FunctionDef):
     """Every read of each local name in ``function`` (nested functions and lambdas included), as the
     path from the function's body down to the ``Name``; stores (assignment targets) are not reads."""
 
-    def compute(node: cst.FunctionDef):
-        reads = {}
-        stack: list = []
-        stores: Set[int] = set()
+    return context.memoized("guards.reads", function, lambda node: _collect_reads(node.body))
 
-        class _Reads(cst.CSTVisitor):
-            def on_visit(self, visited: cst.CSTNode) -> bool:
-                if isinstance(visited, cst.AssignTarget) and isinstance(visited.target, cst.Name):
-                    stores.add(id(visited.target))
-                if isinstance(visited, cst.Name) and id(visited) not in stores:
-                    reads.setdefault(visited.value, []).append(tuple(stack) + (visited,))
-                stack.append(visited)
-                return True
 
-            def on_leave(self, original_node: cst.CSTNode) -> None:
-                stack.pop()
+def _cst_nodes(root: cst.CSTNode) -> List[cst.CSTNode]:
+    """Every node under ``root``, itself included."""
+    found, pending = [], [root]
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        pending.extend(node.children)
+    return found
 
-        visit(node.body, _Reads())
-        return reads
 
-    return context.memoized("guards.reads", function, compute)
+def _collect_reads(root: cst.CSTNode):
+    reads: dict = {}
+    stack: list = []
+    stores: Set[int] = set()
+
+    class _Reads(cst.CSTVisitor):
+        def on_visit(self, visited: cst.CSTNode) -> bool:
+            if isinstance(visited, cst.AssignTarget):
+                for stored in _cst_nodes(visited.target):
+                    if isinstance(stored, cst.Name):
+                        stores.add(id(stored))
+            if isinstance(visited, cst.Name) and id(visited) not in stores:
+                reads.setdefault(visited.value, []).append(tuple(stack) + (visited,))
+            stack.append(visited)
+            return True
+
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            stack.pop()
+
+    visit(root, _Reads())
+    return reads
 
 
 def backward_never_reaches(context: "FileContext", op: DomainOp, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -456,10 +579,37 @@ def defines_optimizer(context: "FileContext") -> bool:
             if isinstance(statement, cst.ClassDef):
                 for base in statement.bases:
                     qualified = context.qualified_name(base.value) or dotted_name(base.value) or ""
-                    if qualified.rsplit(".", 1)[-1].endswith("Optimizer") or qualified.startswith("torch.optim."):
+                    if _names_an_optimizer(qualified) or _derives_from_optimizer(context, qualified):
                         cached = True  # an optimizer of its own, or one built on torch's (``class SharedAdam(optim.Adam)``)
         context._tl1_defines_optimizer = cached
     return cached
+
+
+def _names_an_optimizer(qualified: str) -> bool:
+    return qualified.rsplit(".", 1)[-1].endswith("Optimizer") or qualified.startswith("torch.optim.")
+
+
+def _derives_from_optimizer(context: "FileContext", qualified: str, depth: int = 0) -> bool:
+    """A class of the file or of another module of the project whose bases, followed up, reach an optimizer
+    (``class Adam(Optim)`` with ``Optim`` imported from the project's ``utils/optim.py``)."""
+    if depth > 3 or "." not in qualified and context.project is None:
+        return False
+    facts = file_facts(context)
+    if facts is None:
+        return False
+    found = definition(qualified if "." in qualified else f"{facts.module}.{qualified}", facts, context.project)
+    if found is None:
+        return False
+    owner, name = found
+    node = owner.class_nodes.get(name)
+    if node is None:
+        return False
+    for base in node.bases:
+        dotted = ast_dotted_name(base) or ""
+        based = owner.imported(dotted) or owner.imports.get(dotted) or (f"{owner.module}.{dotted}" if dotted in owner.class_nodes else dotted)
+        if _names_an_optimizer(based) or (based != qualified and _derives_from_optimizer(context, based, depth + 1)):
+            return True
+    return False
 
 
 def may_be_negative(operand: cst.BaseExpression) -> bool:

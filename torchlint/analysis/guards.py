@@ -21,14 +21,16 @@
 5. **Ownership**: an op in a ``torch.where`` branch tested on its operand is TL106's, one whose result
    is filtered for NaN is TL107's, a log a fused op replaces is the TL2xx rule's
    (:mod:`torchlint.analysis.owners`).
-6. **Confidence**: ``high`` when the operand reaches the edge by its own construction (its value's edge
-   is one :data:`HIGH_EDGES` lists for the op: a norm or count under a division, a difference under a
-   root, a softmax output or ``1 - p`` under a log, a constant 0) and, for a power, the exponent is a
-   known fraction (``0.5``, ``1 / p``; ``x ** gamma`` is a hazard only for ``gamma < 1``).  A root of a
-   value that reaches 0 but not below is a gradient hazard only: ``high`` where the code itself takes the
-   gradient (a ``forward``, a loss, the scope that calls ``backward()``:
-   :func:`~torchlint.analysis.grad_need.gradient_flows_here`), ``medium`` in a helper such code calls (its
-   result may only be logged or ranked).  The probability of one chosen entry (``p.gather(1, a)``) is 0
+6. **Confidence**: ``high`` when the operand reaches the edge by its own construction in ordinary
+   training (its value's edge is one :data:`HIGH_EDGES` lists for the op and not a :data:`DATA_EDGES` one:
+   a softmax output or ``1 - p`` under a log, a ReLU output under a division, a constant 0) and, for a
+   power, the exponent is a known fraction (``0.5``, ``1 / p``; ``x ** gamma`` is a hazard only for
+   ``gamma < 1``).  An edge reached only on degenerate data (a norm or count under a division, a
+   difference under a root: :data:`DATA_EDGES`) is one level lower, ``medium``.  A root of a value that
+   reaches 0 but not below is a gradient hazard only: one level lower again in a helper that the code
+   taking the gradient calls (a ``forward``, a loss, the scope that calls ``backward()``:
+   :func:`~torchlint.analysis.grad_need.gradient_flows_here`; the helper's result may only be logged or
+   ranked).  The probability of one chosen entry (``p.gather(1, a)``) is 0
    only when the model is confidently wrong: not an edge by construction, unlike a whole softmax vector.  An operand of unknown sign is ``medium`` where the code
    shows gradients flow (:func:`torchlint.analysis.grad_need.gradient_flows`: a ``forward``, a loss, a
    scope that calls ``backward()``), ``low`` elsewhere.
@@ -43,7 +45,14 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Sequence
 import libcst as cst
 
 from torchlint.analysis import signs
-from torchlint.analysis.callers import argument_for, call_sites, defined_function_names, judged_at_every_call
+from torchlint.analysis.callers import (
+    argument_for,
+    call_sites,
+    calls_named,
+    defined_function_names,
+    enclosing_function,
+    judged_at_every_call,
+)
 from torchlint.analysis.conditions import guarded_by_condition, read_names
 from torchlint.analysis.dataflow import Site, bindings, site_of
 from torchlint.analysis.domain import DIV, LOG, POW, RSQRT, SQRT, DomainOp, is_reciprocal_exponent
@@ -66,7 +75,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 _ROOT_EDGES: FrozenSet[str] = frozenset({
-    signs.EDGE_ZERO, signs.EDGE_NEGATIVE, signs.EDGE_MAGNITUDE, signs.EDGE_SPREAD, signs.EDGE_COUNT,
+    signs.EDGE_ZERO, signs.EDGE_NEGATIVE, signs.EDGE_MAGNITUDE, signs.EDGE_NORM, signs.EDGE_SPREAD, signs.EDGE_COUNT,
     signs.EDGE_COMPLEMENT, signs.EDGE_RANGE, signs.EDGE_DIFFERENCE, signs.EDGE_CLAMPED, signs.EDGE_WEIGHTS,
     signs.EDGE_POWER,
 })
@@ -80,7 +89,7 @@ HIGH_EDGES: Dict[str, FrozenSet[str]] = {
     RSQRT: _ROOT_EDGES | {signs.EDGE_RELU, signs.EDGE_PROBABILITY},
     LOG: (_ROOT_EDGES - {signs.EDGE_DIFFERENCE}) | {signs.EDGE_RELU, signs.EDGE_PROBABILITY},
     DIV: frozenset({
-        signs.EDGE_ZERO, signs.EDGE_MAGNITUDE, signs.EDGE_SPREAD, signs.EDGE_COUNT, signs.EDGE_RELU,
+        signs.EDGE_ZERO, signs.EDGE_MAGNITUDE, signs.EDGE_NORM, signs.EDGE_SPREAD, signs.EDGE_COUNT, signs.EDGE_RELU,
         signs.EDGE_RANGE, signs.EDGE_CLAMPED, signs.EDGE_WEIGHTS,
     }),
 }
@@ -88,6 +97,15 @@ HIGH_EDGES: Dict[str, FrozenSet[str]] = {
 
 # Operands that go below 0 (NaN already in the forward pass of a root), not only to 0.
 _NEGATIVE_EDGES = frozenset({signs.EDGE_NEGATIVE, signs.EDGE_DIFFERENCE})
+
+# Edges a value reaches only on degenerate data: an all-zero vector, a constant feature, an empty mask, terms
+# that cancel.  Constants, saturation (a probability that underflows, ``1 - p``), ReLU or clamp outputs and the
+# absolute value or square of single entries meet their edge in ordinary training.  On users' code the data edges were real in 1 of 6 ``high`` findings
+# (bench/results/precision_user.md): what the data holds is not in the code, so they are ``medium``.
+DATA_EDGES: FrozenSet[str] = frozenset({
+    signs.EDGE_NORM, signs.EDGE_SPREAD, signs.EDGE_COUNT, signs.EDGE_RANGE, signs.EDGE_DIFFERENCE,
+    signs.EDGE_WEIGHTS, signs.EDGE_POWER,
+})
 
 
 def assess(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None) -> Optional[Confidence]:
@@ -128,13 +146,23 @@ def confidence_of(context: "FileContext", op: DomainOp, value: Value, ancestors:
             return Confidence.LOW
         return Confidence.MEDIUM if gradient_flows(context, ancestors) else Confidence.LOW
     if by_construction:
-        if op.kind in GRADIENT_ONLY_KINDS and edge not in _NEGATIVE_EDGES and not gradient_flows_here(context, ancestors):
-            # A root of 0 is a fine value; its infinite gradient is certain only where the code itself takes
-            # a gradient (a forward, a loss, the scope that calls backward), not in a helper it calls, whose
-            # result may only be printed or ranked.
-            return Confidence.MEDIUM
-        return Confidence.HIGH
+        # A root of 0 is a fine value; its infinite gradient is certain only where the code itself takes a
+        # gradient (a forward, a loss, the scope that calls backward), not in a helper it calls, whose result
+        # may only be printed or ranked: one level down.
+        gradient_unseen = (
+            op.kind in GRADIENT_ONLY_KINDS and edge not in _NEGATIVE_EDGES and not gradient_flows_here(context, ancestors)
+        )
+        if edge in DATA_EDGES:
+            return Confidence.LOW if gradient_unseen and _called_only_without_gradient(context, ancestors) else Confidence.MEDIUM
+        return Confidence.MEDIUM if gradient_unseen else Confidence.HIGH
     return Confidence.MEDIUM if gradient_flows(context, ancestors) else Confidence.LOW
+
+
+def _called_only_without_gradient(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """The file calls the function that holds the op, and none of those calls shows a gradient (its results are
+    printed or ranked); a function the file never calls is used from elsewhere, unknown."""
+    function = enclosing_function(ancestors)
+    return function is not None and bool(calls_named(context, function.name.value)) and not gradient_flows(context, ancestors)
 
 
 def needs_guard(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None) -> bool:

@@ -98,6 +98,33 @@ def match_loss(context: "FileContext", node: cst.CSTNode) -> Optional[LossCall]:
     return LossCall(kind, "module", node, argument(node, 0, "input"), argument(node, 1, "target"), constructor, built, attribute)
 
 
+# Functional losses whose names do not end in ``_loss``.
+_OTHER_LOSS_FUNCTIONS = frozenset({"cross_entropy", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits"})
+_MODULE_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half"})
+
+
+def is_loss_call(context: "FileContext", node: cst.Call) -> bool:
+    """Any torch loss, not only those :func:`match_loss` tells apart: a ``torch.nn.functional`` loss
+    (``F.mse_loss``, ``F.l1_loss``), or a module built from a ``torch.nn`` ``*Loss`` class (``self.mse(...)``
+    with ``self.mse = nn.MSELoss().cuda()``, ``criterion(...)``)."""
+    qualified = context.qualified_name(node.func) or ""
+    if qualified.startswith("torch.nn.functional."):
+        name = qualified.rsplit(".", 1)[-1]
+        return name.endswith("_loss") or name in _OTHER_LOSS_FUNCTIONS
+    constructor = module_constructor(context, node.func)
+    while (
+        isinstance(constructor, cst.Call)
+        and isinstance(constructor.func, cst.Attribute)
+        and constructor.func.attr.value in _MODULE_MOVES
+        and isinstance(constructor.func.value, cst.Call)
+    ):
+        constructor = constructor.func.value
+    if constructor is None:
+        return False
+    built = context.qualified_name(constructor.func) or ""
+    return built.startswith("torch.nn.") and built.endswith("Loss")
+
+
 def _constructor(context: "FileContext", func: cst.BaseExpression):
     if isinstance(func, cst.Call):
         return func, "inline", None

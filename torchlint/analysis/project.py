@@ -35,7 +35,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from torchlint.analysis.ast_names import (
     StarImports,
@@ -123,6 +123,10 @@ def resolve_relative(current_module: str, is_package: bool, level: int, target: 
 
 
 # -- the per-file analysis (ast) -----------------------------------------------------
+
+
+# How many folders without __init__.py a module's name may climb (``utils.optim`` for ``utils/optim.py``).
+_NAMESPACE_LEVELS = 2
 
 
 class _ModuleFacts:
@@ -355,38 +359,78 @@ def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> It
     """(path key, what) for each ``torch.save(obj, path)`` of a module where ``obj`` is built, in the same
     function, from a class of the project or a torch.nn / torch.optim class.  The key is
     checkpoints.ast_path_key's: a literal's text, a dotted name (``args.model_path``) otherwise."""
-    from torchlint.analysis.checkpoints import MODULE_MOVES, SAVE_FUNCTIONS, ast_path_key, is_module_class
+    from torchlint.analysis.checkpoints import SAVE_FUNCTIONS, ast_path_key
 
     found: List[Tuple[str, str]] = facts.memo.get("project.whole_saves")  # type: ignore[assignment]
     if found is None:
         found = []
+        module_single = _single_assignments(facts.tree)
         for scope in every_node(facts.tree):
             if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
                 continue
             statements = list(_own_statements(scope))
-            built: Dict[str, List[ast.expr]] = {}
-            for node in statements:
-                if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                    built.setdefault(node.targets[0].id, []).append(node.value)
-            single = {name: values[0] for name, values in built.items() if len(values) == 1}
+            # A function reads the module's names too (``args = parser.parse_args()`` of a script), unless it
+            # binds them itself.
+            own = _single_assignments(scope)
+            shadowed = _bound_names(scope) if scope is not facts.tree else set()
+            single = {**{k: v for k, v in module_single.items() if k not in shadowed}, **own}
             for node in statements:
                 for call in _header_nodes(node):
                     if not (isinstance(call, ast.Call) and facts.qualify(call.func) in SAVE_FUNCTIONS and len(call.args) >= 2):
                         continue
                     key = ast_path_key(call.args[1], single, facts.values)
+                    if key is None:
+                        continue
                     saved = call.args[0]
                     if isinstance(saved, ast.Name):
                         saved = single.get(saved.id, saved)
-                    while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in MODULE_MOVES:
-                        saved = saved.func.value
-                    if key is None or not isinstance(saved, ast.Call):
-                        continue
-                    qualified = facts.qualify(saved.func)
-                    defined = definition(qualified, facts, project) if qualified and not qualified.startswith("torch.") else None
-                    if is_module_class(qualified, defined is not None and defined[1] in defined[0].class_nodes):
-                        found.append((key, f"a whole `{ast_dotted_name(saved.func)}` (in {facts.module})"))
+                    # A checkpoint dict pickles each value: one whole object among the tensors is enough.
+                    values = saved.values if isinstance(saved, ast.Dict) else [saved]
+                    for value in values:
+                        described = _whole_object(facts, project, single.get(value.id, value) if isinstance(value, ast.Name) else value)
+                        if described:
+                            where = " in a checkpoint dict" if isinstance(saved, ast.Dict) else ""
+                            found.append((key, f"{described}{where} (in {facts.module})"))
+                            break
         facts.memo["project.whole_saves"] = found
     return iter(found)
+
+
+def _bound_names(function: ast.AST) -> Set[str]:
+    """The names a function binds: its parameters and every assignment target."""
+    names = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)} if hasattr(function, "args") else set()
+    for node in _own_statements(function):
+        for target in getattr(node, "targets", None) or [getattr(node, "target", None)]:
+            if target is not None:
+                names.update(inner.id for inner in ast.walk(target) if isinstance(inner, ast.Name))
+    return names
+
+
+def _single_assignments(scope: ast.AST) -> Dict[str, ast.expr]:
+    """The names ``scope`` binds exactly once by a plain assignment, with the value."""
+    built: Dict[str, List[ast.expr]] = {}
+    for node in _own_statements(scope):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            built.setdefault(node.targets[0].id, []).append(node.value)
+    return {name: values[0] for name, values in built.items() if len(values) == 1}
+
+
+def _whole_object(facts: _ModuleFacts, project: Optional["ProjectIndex"], saved: ast.expr) -> Optional[str]:
+    """What ``saved`` is when ``weights_only`` cannot load it: a module or optimizer built here, or the
+    ``argparse.Namespace`` of parsed options."""
+    from torchlint.analysis.checkpoints import MODULE_MOVES, is_module_class
+
+    while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in MODULE_MOVES:
+        saved = saved.func.value
+    if not isinstance(saved, ast.Call):
+        return None
+    if isinstance(saved.func, ast.Attribute) and saved.func.attr == "parse_args":
+        return "an `argparse.Namespace`"
+    qualified = facts.qualify(saved.func)
+    defined = definition(qualified, facts, project) if qualified and not qualified.startswith("torch.") else None
+    if is_module_class(qualified, defined is not None and defined[1] in defined[0].class_nodes):
+        return f"a whole `{ast_dotted_name(saved.func)}`"
+    return None
 
 
 def _header_nodes(statement: ast.stmt) -> Iterator[ast.AST]:
@@ -504,6 +548,18 @@ class ProjectIndex:
                             stem = filename.rsplit(".", 1)[0]
                             parts = packages_of(directory) + (() if stem == "__init__" else (stem,))
                             modules.setdefault(".".join(p for p in parts if p) or stem, path)
+                    # Folders without __init__.py are namespace packages: a script beside ``utils/`` imports
+                    # ``utils.optim``.  Their names come second: a regular package's name wins.
+                    for path in files:
+                        if path.endswith(".py") and not path.endswith("__init__.py"):
+                            directory, filename = os.path.split(os.path.abspath(path))
+                            name = filename.rsplit(".", 1)[0]
+                            for _ in range(_NAMESPACE_LEVELS):
+                                directory, folder = os.path.split(directory)
+                                if not folder.isidentifier() or is_package_dir(os.path.join(directory, folder)):
+                                    break
+                                name = f"{folder}.{name}"
+                                modules.setdefault(name, path)
                     self._modules = modules
         return self._modules
 

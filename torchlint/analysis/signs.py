@@ -18,7 +18,8 @@ function or tensor method (by its short name, any spelling: ``torch.sqrt(x)``, `
 theirs below.  Adding an op is adding a row.  Among the rows:
 
 - positive whatever the input: ``exp``, ``ones``, ``logspace``, ...;
-- zero-capable by construction: ``abs``/``square``/norms/distances (``EDGE_MAGNITUDE``), ``std``/``var``
+- zero-capable by construction: ``abs``/``square`` (``EDGE_MAGNITUDE``), norms, distances and sums of
+  squares (``EDGE_NORM``), ``std``/``var``
   (``EDGE_SPREAD``), ``relu`` (``EDGE_RELU``), ``count_nonzero`` and sums of 0/1 masks (``EDGE_COUNT``),
   ``softmax``/``sigmoid`` (``EDGE_PROBABILITY``; positive for a divisor), ``zeros``;
 - as signed as their input: casts and reshapes (at no depth), selections, sums, means, pools, ``max``;
@@ -77,7 +78,8 @@ class Sign(enum.IntEnum):
 # Why a value reaches 0 (or below) by its own construction: the words a finding's message uses.
 EDGE_ZERO = "a constant 0"
 EDGE_NEGATIVE = "a negative constant"
-EDGE_MAGNITUDE = "a norm, absolute value or square: 0 for a zero vector or identical points"
+EDGE_MAGNITUDE = "an absolute value or square: 0 wherever an entry is"
+EDGE_NORM = "a norm or sum of squares: 0 for an all-zero vector or identical points"
 EDGE_SPREAD = "a standard deviation or variance: 0 for a constant input"
 EDGE_COUNT = "a count of a mask: 0 when the mask is empty"
 EDGE_RELU = "a ReLU output: 0 wherever its input is negative"
@@ -384,22 +386,29 @@ def _summing(step: _Step, call: _Call) -> Value:
         return _nonnegative(EDGE_COUNT)
     if found.sign is Sign.NONNEGATIVE and found.unit and is_mask_like(step.context, source, step.site):
         return _nonnegative(EDGE_COUNT)
+    if found.edge == EDGE_MAGNITUDE:
+        found = replace(found, edge=EDGE_NORM)  # summed entries are all 0 only for an all-zero vector
     return replace(found, unit=found.unit and call.name in ("mean", "nanmean"))
+
+
+# Reductions to a vector's length: 0 only when every entry is.
+_NORMS = frozenset({"norm", "vector_norm", "matrix_norm", "cdist", "pairwise_distance", "dist"})
 
 
 def _magnitude(step: _Step, call: _Call) -> Value:
     context, source, site = step.context, call.source, step.site
-    if source is None:
-        return _nonnegative(EDGE_MAGNITUDE)
     name = call.name
+    edge = EDGE_NORM if name in _NORMS else EDGE_MAGNITUDE
+    if source is None:
+        return _nonnegative(edge)
     if name == "abs" and conditions.selected_off_zero(context, source, site):
         return POSITIVE  # w[~(w >= 0)].abs(): the entries the author selected off zero
     if name in ("norm", "vector_norm", "matrix_norm"):
-        if _is_made_by(context, source, site, "eye") or any(_is_made_by(context, source, site, draw) for draw in _CONTINUOUS_DRAWS):
+        if _is_made_by(context, source, site, "eye") or is_continuous_draw(context, source, site):
             return POSITIVE  # the identity; random directions: continuous draws are never all zero
     if step(source).sign is Sign.POSITIVE and name in ("norm", "vector_norm", "abs", "absolute"):
         return POSITIVE
-    return _nonnegative(EDGE_MAGNITUDE)
+    return _nonnegative(edge)
 
 
 def _spread(step: _Step, call: _Call) -> Value:
@@ -600,6 +609,8 @@ _rows(("cat", "stack", "concat", "concatenate", "hstack", "vstack"), _joined)
 def _add(step: _Step, node: cst.BinaryOperation) -> Value:
     if _is_eps_term(node.left) or _is_eps_term(node.right):
         return POSITIVE
+    if _fills_its_zeros(step, node.right, node.left) or _fills_its_zeros(step, node.left, node.right):
+        return POSITIVE  # p + (p == 0) * 1e-8: the author replaced exactly the zeros
     left, right = step(node.left), step(node.right)
     if Sign.UNKNOWN in (left.sign, right.sign):
         return UNKNOWN
@@ -752,6 +763,54 @@ def _says_safe(node: cst.BaseExpression) -> bool:
             return False
     name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
     return bool(name and _SAFE_WORDS.search(name)) and name not in ("count_nonzero", "nonzero")
+
+
+_INDICATOR_CASTS = frozenset({"float", "double", "half", "type_as", "to", "type"})
+
+
+def _fills_its_zeros(step: _Step, term: cst.BaseExpression, other: cst.BaseExpression, depth: int = 0) -> bool:
+    """``term`` is ``(other == 0) * c`` with ``c`` > 0 (through casts and local names: ``z = p == 0``,
+    ``z = z.float() * 1e-8``): added to ``other``, it lifts exactly the entries that were 0."""
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(term, cst.Name):
+        bound = sole_assignment(step.site, term.value)
+        if bound is None:
+            bound = next(iter(bindings(step.site, term.value)), None) if step.site is not None else None
+            if bound is None or bound.kind != "assign" or bound.value is None:
+                return False
+        return _fills_its_zeros(_Step(step.evaluator, bound.site, step.depth, step.seen), bound.value, other, depth + 1)
+    if not (isinstance(term, cst.BinaryOperation) and isinstance(term.operator, cst.Multiply)):
+        return False
+    for indicator, scale in ((term.left, term.right), (term.right, term.left)):
+        value = constant_value(scale)
+        if (value is not None and value > 0) or is_guard_constant(scale):
+            if _zero_indicator_of(step, indicator, other, depth + 1):
+                return True
+    return False
+
+
+def _zero_indicator_of(step: _Step, node: cst.BaseExpression, other: cst.BaseExpression, depth: int) -> bool:
+    """``other == 0`` (``0 == other``, ``other.eq(0)``), through casts and local names."""
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(node, cst.Name) and step.site is not None:
+        found = bindings(step.site, node.value)
+        bound = found[0] if found else None
+        if bound is None or bound.kind != "assign" or bound.value is None:
+            return False
+        return _zero_indicator_of(_Step(step.evaluator, bound.site, step.depth, step.seen), bound.value, other, depth + 1)
+    if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if node.func.attr.value in _INDICATOR_CASTS:
+            return _zero_indicator_of(step, node.func.value, other, depth + 1)
+        if node.func.attr.value == "eq" and len(node.args) == 1 and constant_value(node.args[0].value) == 0:
+            return structurally_equal(node.func.value, other)
+    if isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and isinstance(node.comparisons[0].operator, cst.Equal):
+        left, right = node.left, node.comparisons[0].comparator
+        return (constant_value(right) == 0 and structurally_equal(left, other)) or (
+            constant_value(left) == 0 and structurally_equal(right, other)
+        )
+    return False
 
 
 def _is_eps_term(node: cst.BaseExpression) -> bool:
@@ -1073,6 +1132,45 @@ def _is_made_by(context: "FileContext", node: cst.BaseExpression, site: Optional
         if not (is_method and source is not None and name in _MASK_PRESERVING):
             return False
         node = source
+    return False
+
+
+# torch.distributions families whose samples have a density: a vector of them is all zero with probability 0.
+CONTINUOUS_DISTRIBUTIONS = frozenset({
+    "Normal", "MultivariateNormal", "LowRankMultivariateNormal", "Cauchy", "Laplace", "StudentT", "Uniform",
+    "Gumbel", "LogNormal", "Exponential", "Gamma", "Chi2", "Beta", "Dirichlet", "HalfNormal", "HalfCauchy",
+    "Pareto", "Weibull", "Kumaraswamy", "LogisticNormal", "VonMises", "FisherSnedecor",
+})
+_DRAW_METHODS = frozenset({"sample", "rsample"})
+
+
+def is_continuous_draw(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int = 0) -> bool:
+    """``node`` holds draws of a continuous distribution on every path that binds it: ``torch.randn(n, d)``,
+    ``dist.Cauchy(loc, scale).sample((n, d)).squeeze()``, a name set to one of these in each branch."""
+    if depth > MAX_DEPTH:
+        return False
+    while isinstance(node, cst.Subscript):
+        node = node.value
+    if isinstance(node, cst.Name):
+        if site is None:
+            return False
+        found = bindings(site, node.value)
+        return bool(found) and all(
+            binding.kind in ("assign", "conditional") and binding.value is not None
+            and is_continuous_draw(context, binding.value, binding.site, depth + 1)
+            for binding in found
+        )
+    if not isinstance(node, cst.Call):
+        return False
+    name, source, is_method = call_parts(context, node)
+    if name in _CONTINUOUS_DRAWS and not is_method:
+        return True
+    if is_method and source is not None and name in _MASK_PRESERVING:
+        return is_continuous_draw(context, source, site, depth + 1)
+    func = node.func
+    if isinstance(func, cst.Attribute) and func.attr.value in _DRAW_METHODS and isinstance(func.value, cst.Call):
+        family = context.qualified_name(func.value.func) or ""
+        return family.startswith("torch.distributions.") and family.rsplit(".", 1)[-1] in CONTINUOUS_DISTRIBUTIONS
     return False
 
 

@@ -16,6 +16,7 @@ from torchlint.analysis.gradflow import (
     differentiates,
     read_names,
 )
+from torchlint.analysis.losses import is_loss_call
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # Names of the detaching steps (methods, ``.data``, ``float``, re-wrapping calls): the cheap prefilter.
@@ -229,6 +230,8 @@ class GraphBreakDetach(Rule):
         """A GAN's generator step that feeds the discriminator ``fake.detach()``: the loss trains the
         generator by another term (an L1 to the target) but never through the discriminator."""
         for judge, step, where in flow.detached_inputs(sink, site):
+            if is_loss_call(self.context, judge):
+                continue  # a detached target of a loss (``mse(D(fake), fake.detach())``) is meant to be constant
             operand = flow.detaching_operand(step)
             made_by = {id(call) for call, _ in flow.nearest_forward_passes(operand, where)}
             if not made_by:

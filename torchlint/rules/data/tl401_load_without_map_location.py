@@ -67,7 +67,9 @@ class LoadWithoutMapLocation(Rule):
   elsewhere, a released checkpoint): the load meets machines without the GPU the file was saved from.
 - **low**: the loading file builds its model with `.cuda()`, or the project always uses CUDA (it runs only
   where a GPU is, and a file saved from `cuda:0` loads there); the same function saved that path just
-  before; the file writes that path itself and never uses a GPU.
+  before, or fills it as a cache (`if os.path.isfile(p): load(p)` with a `torch.save(..., p)` in the same
+  function); the file writes that path itself and never uses a GPU (for a path that is a parameter, every
+  call in the file hands in such a path).
 - not reported: the loaded value is used as CPU data right away (`torch.load(p).numpy()`).
 How the device evidence is read: `torchlint/analysis/devices.py`.
 """

@@ -15,6 +15,8 @@ from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 
 GROWING_METHODS = frozenset({"add_tokens", "add_special_tokens"})
+# ``AutoTokenizer.from_pretrained(name, additional_special_tokens=[...])`` adds the tokens it does not know.
+GROWING_KEYWORD = "additional_special_tokens"
 RESIZE_METHOD = "resize_token_embeddings"
 _MODEL_NAME = re.compile(r"(^|_)model$", re.IGNORECASE)
 _NOT_A_MODEL = re.compile(r"tokeni[sz]er|config|processor|extractor", re.IGNORECASE)
@@ -24,7 +26,9 @@ class VocabGrownWithoutResize(Rule):
     """
     ## What it does
     Flags `tokenizer.add_tokens(...)` / `tokenizer.add_special_tokens(...)`
-    (also when the returned count is kept: `n = tokenizer.add_tokens(...)`)
+    (also when the returned count is kept: `n = tokenizer.add_tokens(...)`),
+    and a tokenizer loaded with new tokens
+    (`AutoTokenizer.from_pretrained(name, additional_special_tokens=[...])`),
     in a function, or module, that also holds a model, when no
     `resize_token_embeddings` call follows it there.
 
@@ -82,7 +86,7 @@ class VocabGrownWithoutResize(Rule):
         "new token ids index past it (IndexError, CUDA device-side assert)"
     )
     fix_applicability = Applicability.UNSAFE
-    triggers = ("add_tokens", "add_special_tokens")
+    triggers = ("add_tokens", "add_special_tokens", GROWING_KEYWORD)
 
     @classmethod
     def prepass(cls, scan):
@@ -94,6 +98,13 @@ class VocabGrownWithoutResize(Rule):
             for call in scan.regions[i].callees
             if isinstance(call.func, ast.Attribute) and call.func.attr in GROWING_METHODS
         ]
+        if any(
+            keyword.arg == GROWING_KEYWORD
+            for i in scan.regions_calling({"from_pretrained"})
+            for call in scan.regions[i].callees
+            for keyword in call.keywords
+        ):
+            return WHOLE_FILE
         receivers = {ast_dotted_name(call.func.value) for call in candidates} - {None}
         if any(is_tokenizer_name(receiver) for receiver in receivers):
             return WHOLE_FILE
@@ -103,7 +114,10 @@ class VocabGrownWithoutResize(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in GROWING_METHODS:
+        if not isinstance(func, cst.Attribute):
+            return
+        growing = func.attr.value in GROWING_METHODS
+        if not growing and not _loaded_with_extra_tokens(node):
             return
         function = self.context.enclosing(cst.FunctionDef)
         body = function.body.body if function is not None else self.context.module.body
@@ -111,8 +125,8 @@ class VocabGrownWithoutResize(Rule):
         statement = self._enclosing_statement(ordered)
         if statement is None:
             return
-        tokenizer = dotted_name(func.value)
-        if tokenizer is None or not self._is_tokenizer(tokenizer, ordered):
+        tokenizer = dotted_name(func.value) if growing else _assigned_name(statement, node)
+        if tokenizer is None or (growing and not self._is_tokenizer(tokenizer, ordered)):
             return
         index = _index_of(ordered, statement)
         after = ordered[index:]
@@ -336,6 +350,31 @@ def _is_pretrained_model(value: cst.BaseExpression) -> bool:
         return False
     owner = (dotted_name(value.func.value) or "").rsplit(".", 1)[-1]
     return ("Model" in owner or "For" in owner) and not _NOT_A_MODEL.search(owner)
+
+
+def _loaded_with_extra_tokens(call: cst.Call) -> bool:
+    """``...Tokenizer....from_pretrained(..., additional_special_tokens=[...])`` with a non-empty list."""
+    func = call.func
+    if not (isinstance(func, cst.Attribute) and func.attr.value == "from_pretrained"):
+        return False
+    if "Tokenizer" not in (dotted_name(func.value) or ""):
+        return False
+    given = next((arg.value for arg in call.args if arg.keyword is not None and arg.keyword.value == GROWING_KEYWORD), None)
+    if given is None:
+        return False
+    return not (isinstance(given, (cst.List, cst.Tuple)) and not given.elements)
+
+
+def _assigned_name(statement: cst.CSTNode, call: cst.Call) -> Optional[str]:
+    """The dotted name ``statement`` binds to ``call`` (``tokenizer = AutoTokenizer.from_pretrained(...)``)."""
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return None
+    for small in statement.body:
+        if isinstance(small, cst.Assign) and small.value is call and len(small.targets) == 1:
+            return dotted_name(small.targets[0].target)
+        if isinstance(small, cst.AnnAssign) and small.value is call:
+            return dotted_name(small.target)
+    return None
 
 
 def _index_of(ordered: Sequence[cst.CSTNode], statement: cst.CSTNode) -> int:

@@ -179,7 +179,7 @@ class LoadWholeObjectWeightsOnly(Rule):
         kinds = (cst.ClassDef, cst.Module) if name.startswith("self.") else (cst.FunctionDef, cst.Module)
         scope = next((a for a in reversed(ancestors) if isinstance(a, kinds)), self.context.module)
         for use, use_ancestors in _mentions(scope, name):
-            if name.startswith("self.") or _reaches(assignment, name, use_ancestors):
+            if name.startswith("self.") or _reaches(self.context, assignment, name, use_ancestors):
                 found = self._used_as_module(use, use_ancestors, depth + 1)
                 if found:
                     return found
@@ -243,10 +243,30 @@ def _is_true(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
 
 
-def _reaches(assignment: cst.Assign, name: str, ancestors: List[cst.CSTNode]) -> bool:
-    """Whether the value ``name`` holds at the use below ``ancestors`` is the one ``assignment`` gave it."""
+def _reaches(context, assignment: cst.Assign, name: str, ancestors: List[cst.CSTNode]) -> bool:
+    """Whether the value ``name`` holds at the use below ``ancestors`` is the one ``assignment`` gave it, or
+    that value wrapped on some path (``if parallel: net = nn.DataParallel(net)``, ``net = net.module``)."""
     reaching = bindings(site_of(ancestors), name)
-    return len(reaching) == 1 and reaching[0].node is assignment
+    return any(binding.node is assignment for binding in reaching) and all(
+        binding.node is assignment or _wraps(context, binding.value, name) for binding in reaching
+    )
+
+
+# Module wrappers that hold the module they are given.
+_WRAPPERS = frozenset({"torch.nn.DataParallel", "torch.nn.parallel.DistributedDataParallel", "torch.nn.parallel.DataParallel"})
+
+
+def _wraps(context, value: Optional[cst.BaseExpression], name: str) -> bool:
+    """``value`` is the module ``name`` holds, wrapped or unwrapped: ``nn.DataParallel(name)``, ``name.module``,
+    ``name.to(device)``."""
+    if isinstance(value, cst.Attribute) and value.attr.value == "module":
+        return dotted_name(value.value) == name
+    if not isinstance(value, cst.Call):
+        return False
+    if isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_MOVES:
+        return dotted_name(value.func.value) == name
+    first = argument(value, 0, "module")
+    return context.qualified_name(value.func) in _WRAPPERS and first is not None and dotted_name(first.value) == name
 
 
 def _mentions(scope: cst.CSTNode, name: str) -> List[Tuple[cst.CSTNode, List[cst.CSTNode]]]:

@@ -15,6 +15,7 @@ from torchlint.analysis.fused import (
     is_pure,
     keyword,
     match_log,
+    match_log1p,
     match_sum_of_exp,
     positional,
     torch_function,
@@ -23,6 +24,10 @@ from torchlint.analysis.ops import strip_eps
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 
+ONE_PLUS_SUM_MESSAGE = (
+    "log(1 + sum(exp(x))) overflows to inf (NaN gradient) once x exceeds ~88 in float32 or ~11 in float16; "
+    "use torch.logsumexp over x with a 0 appended"
+)
 SOFTPLUS_MESSAGE = "log(1 + exp(x)) overflows to inf (NaN gradient) once x exceeds ~88 in float32 or ~11 in float16; use F.softplus"
 
 
@@ -47,7 +52,10 @@ class LogSumExp(Rule):
 
     `log(1 + exp(x))` is `log(exp(0) + exp(x))`: it overflows the same way
     (`inf` for x above 88.7, where the answer is simply x), which `log1p`
-    does not cure; `F.softplus(x)` is finite everywhere.
+    does not cure; `F.softplus(x)` is finite everywhere. Also flagged in
+    the spellings `torch.log1p(torch.exp(x))` and `x.exp().add(1).log()`,
+    and with a sum of exponentials after the `1 +`:
+    `torch.log(1 + torch.exp(x).sum(1))` overflows the same way.
 
     ## Example
     ```python
@@ -73,6 +81,10 @@ class LogSumExp(Rule):
     has an `out=`, or when a stored exponent is not a plain expression that
     is unchanged at the log.
 
+    `log(1 + sum(exp(x)))` has no fix: it is `logsumexp` over `x` with a 0
+    term appended (`torch.logsumexp(F.pad(x, (1, 0)), dim=-1)` for the last
+    dimension), a rewrite that depends on the layout.
+
     The max-shifted form `m + torch.log(torch.exp(x - m).sum(d))` with `m`
     a `max`/`amax` of `x` is stable and not flagged. Not detected: sums written as `exp(a) + exp(b)` (use `torch.logaddexp`),
     `log2`/`log10`, `torch.exp(x).sum(d).log()` through attributes.
@@ -86,17 +98,27 @@ class LogSumExp(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_calling({"log"}) or None
+        return scan.regions_calling({"log", "log1p"}) or None
 
     def visit_Call(self, node: cst.Call) -> None:
-        log = match_log(self.context, node)
+        log1p = match_log1p(self.context, node)
+        log = log1p or match_log(self.context, node)
         if log is None:
             return
-        rest = one_plus(log.operand)
+        # log1p(s) is log(1 + s): the same overflow once s is exp(x) or a sum of them.
+        rest = log.operand if log1p is not None else one_plus(log.operand)
         exp = match_exp(self.context, rest) if rest is not None else None
         if exp is not None:
             plain = not (log.extra_args or exp.extra_args)
             self.report(node, SOFTPLUS_MESSAGE, fix=self._softplus(node, exp.operand) if plain else None)
+            return
+        if rest is not None:
+            found = match_sum_of_exp(self.context, rest)
+            if found is not None and not is_max_shifted(self.context, found.exp.operand):
+                # log(1 + sum(exp(x))) is a log-sum-exp with a 0 among the terms: no one-call spelling.
+                self.report(node, ONE_PLUS_SUM_MESSAGE)
+            return
+        if log1p is not None:
             return
         found = match_sum_of_exp(self.context, strip_eps(log.operand))
         if found is None or is_max_shifted(self.context, found.exp.operand):

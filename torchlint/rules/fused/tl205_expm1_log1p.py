@@ -9,6 +9,7 @@ from torchlint.analysis.fused import (
     is_one,
     match_exp,
     match_log,
+    match_sum_of_exp,
     one_plus,
     positional,
     torch_function,
@@ -85,8 +86,8 @@ class Expm1Log1p(Rule):
         rest = one_plus(log.operand)
         if rest is None:
             return
-        if match_exp(self.context, rest) is not None:
-            return  # log(1 + exp(x)) overflows: TL203's softplus
+        if match_exp(self.context, rest) is not None or match_sum_of_exp(self.context, rest) is not None:
+            return  # log(1 + exp(x)), log(1 + sum(exp(x))) overflow: TL203's; their 1 + x loses no digit that shows
         self.report(node, fix=None if log.extra_args else self._log1p(node, rest, log.method))
 
     def _expm1(self, node: cst.BinaryOperation, exp, negate: bool) -> FixSpec:

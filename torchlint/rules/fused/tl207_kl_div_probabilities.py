@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.fused import activation_of
 from torchlint.analysis.losses import match_loss, rewrite_activation
+from torchlint.analysis.module_outputs import trace_output
 from torchlint.rule import Applicability, Confidence, FixSpec, Rule
 
 # A name that says it holds probabilities, not their logs: ``probs``, ``mean_anchor_probs``, ``p_student``
@@ -60,6 +61,11 @@ class KlDivProbabilities(Rule):
     evidence, and the fix (`torch.log` of it, or the logits' `log_softmax`)
     depends on where it comes from.
 
+    The input is also followed into the model that produced it, as TL206
+    does (`criterion = nn.KLDivLoss()` ... `criterion(net(x), y)` with a
+    `forward` that ends in a softmax, in this file or another module of the
+    project): reported without a fix, since the model's output would change.
+
     Not flagged: `F.kl_div(log_probs, probs)`,
     `F.kl_div(a, b, log_target=True)` with two log-softmaxes, a softmax as
     the target. Not detected: probabilities from a sigmoid or from another
@@ -73,8 +79,9 @@ class KlDivProbabilities(Rule):
     triggers = ("kl_div", "KLDivLoss")
 
     confidence_levels = (
-        "`high` when the input is a softmax (inline or stored in a name); `medium` when only its name "
-        "says it holds probabilities (`probs`, `mean_anchor_probs`)."
+        "`high` when the input is a softmax (inline or stored in a name), or the output of a model whose "
+        "`forward` ends in one (`criterion(net(x), y)`); `medium` when only its name says it holds "
+        "probabilities (`probs`, `mean_anchor_probs`), or the model is one the file's calls hand in."
     )
 
     @classmethod
@@ -88,7 +95,11 @@ class KlDivProbabilities(Rule):
             return
         activation = activation_of(self.context, loss.input.value, kinds=("softmax",))
         if activation is None:
-            if _named_probabilities(loss.input.value):
+            traced = trace_output(self.context, loss.input.value)
+            if traced is not None and traced.kind == "softmax":
+                message = f"{self.message} (the input is the output of {traced.origin}, which ends in softmax)"
+                self.report(node, message, confidence=Confidence.MEDIUM if traced.assumed else Confidence.HIGH)
+            elif _named_probabilities(loss.input.value):
                 self.report(node, _NAMED_MESSAGE, confidence=Confidence.MEDIUM)
             return
         rewrite = rewrite_activation(self.context, activation, "log_softmax")

@@ -73,11 +73,12 @@ class UnguardedSqrt(UnguardedOpRule):
     triggers = ("sqrt",)
 
     confidence_levels = (
-        "`high`: the operand goes below 0 by construction (a difference that can cancel, a negative "
-        "constant), or reaches 0 by construction (a norm, std/var, sum of squares, count, constant 0) where "
-        "gradients flow (a `forward`, a loss, a scope that calls `backward()`); `medium`: such an operand "
-        "where no gradient is shown (sqrt(0) = 0 is a fine value), or an operand of unknown sign where "
-        "gradients flow; `low`: unknown sign elsewhere."
+        "`high`: a negative constant, or an operand that reaches 0 in ordinary training (a constant 0, a "
+        "clamp at 0) where gradients flow (a `forward`, a loss, a scope that calls `backward()`); `medium`: "
+        "an operand that reaches 0 or below only on degenerate data (a norm, std/var or sum of squares of a "
+        "zero vector, a count of an empty mask, a difference whose terms cancel), or a `high` one where no "
+        "gradient is shown (sqrt(0) = 0 is a fine value), or an operand of unknown sign where gradients "
+        "flow; `low`: a degenerate-data zero where no gradient is shown, unknown sign elsewhere."
     )
 
     op_kinds = frozenset({SQRT, RSQRT})

@@ -69,9 +69,11 @@ class UnguardedLog(Rule):
     triggers = ("log",)
     reads_callers = True
     confidence_levels = (
-        "`high`: the operand reaches 0 by construction (a count, a norm, std/var, a ReLU output, `1 - p` of "
-        "a probability, `max - min`, a constant 0 or negative); `medium`: an operand of unknown sign where "
-        "gradients flow (a `forward`, a loss, a scope that calls `backward()`); `low`: unknown sign elsewhere."
+        "`high`: the operand reaches 0 in ordinary training (a ReLU output, `1 - p` of a probability that "
+        "saturates, a constant 0 or negative); `medium`: it reaches 0 only on degenerate data (a count of an "
+        "empty mask, a norm or std/var of a zero vector, `max - min` of a constant input), or an operand of "
+        "unknown sign where gradients flow (a `forward`, a loss, a scope that calls `backward()`); `low`: "
+        "unknown sign elsewhere."
     )
 
     @classmethod

@@ -65,8 +65,10 @@ class UnguardedFractionalPow(UnguardedOpRule):
     triggers = ("pow", "**")
 
     confidence_levels = (
-        "`high`: a known fraction (`0.5`, `1 / p`) of a base that reaches 0 by construction, where gradients "
-        "flow (or below 0 anywhere); `medium`: such a base where no gradient is shown, an exponent held in a "
+        "`high`: a known fraction (`0.5`, `1 / p`) of a base that reaches 0 in ordinary training (a "
+        "probability that saturates, a clamp at 0), where gradients flow (or a negative constant anywhere); "
+        "`medium`: a base that reaches 0 only on degenerate data (a norm or sum of squares of a zero vector, "
+        "a difference whose terms cancel), a `high` base where no gradient is shown, an exponent held in a "
         "name (`x ** gamma`: a hazard only if gamma < 1) over such a base where gradients flow, or a base of "
         "unknown sign where gradients flow; `low`: the rest, an unknown exponent of an unknown base included."
     )

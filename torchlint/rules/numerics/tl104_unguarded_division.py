@@ -84,9 +84,12 @@ class UnguardedDivision(UnguardedOpRule):
     triggers = ("/", "div(", "divide(")
 
     confidence_levels = (
-        "`high`: the divisor reaches 0 by construction (a count of a mask, a norm, std/var, a sum of squares "
-        "or ReLU outputs, `max - min`, the weights of a weighted mean); `medium`: a sum of unknown sign where "
-        "gradients flow (a `forward`, a loss, a scope that calls `backward()`); `low`: elsewhere."
+        "`high`: the divisor reaches 0 in ordinary training (a sum of ReLU outputs, a clamp at 0, a "
+        "constant 0); `medium`: it reaches 0 only on degenerate data (a count of an empty mask, a norm or "
+        "sum of squares of a zero vector, std/var or `max - min` of a constant feature, weights that are all "
+        "0), or a sum of unknown sign where gradients flow (a `forward`, a loss, a scope that calls "
+        "`backward()`); `low`: elsewhere. What the data holds is not in the code: `torchlint trace` shows "
+        "whether a run meets the edge."
     )
 
     op_kinds = frozenset({DIV})
