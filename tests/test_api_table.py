@@ -24,6 +24,7 @@ from torchlint.analysis.api_table import (
     exists_in,
     keyword_deprecated_in,
     keyword_removed_in,
+    raises_when_called,
     removed_in,
 )
 
@@ -128,6 +129,18 @@ def test_removed_linalg_functions_are_tombstones_in_installed_torch(installed_to
         with pytest.raises(RuntimeError, match="removed"):
             getattr(installed_torch, name)(installed_torch.eye(2), installed_torch.eye(2))
         assert not exists_in(f"torch.{name}", VERSIONS[-1])
+
+
+def test_the_table_marks_the_stubs_that_raise_and_only_those(installed_torch):
+    # torch.autograd.variable left in 1.12 yet is still a function: calling it raises RuntimeError.
+    with pytest.raises(RuntimeError):
+        installed_torch.autograd.variable(installed_torch.ones(1))
+    for name in ("torch.autograd.variable", "torch.solve", "torch.Tensor.symeig"):
+        assert raises_when_called(name), name
+    # Removed outright: reading the name fails, no stub.
+    assert not hasattr(installed_torch, "nested_tensor")
+    assert removed_in("torch.nested_tensor") is not None and not raises_when_called("torch.nested_tensor")
+    assert not raises_when_called("torch.linalg.solve")
 
 
 # -- facts observed in the dumps of the real releases ------------------------------------

@@ -516,7 +516,7 @@ def _signature_function(obj):
     return inspect.unwrap(obj) if inspect.isfunction(inspect.unwrap(obj)) else None
 
 
-def _tensor_entries(apis: Dict[str, dict], known: Set[str]) -> None:
+def _tensor_entries(apis: Dict[str, dict], known: Set[str], stubs: List[str]) -> None:
     import torch
 
     for name in sorted(set(dir(torch.Tensor)) | known):
@@ -524,6 +524,7 @@ def _tensor_entries(apis: Dict[str, dict], known: Set[str]) -> None:
             continue
         qualified = f"torch.Tensor.{name}"
         if _is_tombstone(getattr(torch.Tensor, name)):
+            stubs.append(qualified)
             continue
         entry = _describe(qualified, getattr(torch.Tensor, name), name, is_method=True)
         # A method documented as "See :func:`torch.cholesky`" shares that function's deprecation.
@@ -553,6 +554,7 @@ def dump(known_names: Iterable[str] = ()) -> dict:
         owner, _, attr = qualified.rpartition(".")
         known.setdefault(owner, set()).add(attr)
     apis: Dict[str, dict] = {}
+    stubs: List[str] = []  # names kept only to raise "... is now removed": absent, but importable
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # importing old submodules warns; reading them must not
         for module_name in MODULES:
@@ -563,17 +565,19 @@ def dump(known_names: Iterable[str] = ()) -> dict:
                 apis[module_name] = {}
             for name, obj, exported in _public_names(module_name, module, known.get(module_name, set())):
                 if _is_tombstone(obj):
+                    stubs.append(f"{module_name}.{name}")
                     continue
                 operator = SCHEMA_PREFIX.get(module_name, "") + name
                 entry = _describe(f"{module_name}.{name}", obj, operator, is_method=False)
                 if not exported:
                     entry["exported"] = False  # in the table only if another release exports it
                 apis[f"{module_name}.{name}"] = entry
-        _tensor_entries(apis, known.get("torch.Tensor", set()))
+        _tensor_entries(apis, known.get("torch.Tensor", set()), stubs)
     return {
         "torch_version": torch.__version__.split("+")[0],
         "python": f"{sys.version_info[0]}.{sys.version_info[1]}",
         "apis": dict(sorted(apis.items())),
+        "raising_stubs": sorted(stubs),
     }
 
 
@@ -603,6 +607,8 @@ def _deprecated_since(flagged: List[str], present: List[str]) -> Optional[str]:
 
 def merge(dumps: List[dict]) -> dict:
     by_release = {_release(d["torch_version"]): d["apis"] for d in dumps}
+    # dumps made before stubs were recorded carry no list: unknown there, not "no stub"
+    stubs_by_release = {_release(d["torch_version"]): set(d.get("raising_stubs", ())) for d in dumps}
     releases = sorted(by_release, key=_version_key)
     names = sorted({name for apis in by_release.values() for name, entry in apis.items() if entry.get("exported", True)})
     table: Dict[str, dict] = {}
@@ -644,11 +650,15 @@ def merge(dumps: List[dict]) -> dict:
                 deprecated_keywords[keyword] = {"deprecated": keyword_since, "replacement": replacement}
         if deprecated_keywords:
             record["deprecated_keywords"] = deprecated_keywords
+        raising = [r for r in releases if name in stubs_by_release.get(r, ())]
+        if raising:
+            record["raising_stub"] = raising
         table[name] = record
     return {
         "generated_by": "tools/gen_api_table.py",
         "note": "first/last: the releases having the name (removed in the release after last), but those in absent; "
-        "a missing deprecated/replacement is null; keywords '**': the releases where it takes **kwargs",
+        "a missing deprecated/replacement is null; keywords '**': the releases where it takes **kwargs; "
+        "raising_stub: releases that keep the removed name only to raise when it is called",
         "torch_versions": {r: next(d["torch_version"] for d in dumps if _release(d["torch_version"]) == r) for r in releases},
         "versions": releases,
         # releases not installed but read from their wheel between two dumped ones (see bracket())
@@ -882,7 +892,18 @@ def bracket(
             k: notes.get(k) for (kind, k), yes in answers.items() if kind == "deprecated_keyword" and yes
         }
         apis[name] = base
-    return {"torch_version": version, "python": "static", "apis": apis}, guesses
+    dump_ = {"torch_version": version, "python": "static", "apis": apis}
+    stubs = bracketed_stubs(older, newer)
+    if stubs is not None:
+        dump_["raising_stubs"] = stubs
+    return dump_, guesses
+
+
+def bracketed_stubs(older: dict, newer: dict) -> Optional[List[str]]:
+    """The raising stubs a release between two dumps surely has: those of both (None if either dump lacks the list)."""
+    if "raising_stubs" not in older or "raising_stubs" not in newer:
+        return None
+    return sorted(set(older["raising_stubs"]) & set(newer["raising_stubs"]))
 
 
 # --- checking the table against the installed torch ------------------------------------------
@@ -915,6 +936,11 @@ def check(table: dict, fresh: dict) -> List[str]:
         deprecated = record.get("deprecated") is not None and _version_key(record["deprecated"]) <= key
         if release == table["versions"][-1] and deprecated != bool(entry.get("deprecated")):
             problems.append(f"{name}: table says {'' if deprecated else 'not '}deprecated in {release}")
+    stubs = set(fresh.get("raising_stubs", ()))
+    for name, record in table["apis"].items():
+        listed = release in record.get("raising_stub", ())
+        if listed != (name in stubs):
+            problems.append(f"{name}: table says {'' if listed else 'no '}stub that raises in {release}")
     return problems
 
 

@@ -47,6 +47,8 @@ class ApiEntry:
     deprecated_keywords: Mapping[str, Tuple[Version, Optional[str]]] = field(default_factory=dict, hash=False)
     # releases between first and last without the name (rare: torch.cuda.Device in 2.8-2.10)
     absent: Tuple[Version, ...] = ()
+    # releases after removal that keep the name only to raise when called (torch.solve): importing works
+    raising_stub: Tuple[Version, ...] = ()
 
 
 def _version(text: str) -> Version:
@@ -93,6 +95,7 @@ def api_entry(qualified_name: str) -> Optional[ApiEntry]:
         keywords=MappingProxyType(keywords),
         deprecated_keywords=MappingProxyType(deprecated_keywords),
         absent=tuple(_version(v) for v in record.get("absent", ())),
+        raising_stub=tuple(_version(v) for v in record.get("raising_stub", ())),
     )
 
 
@@ -105,6 +108,12 @@ def removed_in(qualified_name: str) -> Optional[Version]:
     """The first release without the name after one that had it; None if the newest release has it (or unknown)."""
     entry = api_entry(qualified_name)
     return _release_after(entry.last) if entry is not None else None
+
+
+def raises_when_called(qualified_name: str) -> bool:
+    """Whether a release that removed the name still defines it, only to raise when it is called."""
+    entry = api_entry(qualified_name)
+    return entry is not None and bool(entry.raising_stub)
 
 
 def deprecated_in(qualified_name: str) -> Optional[Version]:
