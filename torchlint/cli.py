@@ -84,6 +84,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--exit-zero", action="store_true", help="exit 0 even when findings remain (errors still exit 2)")
     check.add_argument("--exit-non-zero-on-fix", action="store_true", help="exit 1 when a fix was applied, even if nothing remains")
+    check.add_argument(
+        "--target-torch-version",
+        metavar="VERSION",
+        help="check for this torch release (e.g. 2.4; default: target-torch-version in the config, else the newest)",
+    )
     check.add_argument("--config", metavar="FILE", help="read [tool.torchlint] from FILE instead of the nearest pyproject.toml")
     check.add_argument("--stdin-filename", metavar="NAME", help="the name of the file read from standard input")
     check.add_argument("--force-exclude", action="store_true", help="apply exclude patterns to files named on the command line too")
@@ -196,6 +201,7 @@ def _check(args: argparse.Namespace) -> int:
         ignore=[s for group in args.ignore for s in group],
         unsafe_fixes=args.unsafe_fixes,
         confidence_level=args.confidence_level,
+        target_torch_version=args.target_torch_version,
     )
     if args.config is not None and not os.path.isfile(args.config):
         _error(f"configuration file not found: {args.config}")

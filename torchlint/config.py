@@ -77,6 +77,7 @@ class Overrides:
     ignore: List[str] = field(default_factory=list)
     unsafe_fixes: Optional[bool] = None
     confidence_level: Optional[str] = None
+    target_torch_version: Optional[str] = None  # "2.4"
 
 
 CONFIDENCE_LEVELS = ("low", "medium", "high")
@@ -225,6 +226,11 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
             raise ConfigError(
                 f"{config_path}: [tool.torchlint] target-torch-version must be a string such as \"2.4\", got {raw!r}"
             )
+        version = (int(match.group(1)), int(match.group(2)))
+    if overrides.target_torch_version is not None:
+        match = _VERSION.match(overrides.target_torch_version.strip())
+        if match is None:
+            raise ConfigError(f"--target-torch-version must be a version such as 2.4, got {overrides.target_torch_version!r}")
         version = (int(match.group(1)), int(match.group(2)))
 
     unsafe = table.get("unsafe-fixes", False)

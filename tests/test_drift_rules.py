@@ -1,0 +1,110 @@
+"""The TL6xx rules' plumbing: target-torch-version from the command line and the config, the verdict a
+change gets on a target, how the recorded facts and the generated table combine, and the torchvision table."""
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from torchlint import cli
+from torchlint.analysis import api_drift
+from torchlint.analysis.api_drift import ApiChange, Status
+from torchlint.analysis.torchvision_builders import legacy_keywords
+
+SYMEIG = "import torch\n\ndef spectrum(A):\n    return torch.symeig(A)[0]\n"
+
+
+def codes_for(tmp_path, capsys, *options, config: str = ""):
+    (tmp_path / "pyproject.toml").write_text(f"[tool.torchlint]\n{config}", encoding="utf-8")
+    path = tmp_path / "spectrum.py"
+    path.write_text(SYMEIG, encoding="utf-8")
+    status = cli.main(["check", "--select", "TL6", "--no-cache", "--exit-zero", "--output-format", "json", *options, str(path)])
+    assert status == 0
+    return [finding["code"] for finding in json.loads(capsys.readouterr().out)]
+
+
+def test_target_torch_version_decides_removed_or_deprecated(tmp_path, capsys):
+    # torch.symeig warned from 1.9 and raises from 2.0 on.
+    assert codes_for(tmp_path, capsys) == ["TL601"]  # no target: the newest torch
+    assert codes_for(tmp_path, capsys, "--target-torch-version", "1.13") == ["TL602"]
+    assert codes_for(tmp_path, capsys, "--target-torch-version", "1.8") == []
+    assert codes_for(tmp_path, capsys, config='target-torch-version = "1.13"\n') == ["TL602"]
+    # The command line refines the configuration.
+    assert codes_for(tmp_path, capsys, "--target-torch-version", "2.1", config='target-torch-version = "1.13"\n') == ["TL601"]
+
+
+def test_a_bad_target_on_the_command_line_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "spectrum.py"
+    path.write_text(SYMEIG, encoding="utf-8")
+    assert cli.main(["check", "--no-cache", "--target-torch-version", "two", str(path)]) == 2
+    assert "--target-torch-version must be a version such as 2.4, got 'two'" in capsys.readouterr().err
+
+
+def test_status_at_a_target():
+    change = ApiChange("torch.symeig", deprecated=(1, 9), removed=(2, 0))
+    assert change.status_at((1, 8)) is None
+    assert change.status_at((1, 13)) is Status.DEPRECATED
+    assert change.status_at((2, 0)) is Status.REMOVED
+    assert ApiChange("torch._six", removed=(2, 0)).status_at((1, 13)) is None
+
+
+def test_a_name_inherits_the_change_of_its_module():
+    change = api_drift.change_of("torch._six.string_classes")
+    assert change is not None and change.name == "torch._six" and change.removed == (2, 0)
+    assert api_drift.change_of("torch.linalg.solve") is None
+
+
+@pytest.fixture
+def table(monkeypatch):
+    """A stand-in for the generated table: torch.qr deprecated in every dumped release, torch.symeig
+    gone after 1.13, torch.gone_helper removed in 2.3, torch.gone_stub removed in 2.3 but kept as a
+    function that raises, torch.new_thing deprecated from 2.5."""
+    entries = {
+        "torch.qr": SimpleNamespace(deprecated=(1, 13), removed=None, replacement="torch.linalg.qr", keywords={}),
+        "torch.symeig": SimpleNamespace(deprecated=(1, 13), removed=(2, 0), replacement="torch.linalg.eigh", keywords={}),
+        "torch.gone_helper": SimpleNamespace(deprecated=None, removed=(2, 3), replacement=None, keywords={}),
+        "torch.gone_stub": SimpleNamespace(deprecated=None, removed=(2, 3), replacement=None, keywords={}, raising_stub=((2, 13),)),
+        "torch.new_thing": SimpleNamespace(deprecated=(2, 5), removed=None, replacement=None, keywords={}),
+    }
+    fake = SimpleNamespace(
+        VERSIONS=((1, 13), (2, 0), (2, 13)),
+        api_entry=lambda name: entries.get(name),
+        removed_in=lambda name: entries[name].removed if name in entries else None,
+        deprecated_in=lambda name: entries[name].deprecated if name in entries else None,
+        raises_when_called=lambda name: bool(getattr(entries.get(name), "raising_stub", ())),
+    )
+    monkeypatch.setattr(api_drift, "api_table", fake)
+    api_drift.change_of.cache_clear()
+    yield fake
+    api_drift.change_of.cache_clear()
+
+
+def test_recorded_facts_and_the_table_combine(table):
+    # Deprecated in the oldest release dumped: the recorded, earlier release stands.
+    assert api_drift.change_of("torch.qr").deprecated == (1, 9)
+    symeig = api_drift.change_of("torch.symeig")
+    assert symeig.removed == (2, 0) and symeig.raises_when_called and symeig.deprecated == (1, 9)
+    # Only the table knows these: not known to warn, so a deprecation is reported at low confidence.
+    gone = api_drift.change_of("torch.gone_helper")
+    assert gone.removed == (2, 3) and gone.status_at((2, 2)) is None and gone.status_at((2, 4)) is Status.REMOVED
+    assert not gone.raises_when_called
+    # A release that keeps the removed name as a function that raises: imports of it still work.
+    assert api_drift.change_of("torch.gone_stub").raises_when_called
+    assert api_drift.change_of("torch.new_thing").deprecated == (2, 5) and not api_drift.change_of("torch.new_thing").warns
+    assert api_drift.newest_version() == (2, 13)
+
+
+def test_torchvision_legacy_weights_are_what_pretrained_loaded():
+    resnet = legacy_keywords("torchvision.models.resnet50")["pretrained"]
+    assert resnet.new_keyword == "weights" and resnet.member == "torchvision.models.ResNet50_Weights.IMAGENET1K_V1"
+    # The builder is public under its package and its module.
+    assert legacy_keywords("torchvision.models.resnet.resnet50") == legacy_keywords("torchvision.models.resnet50")
+    detector = legacy_keywords("torchvision.models.detection.fasterrcnn_resnet50_fpn")
+    assert detector["pretrained_backbone"].member == "torchvision.models.ResNet50_Weights.IMAGENET1K_V1"
+    assert detector["pretrained"].member == "torchvision.models.detection.FasterRCNN_ResNet50_FPN_Weights.COCO_V1"
+    quantized = legacy_keywords("torchvision.models.quantization.resnet50")["pretrained"]
+    assert quantized.chosen_by == "quantize" and quantized.if_false == resnet.member
+    assert legacy_keywords("torchvision.models.vit_h_14")["pretrained"].no_weights
+    assert legacy_keywords("timm.create_model") == {} and legacy_keywords(None) == {}
+

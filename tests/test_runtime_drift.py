@@ -1,0 +1,666 @@
+"""Runtime proofs for the TL6xx API-drift rules under torch 2.13.
+
+For a removed API the original snippet really fails (RuntimeError from the stub torch keeps,
+AttributeError, ModuleNotFoundError) and the codemod's OWN output (``engine.fix_text`` at test
+time) computes what the old API computed.  For a deprecated API, which still runs on 2.13, the
+original warns and the fixed code computes the same values without the warning.  The recorded
+facts themselves (analysis/api_drift.py) are checked against the installed torch too.
+"""
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import textwrap
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from runtime_support import SNIPPET_PATH, execute  # noqa: E402
+
+from torchlint import config, engine, registry  # noqa: E402
+from torchlint.analysis import api_drift  # noqa: E402
+from torchlint.rule import Confidence  # noqa: E402
+
+
+def settings(codes, target=None) -> config.Settings:
+    return config.Settings(
+        enabled=frozenset(registry.expand_selectors([codes])), target_torch_version=target, confidence_floor=Confidence.LOW
+    )
+
+
+def fixed(source: str, code: str, *, unsafe: bool = False, target=None, remaining_ok: bool = False) -> str:
+    """The codemod's own output for ``source`` (dedented), with ``code`` selected."""
+    source = textwrap.dedent(source).lstrip("\n")
+    result = engine.fix_text(source, SNIPPET_PATH, settings(code, target), unsafe=unsafe)
+    assert not result.result.diagnostics, result.result.diagnostics
+    assert result.applied > 0, f"the codemod changed nothing:\n{source}"
+    if not remaining_ok:
+        assert not result.result.findings, [(f.code, f.location.line, f.message) for f in result.result.findings]
+    return result.text
+
+
+def run(source: str):
+    return execute(textwrap.dedent(source).lstrip("\n"), "snippet")
+
+
+def quietly(function, *args):
+    """Call ``function`` and return (result, the warnings it emitted).  torch's own deprecations warn once
+    per process unless told otherwise: here every call warns, so the result does not depend on test order."""
+    previous = torch.is_warn_always_enabled()
+    torch.set_warn_always(True)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = function(*args)
+    finally:
+        torch.set_warn_always(previous)
+    return result, [str(w.message) for w in caught]
+
+
+def well_conditioned(n: int, seed: int = 0) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randn(n, n, generator=generator, dtype=torch.float64) + n * torch.eye(n, dtype=torch.float64)
+
+
+def symmetric_positive(n: int, seed: int = 0) -> torch.Tensor:
+    a = well_conditioned(n, seed)
+    return a @ a.mT + torch.eye(n, dtype=torch.float64)
+
+
+# -- TL601 removed-torch-api ---------------------------------------------------------------------
+
+SOLVE = """
+import torch
+
+def systems(A, B):
+    X, _ = torch.solve(B, A)
+    Y = torch.solve(B, A)[0]
+    return X, Y
+
+def by_method(n):
+    A = torch.eye(n, dtype=torch.float64) * 2
+    B = torch.ones(n, 1, dtype=torch.float64)
+    X, _ = B.solve(A)
+    return X
+"""
+
+
+def test_tl601_solve_raises_on_2_13_and_the_rewrite_solves_the_same_system():
+    A, B = well_conditioned(4), torch.randn(4, 3, dtype=torch.float64)
+    with pytest.raises(RuntimeError, match="deprecated since version 1.9 and is now removed"):
+        run(SOLVE)["systems"](A, B)
+    with pytest.raises(RuntimeError, match="now removed"):
+        run(SOLVE)["by_method"](3)
+    after = fixed(SOLVE, "TL601")
+    assert "X = torch.linalg.solve(A, B)" in after and "Y = torch.linalg.solve(A, B)" in after
+    X, Y = run(after)["systems"](A, B)
+    # torch.solve(B, A) solved A X = B: the swapped arguments solve the same system.
+    assert torch.allclose(A @ X, B) and torch.equal(X, Y)
+    assert torch.allclose(run(after)["by_method"](3), torch.full((3, 1), 0.5, dtype=torch.float64))
+
+
+SYMEIG = """
+import torch
+
+def spectrum(A):
+    values, vectors = torch.symeig(A, eigenvectors=True)
+    smallest = torch.symeig(A)[0]
+    return values, vectors, smallest
+"""
+
+
+def test_tl601_symeig_rewrite_keeps_reading_the_upper_triangle():
+    S = symmetric_positive(5)
+    # What symeig saw: only the upper triangle. Put garbage below the diagonal.
+    A = torch.triu(S) + torch.tril(torch.randn(5, 5, dtype=torch.float64), -1)
+    with pytest.raises(RuntimeError, match="now removed"):
+        run(SYMEIG)["spectrum"](A)
+    after = fixed(SYMEIG, "TL601")
+    values, vectors, smallest = run(after)["spectrum"](A)
+    expected = torch.linalg.eigvalsh(S)
+    assert torch.allclose(values, expected) and torch.allclose(smallest, expected)
+    assert torch.allclose(S @ vectors, vectors * values)
+    # Without UPLO="U" the rewrite would read the garbage: linalg's default is the lower triangle.
+    assert not torch.allclose(torch.linalg.eigvalsh(A), expected)
+
+
+MATRIX_RANK = """
+import torch
+
+def ranks(A):
+    return torch.matrix_rank(A), torch.matrix_rank(A, 1e-5)
+"""
+
+
+def test_tl601_matrix_rank_rewrite_counts_the_same_singular_values():
+    U, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64))
+    V, _ = torch.linalg.qr(torch.randn(4, 4, dtype=torch.float64))
+    A = U @ torch.diag(torch.tensor([3.0, 1e-3, 1e-7, 0.0], dtype=torch.float64)) @ V.mT
+    with pytest.raises(RuntimeError, match="now removed"):
+        run(MATRIX_RANK)["ranks"](A)
+    default, tolerant = run(fixed(MATRIX_RANK, "TL601"))["ranks"](A)
+    singular = torch.linalg.svdvals(A)
+    # The old defaults: tol = largest singular value * max(m, n) * eps; an explicit tol is absolute.
+    assert default.item() == int((singular > singular.max() * 4 * torch.finfo(torch.float64).eps).sum()) == 3
+    assert tolerant.item() == int((singular > 1e-5).sum()) == 2
+
+
+SIX = """
+from torch._six import inf
+from torch._six import container_abcs
+
+def cap(x):
+    return min(x, inf), isinstance({}, container_abcs.Mapping)
+"""
+
+
+def test_tl601_torch_six_import_fails_and_the_rewrite_binds_the_same_values():
+    with pytest.raises(ModuleNotFoundError, match="torch._six"):
+        run(SIX)
+    after = fixed(SIX, "TL601")
+    assert "from math import inf" in after and "from collections import abc as container_abcs" in after
+    assert run(after)["cap"](5.0) == (5.0, True)
+
+
+def test_tl601_long_gone_names_raise_attribute_error():
+    namespace = run("import torch\ndef factor(A):\n    return torch.potrf(A)\n")
+    with pytest.raises(AttributeError, match="potrf"):
+        namespace["factor"](symmetric_positive(3))
+
+
+def test_tl601_recorded_removals_hold_on_2_13():
+    """Every recorded removal is true of the installed torch: a stub that raises when called, or a name that is gone."""
+    for change in api_drift.recorded_changes():
+        if change.removed is None or not change.name.startswith("torch."):
+            continue
+        owner_name, _, last = change.name.rpartition(".")
+        try:
+            owner = torch.Tensor if owner_name == "torch.Tensor" else importlib.import_module(owner_name)
+        except ImportError:
+            owner = None
+        present = owner is not None and hasattr(owner, last)
+        if change.raises_when_called:
+            assert present, change.name
+            function = getattr(torch.eye(2), last) if owner is torch.Tensor else getattr(owner, last)
+            required = [p for p in inspect.signature(function).parameters.values() if p.default is p.empty and p.kind is p.POSITIONAL_OR_KEYWORD]
+            with pytest.raises(RuntimeError, match="removed"):
+                function(*[torch.eye(2)] * len(required))
+        else:
+            module_gone = importlib.util.find_spec(change.name) is None if owner is not None else True
+            assert not present and module_gone, change.name
+
+
+def _exists_in_installed_torch(name: str) -> bool:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # reading a deprecated attribute warns
+        return _has_attribute_path(name)
+
+
+def _has_attribute_path(name: str) -> bool:
+    parts = name.split(".")
+    for split in range(len(parts), 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:split]))
+        except ImportError:
+            continue
+        for part in parts[split:]:
+            if not hasattr(found, part):
+                return False
+            found = getattr(found, part)
+        return True
+    return False
+
+
+def test_tl601_reports_gone_only_what_the_installed_torch_lacks():
+    """TL601's verdict "gone, AttributeError/ImportError" for every name of the generated table and the
+    records, checked against torch 2.13: a name it still has (other than a stub that raises) would be a
+    false crash report."""
+    from importlib import resources
+
+    table = json.loads(resources.files("torchlint").joinpath("data/torch_api.json").read_text(encoding="utf-8"))
+    newest = api_drift.newest_version()
+    names = set(table["apis"]) | {change.name for change in api_drift.recorded_changes()}
+    wrongly_gone = []
+    for name in sorted(names):
+        change = api_drift.change_of(name)
+        if change is None or change.status_at(newest) is not api_drift.Status.REMOVED or change.raises_when_called:
+            continue
+        if name.startswith("torch.") and _exists_in_installed_torch(name):
+            wrongly_gone.append(name)
+    assert not wrongly_gone, f"reported as removed by {newest} yet present in torch {torch.__version__}: {wrongly_gone}"
+
+
+def test_recorded_renames_exist_on_2_13():
+    for change in api_drift.recorded_changes():
+        if change.rename_to and change.rename_to.startswith("torch."):
+            module, _, last = change.rename_to.rpartition(".")
+            assert hasattr(importlib.import_module(module), last), change.rename_to
+
+
+# -- TL602 deprecated-torch-api --------------------------------------------------------------------
+
+LINALG = """
+import torch
+
+def factorizations(A, B, C, b, S, upper):
+    L = torch.cholesky(S)
+    U = torch.cholesky(S, upper=True)
+    V = torch.cholesky(S, upper)
+    Q, R = torch.qr(A)
+    Qc, Rc = torch.qr(A, some=False)
+    P = torch.chain_matmul(A, B, C)
+    LU, piv = torch.lu(A)
+    LU2, piv2, info = torch.lu(A, get_infos=True)
+    X = torch.lu_solve(b, LU, piv)
+    Y, _ = torch.triangular_solve(b, torch.triu(A), upper=True)
+    s = torch.svd(A)[1]
+    o = torch.ger(b[:, 0], b[:, 0])
+    return L, U, V, Q, R, Qc, Rc, P, LU, piv, LU2, piv2, info, X, Y, s, o
+
+def norms(x):
+    return torch.norm(x), torch.norm(x, dim=1), torch.norm(x, 1, 1, True), torch.norm(x, p=float("inf"), dim=(0, 1))
+"""
+
+
+def test_tl602_linalg_rewrites_compute_what_the_deprecated_functions_compute():
+    A, B, C = well_conditioned(4, 1), well_conditioned(4, 2), well_conditioned(4, 3)
+    S, b = symmetric_positive(4), torch.randn(4, 2, dtype=torch.float64)
+    after = fixed(LINALG, "TL602")
+    for name in ("torch.linalg.cholesky", "torch.linalg.qr", "torch.linalg.multi_dot", "torch.linalg.lu_factor",
+                 "torch.linalg.lu_factor_ex", "torch.linalg.lu_solve", "torch.linalg.solve_triangular",
+                 "torch.linalg.svdvals", "torch.outer", "torch.linalg.vector_norm"):
+        assert name in after, name
+    old, old_warnings = quietly(run(LINALG)["factorizations"], A, B, C, b, S, False)
+    new, new_warnings = quietly(run(after)["factorizations"], A, B, C, b, S, False)
+    assert any("deprecated" in w for w in old_warnings) and not new_warnings
+    for before, now in zip(old, new):
+        assert torch.allclose(before.to(torch.float64), now.to(torch.float64)), (before, now)
+    # upper passed through a variable is kept as linalg.cholesky's own upper=.
+    upper_old, _ = quietly(run(LINALG)["factorizations"], A, B, C, b, S, True)
+    upper_new = run(after)["factorizations"](A, B, C, b, S, True)
+    assert torch.allclose(upper_old[2], upper_new[2]) and torch.allclose(upper_new[2], torch.triu(upper_new[2]))
+    x = torch.randn(3, 5, dtype=torch.float64)
+    for before, now in zip(run(LINALG)["norms"](x), run(after)["norms"](x)):
+        assert torch.equal(before, now)
+
+
+RANGE = """
+import torch
+
+def positions(n):
+    return torch.range(0, 9), torch.range(0, n - 1), torch.range(10, 0, -2)
+"""
+
+
+def test_tl602_range_rewrite_keeps_the_end_and_the_float_dtype():
+    after = fixed(RANGE, "TL602", unsafe=True)
+    for dtype in (torch.float32, torch.float64):
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(dtype)
+        try:
+            old, warned = quietly(run(RANGE)["positions"], 7)
+            new, silent = quietly(run(after)["positions"], 7)
+        finally:
+            torch.set_default_dtype(previous)
+        assert warned and not silent
+        for before, now in zip(old, new):
+            assert before.dtype == now.dtype == dtype and torch.equal(before, now)
+    # The rewrite without dtype= would change the type to int64; with a step that does not divide
+    # end - start, end + step overshoots: why a non-literal range is an unsafe fix.
+    assert torch.arange(0, 10).dtype == torch.int64
+    assert len(quietly(torch.range, 0, 5, 2)[0]) == 3 and len(torch.arange(0, 7, 2)) == 4
+
+
+RESAMPLING = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+def resample(x):
+    a = F.upsample(x, scale_factor=2, mode="nearest")
+    b = F.upsample_bilinear(x, scale_factor=2)
+    c = F.upsample_nearest(x, size=(5, 7))
+    d = nn.UpsamplingNearest2d(scale_factor=3)(x)
+    e = nn.UpsamplingBilinear2d(None, 2)(x)
+    return a, b, c, d, e, F.sigmoid(x), F.tanh(x)
+"""
+
+
+def test_tl602_upsampling_and_activation_rewrites_give_equal_values():
+    x = torch.randn(2, 3, 4, 6)
+    after = fixed(RESAMPLING, "TL602")
+    assert "F.interpolate" in after and "nn.Upsample(" in after and "torch.sigmoid(x)" in after
+    old, warned = quietly(run(RESAMPLING)["resample"], x)
+    new, silent = quietly(run(after)["resample"], x)
+    assert warned and not silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+
+
+INIT = """
+import torch
+import torch.nn as nn
+
+def initialise(weight, model):
+    torch.manual_seed(0)
+    nn.init.xavier_uniform(weight)
+    nn.init.constant(model.bias, 0.5)
+    return torch.nn.utils.clip_grad_norm(model.parameters(), 0.1)
+"""
+
+
+def test_tl602_init_and_clip_renames_are_the_underscore_functions():
+    def fresh():
+        model = torch.nn.Linear(3, 2)
+        model(torch.ones(1, 3)).sum().backward()
+        return torch.empty(4, 5), model
+
+    after = fixed(INIT, "TL602")
+    (w1, m1), (w2, m2) = fresh(), fresh()
+    m2.load_state_dict(m1.state_dict())
+    m2.weight.grad, m2.bias.grad = m1.weight.grad.clone(), m1.bias.grad.clone()
+    norm_old, warned = quietly(run(INIT)["initialise"], w1, m1)
+    norm_new, silent = quietly(run(after)["initialise"], w2, m2)
+    assert warned and not silent
+    assert torch.equal(w1, w2) and torch.equal(m1.bias, m2.bias) and torch.equal(norm_old, norm_new)
+    assert torch.equal(m1.weight.grad, m2.weight.grad)
+
+
+AMP = """
+import torch
+
+def contexts(x):
+    scaler = torch.cuda.amp.GradScaler(2.0**10)
+    gpu = torch.cuda.amp.autocast(True, torch.bfloat16)
+    with torch.cpu.amp.autocast():
+        y = x @ x
+    return scaler, gpu, y
+"""
+
+
+def test_tl602_amp_rewrites_construct_the_same_objects_on_a_cpu_only_machine():
+    after = fixed(AMP, "TL602")
+    assert 'torch.amp.GradScaler("cuda", init_scale=2.0**10)' in after
+    assert 'torch.amp.autocast("cuda", enabled=True, dtype=torch.bfloat16)' in after
+    x = torch.randn(4, 4)
+    (scaler_old, gpu_old, y_old), warned = quietly(run(AMP)["contexts"], x)
+    (scaler_new, gpu_new, y_new), _ = quietly(run(after)["contexts"], x)
+    assert any("deprecated" in w for w in warned)
+    assert scaler_old.is_enabled() == scaler_new.is_enabled()
+    assert (gpu_old.device, gpu_old.fast_dtype, gpu_old._enabled) == (gpu_new.device, gpu_new.fast_dtype, gpu_new._enabled)
+    assert y_old.dtype == y_new.dtype == torch.bfloat16 and torch.equal(y_old, y_new)
+
+
+CUSTOM_FWD = """
+import torch
+
+class Double(torch.autograd.Function):
+    @staticmethod
+    @torch.cuda.amp.custom_fwd(cast_inputs=torch.float32)
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    @torch.cuda.amp.custom_bwd
+    def backward(ctx, grad):
+        return grad * 2
+
+def apply(x):
+    return Double.apply(x)
+"""
+
+
+def test_tl602_custom_fwd_rewrite_runs_the_function_the_same_way():
+    after = fixed(CUSTOM_FWD, "TL602")
+    assert '@torch.amp.custom_bwd(device_type="cuda")' in after
+    # The decorators warn when the class is defined.
+    original, warned = quietly(run, CUSTOM_FWD)
+    rewritten, silent = quietly(run, after)
+    assert any("deprecated" in w for w in warned) and not silent
+    x_old = torch.randn(3, requires_grad=True)
+    x_new = x_old.detach().clone().requires_grad_(True)
+    y_old, _ = quietly(original["apply"], x_old)
+    y_new, _ = quietly(rewritten["apply"], x_new)
+    y_old.sum().backward()
+    y_new.sum().backward()
+    assert torch.equal(y_old, y_new) and torch.equal(x_old.grad, x_new.grad)
+
+
+DEFAULT_TYPE = """
+import torch
+
+def use_double():
+    torch.set_default_tensor_type(torch.DoubleTensor)
+    return torch.get_default_dtype(), torch.Tensor(2).dtype, torch.zeros(1).dtype
+"""
+
+
+def test_tl602_set_default_tensor_type_rewrite_sets_the_same_defaults():
+    after = fixed(DEFAULT_TYPE, "TL602")
+    assert "torch.set_default_dtype(torch.float64)" in after
+    try:
+        old, warned = quietly(run(DEFAULT_TYPE)["use_double"])
+        torch.set_default_dtype(torch.float32)
+        new, silent = quietly(run(after)["use_double"])
+    finally:
+        torch.set_default_dtype(torch.float32)
+    assert old == new == (torch.float64, torch.float64, torch.float64)
+    assert warned and not silent
+
+
+SDP = """
+import torch
+
+def flags():
+    with torch.backends.cuda.sdp_kernel(enable_flash=False, enable_math=True, enable_mem_efficient=False):
+        return (torch.backends.cuda.flash_sdp_enabled(), torch.backends.cuda.math_sdp_enabled(),
+                torch.backends.cuda.mem_efficient_sdp_enabled(), torch.backends.cuda.cudnn_sdp_enabled())
+"""
+
+
+def test_tl602_sdp_kernel_rewrite_enables_the_same_backends():
+    after = fixed(SDP, "TL602")
+    assert "sdpa_kernel([torch.nn.attention.SDPBackend.MATH, torch.nn.attention.SDPBackend.CUDNN_ATTENTION])" in after
+    old, warned = quietly(run(SDP)["flags"])
+    new, silent = quietly(run(after)["flags"])
+    assert old == new == (False, True, False, True)
+    assert warned and not silent
+
+
+FUNCTORCH = """
+import torch
+from functorch import vmap, grad
+
+def per_sample(x):
+    return vmap(grad(lambda v: (v ** 2).sum()))(x)
+"""
+
+
+def test_tl602_functorch_import_rewrite_uses_torch_func():
+    after = fixed(FUNCTORCH, "TL602")
+    assert "from torch.func import vmap, grad" in after
+    x = torch.randn(4, 3)
+    old, warned = quietly(run(FUNCTORCH)["per_sample"], x)
+    new, silent = quietly(run(after)["per_sample"], x)
+    assert torch.equal(old, new) and torch.equal(new, 2 * x)
+    assert warned and not silent
+
+
+PYTREE = """
+import torch.utils._pytree as pytree
+
+class Pair:
+    def __init__(self, a, b):
+        self.a, self.b = a, b
+
+pytree._register_pytree_node(Pair, lambda p: ([p.a, p.b], None), lambda values, context: Pair(*values))
+
+def leaves(a, b):
+    return pytree.tree_flatten(Pair(a, b))[0]
+"""
+
+
+def test_tl602_register_pytree_node_rename_registers_the_same_way():
+    after = fixed(PYTREE, "TL602")
+    assert "pytree.register_pytree_node(Pair" in after
+    assert run(after)["leaves"](1, 2) == [1, 2]
+
+
+def test_tl602_confidence_follows_the_runtime_warning():
+    source = "import torch\ndef f(x, A):\n    return torch.norm(x), torch.qr(A)\n"
+    levels = {f.message.split("`")[1]: f.confidence for f in engine.lint_text(source, SNIPPET_PATH, settings("TL602")).findings}
+    assert levels == {"torch.norm": Confidence.LOW, "torch.qr": Confidence.HIGH}
+    # What the levels stand for: torch.qr warns at run time, torch.norm does not.
+    _, warned = quietly(torch.qr, torch.eye(2))
+    _, silent = quietly(torch.norm, torch.eye(2))
+    assert warned and not silent
+
+
+# -- TL603 checkpoint-without-use-reentrant ---------------------------------------------------------------
+
+CHECKPOINT = """
+import torch
+from torch.utils.checkpoint import checkpoint
+
+def step(layer, x):
+    y = checkpoint(layer, x)
+    y.sum().backward() if y.requires_grad else None
+    return y
+"""
+
+
+def test_tl603_use_reentrant_true_keeps_todays_behaviour_without_the_warning():
+    after = fixed(CHECKPOINT, "TL603")
+    assert "checkpoint(layer, x, use_reentrant=True)" in after
+    for input_requires_grad in (True, False):
+        results = []
+        for source in (CHECKPOINT, after):
+            torch.manual_seed(0)
+            layer = torch.nn.Linear(3, 3)
+            x = torch.randn(2, 3, requires_grad=input_requires_grad)
+            y, caught = quietly(run(source)["step"], layer, x)
+            results.append((y.detach(), layer.weight.grad, caught))
+        (y_old, grad_old, warned), (y_new, grad_new, silent) = results
+        assert any("use_reentrant" in w for w in warned) and not any("use_reentrant" in w for w in silent)
+        assert torch.equal(y_old, y_new)
+        assert (grad_old is None) == (grad_new is None) and (grad_old is None or torch.equal(grad_old, grad_new))
+    # What the implicit default costs: with a data input that does not require grad, the reentrant
+    # variant trains nothing inside the checkpoint; the recommended variant does.
+    layer = torch.nn.Linear(3, 3)
+    torch.utils.checkpoint.checkpoint(layer, torch.randn(2, 3), use_reentrant=False).sum().backward()
+    assert layer.weight.grad is not None
+
+
+# -- TL605 legacy-loss-reduction ---------------------------------------------------------------------------
+
+LOSSES = """
+import torch.nn as nn
+import torch.nn.functional as F
+
+def losses(x, y, t):
+    a = nn.MSELoss(size_average=False)(x, y)
+    b = F.cross_entropy(x, t, reduce=False)
+    c = nn.L1Loss(size_average=False, reduction="mean")(x, y)
+    d = F.mse_loss(x, y, size_average=True, reduce=True)
+    return a, b, c, d
+"""
+
+
+def test_tl605_reduction_rewrite_gives_the_same_losses():
+    x, y, t = torch.randn(4, 3), torch.randn(4, 3), torch.tensor([0, 2, 1, 1])
+    after = fixed(LOSSES, "TL605")
+    assert 'nn.L1Loss(reduction="sum")' in after
+    old, warned = quietly(run(LOSSES)["losses"], x, y, t)
+    new, silent = quietly(run(after)["losses"], x, y, t)
+    assert warned and not silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+    # The legacy flag wins over reduction= given beside it: "mean" was silently a sum.
+    assert torch.equal(old[2], (x - y).abs().sum())
+
+
+def test_legacy_reduction_table_matches_torch():
+    from torch.nn import _reduction
+
+    for size_average in (None, True, False):
+        for reduce in (None, True, False):
+            if size_average is None and reduce is None:
+                continue
+            assert api_drift.legacy_reduction(size_average, reduce) == _reduction.legacy_get_string(size_average, reduce, emit_warning=False)
+
+
+# -- TL606 volatile-has-no-effect -------------------------------------------------------------------------
+
+VOLATILE = """
+import torch
+from torch.autograd import Variable
+
+def evaluate(model, x):
+    x = Variable(x, volatile=True)
+    return model(x)
+"""
+
+
+def test_tl606_volatile_leaves_autograd_recording():
+    findings = engine.lint_text(textwrap.dedent(VOLATILE), SNIPPET_PATH, settings("TL606")).findings
+    assert [f.code for f in findings] == ["TL606"] and findings[0].fix is None
+    model = torch.nn.Linear(3, 1)
+    out, caught = quietly(run(VOLATILE)["evaluate"], model, torch.randn(2, 3))
+    assert out.requires_grad and out.grad_fn is not None  # the graph through the weights is built
+    assert any("volatile" in w for w in caught)
+    with torch.no_grad():
+        assert not model(torch.randn(2, 3)).requires_grad
+
+
+# -- TL607 stft-without-return-complex ---------------------------------------------------------------------
+
+STFT = """
+import torch
+
+def power(wave, window):
+    spec = torch.stft(wave, 64, hop_length=16, window=window)
+    return spec.pow(2).sum(-1)
+"""
+
+
+def test_tl607_stft_raises_and_the_rewrite_returns_the_old_real_layout():
+    wave, window = torch.randn(800), torch.hann_window(64)
+    with pytest.raises(RuntimeError, match="return_complex"):
+        run(STFT)["power"](wave, window)
+    after = fixed(STFT, "TL607", unsafe=True)
+    assert "torch.view_as_real(torch.stft(wave, 64, hop_length=16, window=window, return_complex=True))" in after
+    power = run(after)["power"](wave, window)
+    expected = torch.stft(wave, 64, hop_length=16, window=window, return_complex=True).abs().pow(2)
+    assert torch.allclose(power, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_tl607_fix_is_unsafe_because_a_complex_input_changes_type():
+    wave, window = torch.randn(800, dtype=torch.complex64), torch.hann_window(64)
+    assert torch.stft(wave, 64, window=window).is_complex()  # a complex input runs without the argument
+    assert not torch.view_as_real(torch.stft(wave, 64, window=window, return_complex=True)).is_complex()
+    findings = engine.lint_text(textwrap.dedent(STFT), SNIPPET_PATH, settings("TL607")).findings
+    assert findings[0].fix.applicability.value == "unsafe"
+
+
+# -- TL608 private-torch-alias -----------------------------------------------------------------------------
+
+PRIVATE = """
+import torch
+from torch.utils.data._utils.collate import default_collate
+
+def batch(samples):
+    return default_collate(samples)
+"""
+
+
+def test_tl608_public_name_is_the_same_function():
+    from torch.utils.data import _utils
+
+    assert torch.utils.data.default_collate is _utils.collate.default_collate
+    after = fixed(PRIVATE, "TL608")
+    assert "from torch.utils.data import default_collate" in after
+    samples = [torch.tensor([1, 2]), torch.tensor([3, 4])]
+    assert torch.equal(run(PRIVATE)["batch"](samples), run(after)["batch"](samples))
