@@ -108,3 +108,36 @@ def test_torchvision_legacy_weights_are_what_pretrained_loaded():
     assert legacy_keywords("torchvision.models.vit_h_14")["pretrained"].no_weights
     assert legacy_keywords("timm.create_model") == {} and legacy_keywords(None) == {}
 
+
+KEYWORDS_BY_RELEASE = """\
+from torch.optim.lr_scheduler import StepLR
+from torch.utils.data import DataLoader
+
+
+def setup(optimizer, data):
+    scheduler = StepLR(optimizer, step_size=10, verbose=True)
+    loader = DataLoader(data, batch_size=8, in_order=False)
+    return scheduler, loader
+"""
+
+
+def tl405_messages(tmp_path, capsys, *options):
+    path = tmp_path / "setup.py"
+    path.write_text(KEYWORDS_BY_RELEASE, encoding="utf-8")
+    status = cli.main(["check", "--select", "TL405", "--no-cache", "--exit-zero", "--output-format", "json", *options, str(path)])
+    assert status == 0
+    return {finding["line"]: finding["message"] for finding in json.loads(capsys.readouterr().out)}
+
+
+def test_tl405_judges_keywords_by_the_target_release(tmp_path, capsys):
+    # The newest torch dropped verbose= (gone in 2.7) and takes in_order= (new in 2.6).
+    newest = tl405_messages(tmp_path, capsys)
+    assert list(newest) == [6]
+    assert "`verbose` was removed from torch.optim.lr_scheduler.StepLR in torch 2.7" in newest[6]
+    assert "use get_last_lr()" in newest[6]
+    # torch 2.6 takes both.
+    assert tl405_messages(tmp_path, capsys, "--target-torch-version", "2.6") == {}
+    # torch 2.5 takes verbose= but not in_order=.
+    older = tl405_messages(tmp_path, capsys, "--target-torch-version", "2.5")
+    assert list(older) == [7]
+    assert "`in_order` is new in torch 2.6" in older[7] and "target torch 2.5" in older[7]

@@ -155,3 +155,47 @@ def exists_in(qualified_name: str, version: Version) -> Optional[bool]:
     if entry is None or not versions[0] <= tuple(version) <= versions[-1]:
         return None
     return entry.first <= tuple(version) <= entry.last and tuple(version) not in entry.absent
+
+
+@dataclass(frozen=True)
+class KeywordAtRelease:
+    """Whether one release's API takes ``keyword=``, and when that changed."""
+
+    # None when the table cannot tell: the name unknown or absent there, the release outside the
+    # table, or the API taking **kwargs there.
+    accepted: Optional[bool]
+    # The first release that takes it, when that is later than the release asked about.
+    added_in: Optional[Version] = None
+    # The first release that no longer takes it, when that is at or before the release asked about.
+    removed_in: Optional[Version] = None
+    # What the keyword's deprecation note names instead (``get_last_lr()``), when it has one.
+    replacement: Optional[str] = None
+
+
+def keyword_at(qualified_name: str, keyword: str, version: Version) -> KeywordAtRelease:
+    """Whether release ``version`` of ``qualified_name`` takes ``keyword=``: the table's keyword intervals."""
+    version = tuple(version)
+    if not exists_in(qualified_name, version):
+        return KeywordAtRelease(accepted=None)
+    entry = api_entry(qualified_name)
+    catch_all = entry.keywords.get(ANY_KEYWORD)
+    if catch_all is not None and catch_all[0] <= version <= catch_all[1]:
+        return KeywordAtRelease(accepted=None)
+    interval = entry.keywords.get(keyword)
+    note = entry.deprecated_keywords.get(keyword)
+    replacement = note[1] if note is not None else None
+    if interval is None:
+        return KeywordAtRelease(accepted=False)
+    first, last = interval
+    if version < first:
+        return KeywordAtRelease(accepted=False, added_in=first)
+    if version > last:
+        return KeywordAtRelease(accepted=False, removed_in=_release_after(last), replacement=replacement)
+    return KeywordAtRelease(accepted=True, replacement=replacement)
+
+
+def keyword_varies(qualified_name: str, keyword: str) -> bool:
+    """Whether some release having ``qualified_name`` does not take ``keyword=`` while another does."""
+    entry = api_entry(qualified_name)
+    interval = entry.keywords.get(keyword) if entry is not None else None
+    return interval is not None and (interval[0] > entry.first or interval[1] < entry.last)

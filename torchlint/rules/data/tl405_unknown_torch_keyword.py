@@ -7,6 +7,9 @@ from typing import Optional
 
 import libcst as cst
 
+from torchlint.analysis import api_table
+from torchlint.analysis.api_table import Version, keyword_at, keyword_varies
+from torchlint.analysis.api_drift import version_text
 from torchlint.analysis.calls import has_star_args
 from torchlint.analysis.names import ImportTable, dotted_name
 from torchlint.analysis.scope import statements
@@ -89,18 +92,21 @@ class UnknownTorchKeyword(Rule):
     Calls with `**kwargs` are reported without a fix (the corrected name may
     be among them).
 
-    With a `target-torch-version` older than the table's torch, only
-    keywords with a close accepted name are reported: a keyword that the
-    older torch took and the newer one dropped (`ReduceLROnPlateau(...,
-    verbose=True)`, gone in recent releases) is not a mistake for that
-    target.
+    Keywords are judged for the `target-torch-version` (default: the newest
+    release known) with the table of torch's releases
+    (`torchlint/data/torch_api.json`, 1.11 onwards): a keyword torch dropped
+    is named with the release that dropped it (`ReduceLROnPlateau(...,
+    verbose=True)`: gone in 2.7) and is not reported for a target that still
+    took it; a keyword newer than the target (`DataLoader(...,
+    in_order=False)` for torch 2.5) is reported. Where that table cannot
+    tell what the target took (a target before 1.11, an API it lacks), only
+    keywords with a close accepted name are reported for an older target.
 
     Not seen: APIs outside the table (its list is in the JSON file), methods
     of values not known to be tensors (a model's output), tensor methods
     whose keywords the generator could not check against torch (listed as
-    open), torch APIs reached through a name rebound by assignment, keywords that an older torch accepted and the
-    table's torch no longer does (set the table's version in mind when a
-    call is guarded by a version check). Attribute typos are flagged only on
+    open), torch APIs reached through a name rebound by assignment. A call
+    guarded by a version check is judged for the target all the same. Attribute typos are flagged only on
     a receiver other than `self`/`cls` and only when the file never reads
     that attribute back (a config object's own `require_grad` field is left
     alone).
@@ -127,7 +133,12 @@ class UnknownTorchKeyword(Rule):
             for candidates, written in region.keyword_calls:
                 for qualified in candidates:
                     accepted = accepted_keywords(qualified)
-                    if accepted is not None and not accepted.issuperset(written):
+                    if accepted is None:
+                        continue
+                    if not accepted.issuperset(written):
+                        return True
+                    # a keyword some release lacks: new since a target older than the table's torch
+                    if any(keyword_varies(public_name(qualified), keyword) for keyword in written):
                         return True
             for call in region.callees:  # tensor methods: ``loss.backward(retain_variables=True)``
                 if isinstance(call.func, ast.Attribute) and call.keywords:
@@ -149,22 +160,42 @@ class UnknownTorchKeyword(Rule):
                     qualified = method
                 elif node.func.attr.value == "backward" and _LOSS_NAME.search(dotted_name(node.func.value) or ""):
                     qualified, confidence = method, Confidence.MEDIUM
-        misspelt = misspelt_keywords(qualified, node)
-        if not misspelt:
+        if qualified is None or accepted_keywords(qualified) is None:
             return
-        if self._targets_older_torch():
-            # An older torch may have had a keyword the table's torch dropped: report only misspellings.
-            misspelt = {written: fix for written, fix in misspelt.items() if fix is not None}
-            if not misspelt:
-                return
-        given = {arg.keyword.value for arg in node.args if arg.keyword is not None}
+        misspelt = misspelt_keywords(qualified, node)
         api = public_name(qualified)
+        target = self._target()
+        older = target < api_table.VERSIONS[-1]
+        given = {arg.keyword.value for arg in node.args if arg.keyword is not None}
         for arg in node.args:
-            if arg.keyword is None or arg.keyword.value not in misspelt:
+            if arg.keyword is None:
                 continue
             written = arg.keyword.value
+            at_target = keyword_at(api, written, target)
+            if at_target.accepted:
+                continue  # the target's torch takes it (an older one may have had a keyword torch dropped since)
+            if at_target.removed_in is not None and written in misspelt:
+                message = f"`{written}` was removed from {api} in torch {version_text(at_target.removed_in)}: the call raises TypeError"
+                if at_target.replacement:
+                    message += f"; use {at_target.replacement}"
+                self.report(arg, message, None, confidence=confidence)
+                continue
+            if at_target.added_in is not None and older:
+                message = (
+                    f"`{written}` is new in torch {version_text(at_target.added_in)}: {api} of the target torch "
+                    f"{version_text(target)} does not take it, the call raises TypeError"
+                )
+                self.report(arg, message, None, confidence=confidence)
+                continue
+            if written not in misspelt:
+                continue
             correction = misspelt[written]
-            message = f"`{written}` is not a keyword of {api} (torch {table_torch_version()}): the call raises TypeError"
+            if older and correction is None and at_target.accepted is None:
+                # The table cannot tell what the target's torch took: report only misspellings.
+                continue
+            # at an older target, the release the verdict was checked against
+            checked = version_text(target) if older and at_target.accepted is False else table_torch_version()
+            message = f"`{written}` is not a keyword of {api} (torch {checked}): the call raises TypeError"
             fix = None
             if correction is not None:
                 renamed = renamed_keyword(qualified, written) == correction
@@ -200,12 +231,10 @@ class UnknownTorchKeyword(Rule):
                 return qualified
         return top
 
-    def _targets_older_torch(self) -> bool:
+    def _target(self) -> Version:
+        """The torch release to check against: the configured target, else the newest the table knows."""
         target = self.context.settings.target_torch_version
-        if target is None:
-            return False
-        table = tuple(int(part) for part in table_torch_version().split(".")[:2])
-        return tuple(target) < table
+        return tuple(target) if target is not None else api_table.VERSIONS[-1]
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
