@@ -286,7 +286,16 @@ def test_ctrl_c_ends_the_program_as_it_would_and_the_report_is_still_made(tmp_pa
     report = folder / "trace-report.json"
 
     def interrupted(command: List[str]) -> Tuple[int, bytes]:
-        process = subprocess.Popen(command, cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            cwd=folder,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+            # A shell's background job inherits SIGINT ignored, and Python then installs no KeyboardInterrupt
+            # handler: give the child a terminal's default.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
         assert process.stdout.readline() == b"ready\n"
         os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
         _, err = process.communicate(timeout=120)
