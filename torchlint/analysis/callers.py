@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set
 import libcst as cst
 
 from torchlint.analysis.dataflow import Site, site_of
+from torchlint.analysis.ops import MODULE_MOVES
 from torchlint.analysis.returns import classes_of_methods, called_function
 from torchlint.prepass import framework_called, judged_by_callers, judged_by_instances
 from torchlint.walk_order import visit
@@ -262,8 +263,6 @@ def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> Optional[cst.Functio
     return None
 
 
-# Calls that hand back the module itself (``Cls(...).to(device)``).
-_MODULE_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_"})
 
 
 @dataclass
@@ -354,7 +353,7 @@ def _build_instances(module: cst.Module) -> _Instances:
             values = [node.value.body, node.value.orelse] if isinstance(node.value, cst.IfExp) else [node.value]
             built = []
             for value in values:
-                while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in _MODULE_MOVES:
+                while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_MOVES:
                     value = value.func.value
                 if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value in classes:
                     built.append(value.func)

@@ -43,7 +43,6 @@ MODULE_METHODS: FrozenSet[str] = frozenset(
     }
 )
 # Calls that return the module they are called on.
-MODULE_MOVES: FrozenSet[str] = frozenset({"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "eval", "train"})
 # Where whole-object classes come from when they are not the project's own.
 _MODULE_NAMESPACES = ("torch.nn.", "torch.optim.", "torchvision.models.", "timm.")
 

@@ -27,7 +27,7 @@ from torchlint.analysis.fused import (
     log_softmax_call,
     peel_shape_ops,
 )
-from torchlint.analysis.ops import module_constructor
+from torchlint.analysis.ops import MODULE_MOVES, module_constructor
 from torchlint.analysis.scope import assignments
 from torchlint.rule import ImportRequirement, Replacement
 from torchlint.walk_order import visit
@@ -100,7 +100,6 @@ def match_loss(context: "FileContext", node: cst.CSTNode) -> Optional[LossCall]:
 
 # Functional losses whose names do not end in ``_loss``.
 _OTHER_LOSS_FUNCTIONS = frozenset({"cross_entropy", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits"})
-_MODULE_MOVES = frozenset({"to", "cuda", "cpu", "float", "double", "half"})
 
 
 def is_loss_call(context: "FileContext", node: cst.Call) -> bool:
@@ -115,7 +114,7 @@ def is_loss_call(context: "FileContext", node: cst.Call) -> bool:
     while (
         isinstance(constructor, cst.Call)
         and isinstance(constructor.func, cst.Attribute)
-        and constructor.func.attr.value in _MODULE_MOVES
+        and constructor.func.attr.value in MODULE_MOVES
         and isinstance(constructor.func.value, cst.Call)
     ):
         constructor = constructor.func.value

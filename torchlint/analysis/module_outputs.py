@@ -57,7 +57,7 @@ from torchlint.analysis.callers import argument_for, every_call_site
 from torchlint.analysis.dataflow import Site, bindings, site_of, unpack_position, unpacked_element
 from torchlint.analysis.fused import SHAPE_METHODS, SIGMOID_FUNCTIONS, SIGMOID_MODULES
 from torchlint.analysis.names import dotted_name
-from torchlint.analysis.ops import SOFTMAX_FUNCTIONS, SOFTMAX_MODULES, is_value_receiver
+from torchlint.analysis.ops import MODULE_MOVES, SOFTMAX_FUNCTIONS, SOFTMAX_MODULES, is_value_receiver
 from torchlint.analysis.project import _ModuleFacts, definition, file_facts
 from torchlint.analysis.returns import called_function, classes_of_methods, returned_values
 
@@ -95,10 +95,6 @@ LOG_FUNCTIONS: FrozenSet[str] = frozenset({"torch.log"})
 VALUE_METHODS: FrozenSet[str] = SHAPE_METHODS | frozenset({"type", "cuda", "cpu", "clone", "detach", "expand", "expand_as"})
 VALUE_FUNCTIONS: FrozenSet[str] = frozenset(
     {"torch.squeeze", "torch.unsqueeze", "torch.flatten", "torch.reshape", "torch.transpose", "torch.permute", "torch.t"}
-)
-# Calls on a module that return the module itself.
-MODULE_MOVES: FrozenSet[str] = frozenset(
-    {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
 )
 # Wrappers whose output is the wrapped module's (the module is their first argument).
 MODULE_WRAPPERS: FrozenSet[str] = frozenset(

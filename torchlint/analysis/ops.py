@@ -22,6 +22,10 @@ SOFTMAX_FUNCTIONS: FrozenSet[str] = frozenset(
     {"torch.softmax", "torch.nn.functional.softmax", "torch.special.softmax"}
 )
 SOFTMAX_MODULES: FrozenSet[str] = frozenset({"torch.nn.Softmax", "torch.nn.modules.activation.Softmax"})
+# Methods of an nn.Module that return the module itself (``Net().to(device).eval()``).
+MODULE_MOVES: FrozenSet[str] = frozenset(
+    {"to", "cuda", "cpu", "float", "double", "half", "bfloat16", "train", "eval", "requires_grad_", "to_empty"}
+)
 
 
 @dataclass(frozen=True)

@@ -418,7 +418,8 @@ def _single_assignments(scope: ast.AST) -> Dict[str, ast.expr]:
 def _whole_object(facts: _ModuleFacts, project: Optional["ProjectIndex"], saved: ast.expr) -> Optional[str]:
     """What ``saved`` is when ``weights_only`` cannot load it: a module or optimizer built here, or the
     ``argparse.Namespace`` of parsed options."""
-    from torchlint.analysis.checkpoints import MODULE_MOVES, is_module_class
+    from torchlint.analysis.checkpoints import is_module_class
+    from torchlint.analysis.ops import MODULE_MOVES
 
     while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in MODULE_MOVES:
         saved = saved.func.value

@@ -13,13 +13,13 @@ from torchlint.analysis.checkpoints import (
     ALLOW_LISTS,
     LOAD_FUNCTIONS,
     MODULE_METHODS,
-    MODULE_MOVES,
     WEIGHTS_ONLY_DEFAULT_SINCE,
     is_project_path,
     path_key,
 )
 from torchlint.analysis.dataflow import bindings, site_of
 from torchlint.analysis.names import dotted_name
+from torchlint.analysis.ops import MODULE_MOVES
 from torchlint.analysis.project import file_facts, whole_saves_in
 from torchlint.analysis.signatures import gives_keyword
 from torchlint.prepass import framework_called
