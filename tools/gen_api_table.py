@@ -44,8 +44,8 @@ import warnings
 from pathlib import Path
 from typing import Dict, Iterable, Iterator, List, Optional, Set, Tuple
 
-# the documented-signature parser of TL405's table
-from gen_signatures import _split_top_level
+# the keyword readers TL405's table uses too
+from doc_signatures import documented_keywords, schema_keywords
 
 OUTPUT = Path(__file__).resolve().parent.parent / "torchlint" / "data" / "torch_api.json"
 
@@ -94,7 +94,6 @@ SELF_SUBJECT = re.compile(r"\b(?:this|the)\s+(?:function|method|class|module|api
 USAGE_SUBJECT = re.compile(r"\b(?:use of|using|passing|calling|when|if)\b", re.IGNORECASE)
 # ``embedding_bag(weight, input, ...)`` in a message: an argument order, not the keywords.
 CALL_SNIPPET = re.compile(r"\w+\([^)]*\)")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _REF = re.compile(r"~?[A-Za-z_][\w.]*")
 
 
@@ -160,40 +159,8 @@ def _signature_keywords(signature: inspect.Signature) -> Tuple[Set[str], bool]:
     return names, takes_any
 
 
-def _documented_keywords(name: str, doc: str) -> Set[str]:
-    """Parameter names of every ``name(...)`` / ``linalg.name(...)`` signature documented at a line start."""
-    names: Set[str] = set()
-    for match in re.finditer(rf"(?m)^\s*(?:[\w.]+\.)?{re.escape(name)}\(", doc):
-        depth, index, start = 1, match.end(), match.end()
-        while index < len(doc) and depth:
-            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(doc[index], 0)
-            index += 1
-        for part in _split_top_level(doc[start : index - 1]):
-            part = part.strip().lstrip("\\").strip()
-            if part.startswith("*"):
-                continue  # '*' or '*size'
-            ident = _IDENT.match(part)
-            if ident:
-                names.add(ident.group(0))
-    return names
-
-
-def _schema_keywords(operator: str, is_method: bool) -> Set[str]:
-    import torch
-
-    names: Set[str] = set()
-    for schema in torch._C._jit_get_schemas_for_operator(f"aten::{operator}"):
-        for argument in schema.arguments:
-            if argument.name == "self":
-                if not is_method:  # the receiver of a method; spelt ``input`` in a function
-                    names.add("input")
-            elif not (is_method and argument.name == "out"):
-                names.add(argument.name)
-    return names
-
-
 def _builtin_keywords(obj, name: str, operator: str, is_method: bool) -> Set[str]:
-    return _documented_keywords(name, _doc(obj)) | _schema_keywords(operator, is_method)
+    return documented_keywords(name, _doc(obj), module_prefix=True) | schema_keywords(operator, is_method)
 
 
 def _sentences(text: str) -> List[str]:

@@ -30,6 +30,8 @@ import sys
 from pathlib import Path
 from typing import Callable, Dict, Iterable, List, Optional, Set
 
+from doc_signatures import documented_keywords, schema_keywords
+
 OUTPUT = Path(__file__).resolve().parent.parent / "torchlint" / "data" / "torch_signatures.json"
 
 NN_MODULES = """
@@ -112,7 +114,6 @@ FORWARDED: Dict[str, Callable] = {
 # Spellings the Python argument parser of built-in functions accepts besides the schema's.
 NUMPY_ALIASES = {"dim": ("axis",), "keepdim": ("keepdims",), "input": ("x", "a", "x1"), "other": ("x2",)}
 FACTORY_EXTRAS = ("requires_grad", "pin_memory", "out", "names", "memory_format")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _signature_keywords(obj) -> Optional[Set[str]]:
@@ -129,52 +130,8 @@ def _signature_keywords(obj) -> Optional[Set[str]]:
     return names
 
 
-def _docstring_keywords(name: str, doc: str) -> Set[str]:
-    """Parameter names of every ``name(...)`` signature documented at a line start."""
-    names: Set[str] = set()
-    for match in re.finditer(rf"(?m)^\s*{re.escape(name)}\(", doc):
-        depth, index, start = 1, match.end(), match.end()
-        while index < len(doc) and depth:
-            depth += {"(": 1, "[": 1, ")": -1, "]": -1}.get(doc[index], 0)
-            index += 1
-        for part in _split_top_level(doc[start : index - 1]):
-            part = part.strip().lstrip("\\").strip()
-            if part.startswith("*"):
-                continue  # '*' or '*size'
-            ident = _IDENT.match(part)
-            if ident:
-                names.add(ident.group(0))
-    return names
-
-
-def _split_top_level(text: str) -> List[str]:
-    parts, depth, current = [], 0, []
-    for char in text:
-        if char in "([{":
-            depth += 1
-        elif char in ")]}":
-            depth -= 1
-        if char == "," and depth == 0:
-            parts.append("".join(current))
-            current = []
-        else:
-            current.append(char)
-    parts.append("".join(current))
-    return parts
-
-
-def _schema_keywords(name: str) -> Set[str]:
-    import torch
-
-    names: Set[str] = set()
-    for schema in torch._C._jit_get_schemas_for_operator(f"aten::{name}"):
-        for argument in schema.arguments:
-            names.add("input" if argument.name == "self" else argument.name)
-    return names
-
-
 def _builtin_keywords(obj, name: str) -> Set[str]:
-    names = _docstring_keywords(name, obj.__doc__ or "") | _schema_keywords(name)
+    names = documented_keywords(name, obj.__doc__ or "") | schema_keywords(name)
     if {"dtype", "device"} <= names:
         names.update(FACTORY_EXTRAS)
     for canonical, aliases in NUMPY_ALIASES.items():
