@@ -141,3 +141,17 @@ def test_tl405_judges_keywords_by_the_target_release(tmp_path, capsys):
     older = tl405_messages(tmp_path, capsys, "--target-torch-version", "2.5")
     assert list(older) == [7]
     assert "`in_order` is new in torch 2.6" in older[7] and "target torch 2.5" in older[7]
+
+
+def test_tl604_message_matches_what_the_flag_loaded(tmp_path, capsys):
+    path = tmp_path / "backbone.py"
+    path.write_text(
+        "import torchvision\n\n"
+        "trained = torchvision.models.resnet18(pretrained=True)\n"
+        "untrained = torchvision.models.resnet18(pretrained=False)\n",
+        encoding="utf-8",
+    )
+    assert cli.main(["check", "--select", "TL604", "--no-cache", "--exit-zero", "--output-format", "json", str(path)]) == 0
+    messages = {finding["line"]: finding["message"] for finding in json.loads(capsys.readouterr().out)}
+    assert "IMAGENET1K_V1` loads the same weights" in messages[3]
+    assert "`weights=None` builds the same untrained model" in messages[4] and "IMAGENET1K_V1" not in messages[4]

@@ -92,7 +92,15 @@ class TorchvisionPretrainedArgument(Rule):
         if meaning.no_weights and literal_bool(given.value) is not False:
             message = f"`{meaning.legacy_keyword}=True` raises ValueError for this builder: torchvision has no such weights"
         else:
-            loads = f"; `{meaning.new_keyword}={member[0]}` loads the same weights" if member else ""
+            flag = literal_bool(given.value)
+            if flag is False:
+                loads = f"; `{meaning.new_keyword}=None` builds the same untrained model"
+            elif flag is True and member:
+                loads = f"; `{meaning.new_keyword}={member[0]}` loads the same weights"
+            elif member:
+                loads = f"; `{meaning.new_keyword}={member[0]}` loads the same weights when it is true"
+            else:
+                loads = ""
             message = f"`{meaning.legacy_keyword}=` is deprecated since torchvision 0.13 (it warns on every call){loads}"
             if why:
                 message += f" ({why})"
