@@ -212,7 +212,7 @@ def test_loss_reduction_keywords_are_deprecated_not_removed():
         for keyword in ("size_average", "reduce"):
             assert keyword_deprecated_in(name, keyword) == VERSIONS[0]
             assert keyword_removed_in(name, keyword) is None
-    assert api_entry("torch.nn.MSELoss").deprecated_keywords["size_average"][1] == "reduction"
+    assert api_entry("torch.nn.MSELoss").deprecated_keywords["size_average"].replacement == "reduction"
     assert keyword_deprecated_in("torch.nn.MSELoss", "reduction") is None
 
 

@@ -143,6 +143,24 @@ def test_tl405_judges_keywords_by_the_target_release(tmp_path, capsys):
     assert "`in_order` is new in torch 2.6" in older[7] and "target torch 2.5" in older[7]
 
 
+def test_recorded_deprecations_the_table_can_see_agree_with_it():
+    """A record that says "deprecated in the documentation only" (warns=False) must be one the generated
+    table also marks deprecated: F.sigmoid and F.tanh, deprecated in 0.4 and un-deprecated since, were
+    once recorded so and were false alarms on users' code."""
+    from torchlint.analysis import api_table
+
+    disagreeing = [
+        change.name
+        for change in api_drift.recorded_changes()
+        if change.deprecated is not None
+        and change.removed is None
+        and not change.warns
+        and api_table.api_entry(change.name) is not None
+        and api_table.api_entry(change.name).deprecated is None
+    ]
+    assert disagreeing == []
+
+
 def test_tl604_message_matches_what_the_flag_loaded(tmp_path, capsys):
     path = tmp_path / "backbone.py"
     path.write_text(

@@ -20,6 +20,8 @@ torch = pytest.importorskip("torch")
 
 from runtime_support import SNIPPET_PATH, execute  # noqa: E402
 
+from fixture_support import FIXTURES  # noqa: E402
+
 from torchlint import config, engine, registry  # noqa: E402
 from torchlint.analysis import api_drift  # noqa: E402
 from torchlint.rule import Confidence  # noqa: E402
@@ -237,7 +239,8 @@ def test_recorded_renames_exist_on_2_13():
     for change in api_drift.recorded_changes():
         if change.rename_to and change.rename_to.startswith("torch."):
             module, _, last = change.rename_to.rpartition(".")
-            assert hasattr(importlib.import_module(module), last), change.rename_to
+            owner = torch.Tensor if module == "torch.Tensor" else importlib.import_module(module)
+            assert hasattr(owner, last), change.rename_to
 
 
 # -- TL602 deprecated-torch-api --------------------------------------------------------------------
@@ -287,6 +290,24 @@ def test_tl602_linalg_rewrites_compute_what_the_deprecated_functions_compute():
         assert torch.equal(before, now)
 
 
+def test_tl602_tensor_method_rewrites_compute_what_the_methods_compute():
+    source = (FIXTURES / "TL602" / "fix" / "tensor_methods.in.py").read_text(encoding="utf-8")
+    after = (FIXTURES / "TL602" / "fix" / "tensor_methods.out.py").read_text(encoding="utf-8")
+    for upper in (False, True):
+        torch.manual_seed(0)
+        old, old_warnings = quietly(run(source)["factorizations"], 4, upper)
+        torch.manual_seed(0)
+        new, new_warnings = quietly(run(after)["factorizations"], 4, upper)
+        assert any("deprecated" in w for w in old_warnings) and not new_warnings
+        for before, now in zip(old, new):
+            assert torch.allclose(before, now), (before, now)
+
+
+def test_tl602_non_inplace_resize_warns():
+    _, caught = quietly(lambda: torch.zeros(2, 3).resize(6))
+    assert any("non-inplace resize is deprecated" in w for w in caught)
+
+
 RANGE = """
 import torch
 
@@ -325,14 +346,14 @@ def resample(x):
     c = F.upsample_nearest(x, size=(5, 7))
     d = nn.UpsamplingNearest2d(scale_factor=3)(x)
     e = nn.UpsamplingBilinear2d(None, 2)(x)
-    return a, b, c, d, e, F.sigmoid(x), F.tanh(x)
+    return a, b, c, d, e
 """
 
 
-def test_tl602_upsampling_and_activation_rewrites_give_equal_values():
+def test_tl602_upsampling_rewrites_give_equal_values():
     x = torch.randn(2, 3, 4, 6)
     after = fixed(RESAMPLING, "TL602")
-    assert "F.interpolate" in after and "nn.Upsample(" in after and "torch.sigmoid(x)" in after
+    assert "F.interpolate" in after and "nn.Upsample(" in after
     old, warned = quietly(run(RESAMPLING)["resample"], x)
     new, silent = quietly(run(after)["resample"], x)
     assert warned and not silent
@@ -664,3 +685,35 @@ def test_tl608_public_name_is_the_same_function():
     assert "from torch.utils.data import default_collate" in after
     samples = [torch.tensor([1, 2]), torch.tensor([3, 4])]
     assert torch.equal(run(PRIVATE)["batch"](samples), run(after)["batch"](samples))
+
+
+def test_tl602_keywords_the_table_says_warn_do_warn_and_those_it_says_are_gone_raise():
+    from torchlint.analysis.api_table import keyword_removed_in, keyword_warns
+
+    # Deprecated and still taken by 2.13: passing it warns.
+    assert keyword_warns("torch.nn.functional.gumbel_softmax", "eps")
+    _, caught = quietly(lambda: torch.nn.functional.gumbel_softmax(torch.randn(2, 5), eps=1e-8))
+    assert any("deprecated" in w for w in caught)
+    # Gone by 2.13 (TL405's TypeError): the table dates the removal.
+    assert keyword_removed_in("torch.optim.lr_scheduler.StepLR", "verbose") == (2, 7)
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    with pytest.raises(TypeError, match="verbose"):
+        torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, verbose=True)
+
+
+def test_tl602_keyword_fixes_compute_the_same_without_the_warnings():
+    source = (FIXTURES / "TL602" / "fix" / "keywords.in.py").read_text(encoding="utf-8")
+    after = (FIXTURES / "TL602" / "fix" / "keywords.out.py").read_text(encoding="utf-8")
+    assert "only_inputs" not in after and "eps=" not in after and "min_val=-2.0" in after
+    critic = torch.nn.Linear(3, 1)
+    real, fake = torch.randn(4, 3), torch.randn(4, 3)
+    old_grad, _ = quietly(run(source)["penalty"], critic, real, fake)
+    new_grad, _ = quietly(run(after)["penalty"], critic, real, fake)
+    assert torch.equal(old_grad, new_grad)
+    logits, x = torch.randn(2, 5), torch.linspace(-4, 4, 9)
+    torch.manual_seed(0)
+    (old_clip, old_sample), old_warnings = quietly(run(source)["clipped_sample"], logits, x)
+    torch.manual_seed(0)
+    (new_clip, new_sample), new_warnings = quietly(run(after)["clipped_sample"], logits, x)
+    assert any("deprecated" in w for w in old_warnings) and not any("deprecated" in w for w in new_warnings)
+    assert torch.equal(old_clip, new_clip) and torch.equal(old_sample, new_sample)

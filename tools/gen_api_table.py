@@ -84,7 +84,7 @@ DEPRECATION_CATEGORIES = {"DeprecationWarning", "PendingDeprecationWarning"}
 WARNING_CATEGORIES = DEPRECATION_CATEGORIES | {"FutureWarning"}
 
 # "in favor of X", "use X instead", "see X": the replacement a deprecation note names.
-_CUE = r"(?:in\s+favou?r\s+of|[Uu]se|replaced\s+(?:by|with)|migrate\s+to|switch\s+to|[Ss]ee)"
+_CUE = r"(?:in\s+favou?r\s+of|[Uu]se|replaced\s+(?:by|with)|migrate\s+to|switch\s+to|[Ss]ee|renamed?\s+to)"
 _MARKED = r"(?::\w+:)?`{1,2}~?([^`]+?)`{1,2}"
 _PLAIN = r"((?:torch|nn|F)\.[\w.]*\w(?:\([^)]*\))?)"
 REPLACEMENT = re.compile(rf"{_CUE}\s+(?:{_MARKED}|{_PLAIN})")
@@ -92,6 +92,8 @@ REPLACEMENT = re.compile(rf"{_CUE}\s+(?:{_MARKED}|{_PLAIN})")
 SELF_SUBJECT = re.compile(r"\b(?:this|the)\s+(?:function|method|class|module|api|operator|op)\b", re.IGNORECASE)
 # "the use of Tensor.T on ... is deprecated", "passing low==high is deprecated": a way of calling it is.
 USAGE_SUBJECT = re.compile(r"\b(?:use of|using|passing|calling|when|if)\b", re.IGNORECASE)
+# "is ignored now", "has no effect", "is not used": a deprecated argument that changes nothing.
+IGNORED = re.compile(r"\b(?:is|are)\s+(?:now\s+)?ignored\b|\bhas\s+no\s+effect\b|\b(?:is\s+)?(?:not|no\s+longer)\s+used\b", re.IGNORECASE)
 # ``embedding_bag(weight, input, ...)`` in a message: an argument order, not the keywords.
 CALL_SNIPPET = re.compile(r"\w+\([^)]*\)")
 _REF = re.compile(r"~?[A-Za-z_][\w.]*")
@@ -223,8 +225,9 @@ def _argument_entries(doc: str, parameters: Iterable[str]) -> Iterator[Tuple[str
 
 def _docstring_deprecations(
     qualified: str, doc: str, parameters: Iterable[str]
-) -> Tuple[Optional[str], Dict[str, Optional[str]]]:
-    """(the note deprecating the API, or None; {keyword: replacement} for deprecated keywords) from a docstring."""
+) -> Tuple[Optional[str], Dict[str, Optional[str]], Set[str]]:
+    """(the note deprecating the API, or None; {keyword: replacement} for deprecated keywords; the keywords
+    the note says are ignored) from a docstring."""
     doc = inspect.cleandoc(doc)
     note: Optional[str] = None
     for directive, text in _directive_blocks(doc):
@@ -242,6 +245,7 @@ def _docstring_deprecations(
         if note is not None:
             break
     keywords: Dict[str, Optional[str]] = {}
+    ignored: Set[str] = set()
     for parameter, text in _argument_entries(doc, parameters):
         flat = " ".join(text.split())
         said = re.search(
@@ -251,7 +255,9 @@ def _docstring_deprecations(
         )
         if said:
             keywords[parameter] = _replacement(flat[said.start() :])
-    return note, keywords
+            if IGNORED.search(flat[said.start() :]):
+                ignored.add(parameter)
+    return note, keywords, ignored
 
 
 def _own_function(obj):
@@ -350,38 +356,116 @@ def _imported_function(name: str, imports: List[ast.ImportFrom], function):
     return function.__globals__.get(name)
 
 
-def _source_deprecations(function, words_required: bool) -> Tuple[Optional[str], Dict[str, Optional[str]]]:
-    """(the message of an unconditional deprecation warning, {keyword: replacement}) from a function's source.
+# How deep a parameter is followed into the helpers it is passed to (StepLR -> LRScheduler.__init__ -> a check).
+FORWARDING_DEPTH = 3
+
+
+def _callee(call: ast.Call, function, owner: Optional[type]) -> Tuple[Optional[object], Optional[type]]:
+    """The Python function a call in ``function`` runs, when it is a module-level function or
+    ``super().__init__`` (``owner``: the class whose __init__ ``function`` is); and that callee's owner."""
+    func = call.func
+    if isinstance(func, ast.Name):
+        target = function.__globals__.get(func.id)
+        return (target, None) if inspect.isfunction(target) else (None, None)
+    is_super_init = (
+        isinstance(func, ast.Attribute)
+        and func.attr == "__init__"
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+    )
+    if is_super_init and owner is not None:
+        for base in owner.__mro__[1:]:
+            init = base.__dict__.get("__init__")
+            if init is not None:
+                return (inspect.unwrap(init), base) if inspect.isfunction(inspect.unwrap(init)) else (None, None)
+    return None, None
+
+
+def _forwarded(call: ast.Call, callee, parameters: Set[str]) -> Dict[str, str]:
+    """{the callee's parameter: the caller's parameter passed to it as is} for one call."""
+    try:
+        names = [p.name for p in inspect.signature(callee).parameters.values()]
+    except (TypeError, ValueError):
+        return {}
+    if names and names[0] in ("self", "cls"):
+        names = names[1:]
+    mapping = {}
+    for index, arg in enumerate(call.args):
+        if isinstance(arg, ast.Starred):
+            break
+        if isinstance(arg, ast.Name) and arg.id in parameters and index < len(names):
+            mapping[names[index]] = arg.id
+    for keyword in call.keywords:
+        if keyword.arg is not None and isinstance(keyword.value, ast.Name) and keyword.value.id in parameters:
+            mapping[keyword.arg] = keyword.value.id
+    return mapping
+
+
+def _warning_condition(parameter: str, test: ast.expr, in_else: bool) -> dict:
+    """For which values of ``parameter`` a warning under ``test`` (in its else branch: ``in_else``) is
+    raised: ``{"unless": v}`` (any value but v), ``{"if": v}``, ``{"when": "truthy"|"falsy"}``, or ``{}``
+    when the test is not one of these simple forms."""
+    if isinstance(test, ast.Name) and test.id == parameter:
+        return {"when": "falsy" if in_else else "truthy"}
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name) and test.operand.id == parameter:
+        return {"when": "truthy" if in_else else "falsy"}
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.left, ast.Name)
+        and test.left.id == parameter
+        and isinstance(test.comparators[0], ast.Constant)
+    ):
+        value = test.comparators[0].value
+        differs = isinstance(test.ops[0], (ast.NotEq, ast.IsNot))
+        equals = isinstance(test.ops[0], (ast.Eq, ast.Is))
+        if differs or equals:
+            return {"unless": value} if differs != in_else else {"if": value}
+    return {}
+
+
+def _source_deprecations(
+    function, words_required: bool, owner: Optional[type] = None, depth: int = 0
+) -> Tuple[Optional[str], Dict[str, Optional[str]], Dict[str, dict], Set[str]]:
+    """(the message of an unconditional deprecation warning, {keyword: replacement}, {keyword: the
+    values that warn, see _warning_condition}, the keywords the warning says are ignored) from a
+    function's source.
 
     A warning under a test of a parameter is about that parameter, when its message names it; a
     test of ``param is None`` is about leaving it out (a default to change), not about the keyword.
+    A parameter passed as is to a module-level helper or to ``super().__init__`` that warns about
+    its own parameter is deprecated too (the schedulers' ``verbose`` warns in a shared check).
     """
     definition = _function_tree(function)
     if definition is None:
-        return None, {}
+        return None, {}, {}, set()
     arguments = definition.args
     parameters = {a.arg for a in arguments.args + arguments.kwonlyargs} - {"self", "cls"}
     globals_ = getattr(function, "__globals__", {})
     itself: List[Optional[str]] = []
     keywords: Dict[str, Optional[str]] = {}
+    conditions: Dict[str, dict] = {}
+    ignored: Set[str] = set()
 
-    def visit(statements: List[ast.stmt], guards: Set[str]) -> None:
+    # guards: parameter -> the innermost test naming it, and whether the statement is in its else branch
+    def visit(statements: List[ast.stmt], guards: Dict[str, Tuple[ast.expr, bool]]) -> None:
         for statement in statements:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 continue  # runs only when called
             if isinstance(statement, (ast.If, ast.While)):
                 tested = {n.id for n in ast.walk(statement.test) if isinstance(n, ast.Name)} & parameters
                 only_absence = _tests_only_none(statement.test)
-                inner = guards | (set() if only_absence else tested)
                 if only_absence and tested:
                     continue  # a warning about leaving the argument out
-                visit(statement.body, inner)
-                visit(statement.orelse, inner)
+                visit(statement.body, {**guards, **{p: (statement.test, False) for p in tested}})
+                visit(statement.orelse, {**guards, **{p: (statement.test, True) for p in tested}})
                 continue
             for node in ast.walk(statement) if not hasattr(statement, "body") else _own_expressions(statement):
                 if isinstance(node, ast.Call):
                     message = _deprecation_warning(node, globals_, words_required)
                     if message is None:
+                        forward(node)
                         continue
                     prose = CALL_SNIPPET.sub("", message)
                     named = {p for p in guards if re.search(rf"\b{re.escape(p)}\b", prose)}
@@ -389,13 +473,34 @@ def _source_deprecations(function, words_required: bool) -> Tuple[Optional[str],
                         itself.append(message)
                     for parameter in named:
                         keywords[parameter] = _replacement(message)
+                        conditions[parameter] = _warning_condition(parameter, *guards[parameter])
+                        if IGNORED.search(prose):
+                            ignored.add(parameter)
             for field in ("body", "orelse", "finalbody"):
                 visit(getattr(statement, field, []) or [], guards)
             for handler in getattr(statement, "handlers", []) or []:
                 visit(handler.body, guards)
 
-    visit(definition.body, set())
-    return (itself[0] if itself else None), keywords
+    def forward(call: ast.Call) -> None:
+        if depth >= FORWARDING_DEPTH:
+            return
+        callee, callee_owner = _callee(call, function, owner)
+        if callee is None or callee is function:
+            return
+        mapping = _forwarded(call, callee, parameters)
+        if not mapping:
+            return
+        _, deprecated, warned_if, unused = _source_deprecations(callee, words_required, callee_owner, depth + 1)
+        for theirs, ours in mapping.items():
+            # only a warning about the value as such (not one about, say, a Tensor passed to SparseAdam)
+            if theirs in deprecated and warned_if.get(theirs) and ours not in keywords:
+                keywords[ours] = deprecated[theirs]
+                conditions[ours] = warned_if[theirs]
+                if theirs in unused:
+                    ignored.add(ours)
+
+    visit(definition.body, {})
+    return (itself[0] if itself else None), keywords, conditions, ignored
 
 
 def _own_expressions(statement: ast.stmt) -> Iterator[ast.AST]:
@@ -441,18 +546,28 @@ def _describe(qualified: str, obj, operator: str, is_method: bool) -> dict:
     if takes_any:
         entry["any_keyword"] = True
     marker = getattr(obj, "__deprecated__", None) or getattr(getattr(obj, "__init__", None), "__deprecated__", None)
-    note, deprecated_keywords = _docstring_deprecations(qualified, _doc(obj), keywords)
+    note, deprecated_keywords, ignored = _docstring_deprecations(qualified, _doc(obj), keywords)
     function = _own_function(obj)
-    warned, warned_keywords = _source_deprecations(function, inspect.isclass(obj)) if function is not None else (None, {})
+    owner = obj if inspect.isclass(obj) else None
+    warned, warned_keywords, warning_conditions, ignored_in_source = (
+        _source_deprecations(function, owner is not None, owner) if function is not None else (None, {}, {}, set())
+    )
+    ignored |= ignored_in_source
     for parameter, replacement in warned_keywords.items():
         if parameter in keywords:
             deprecated_keywords[parameter] = deprecated_keywords.get(parameter) or replacement
+    warning_keywords = {k: condition for k, condition in sorted(warning_conditions.items()) if k in keywords}
     reason = marker if isinstance(marker, str) else note or warned
     if reason is not None:
         entry["deprecated"] = True
         entry["replacement"] = _replacement(reason) if reason else None
     if deprecated_keywords:
         entry["deprecated_keywords"] = dict(sorted(deprecated_keywords.items()))
+    if ignored & set(deprecated_keywords):
+        entry["ignored_keywords"] = sorted(ignored & set(deprecated_keywords))  # deprecated and without effect
+    if warning_keywords:
+        # their deprecation warns at run time (not only documented): keyword -> the values that warn
+        entry["warning_keywords"] = warning_keywords
     # Where a static reading of another release finds it (see bracket()); not copied into the table.
     entry["where"] = _locator(obj, operator)
     return entry
@@ -615,6 +730,13 @@ def merge(dumps: List[dict]) -> dict:
                     None,
                 )
                 deprecated_keywords[keyword] = {"deprecated": keyword_since, "replacement": replacement}
+                if any(keyword in e.get("ignored_keywords", ()) for e in entries):
+                    # torch ignores it: removing it is the advice, whatever else the note mentions
+                    deprecated_keywords[keyword].update(replacement=None, ignored=True)
+                warned = [e["warning_keywords"][keyword] for e in entries if keyword in e.get("warning_keywords", {})]
+                if warned:
+                    # passing it warns at run time, for the values the newest such release says
+                    deprecated_keywords[keyword]["warns"] = warned[-1]
         if deprecated_keywords:
             record["deprecated_keywords"] = deprecated_keywords
         raising = [r for r in releases if name in stubs_by_release.get(r, ())]
@@ -858,6 +980,9 @@ def bracket(
         base["deprecated_keywords"] = {
             k: notes.get(k) for (kind, k), yes in answers.items() if kind == "deprecated_keyword" and yes
         }
+        # a keyword whose deprecation warns in both releases around it
+        warning = set(before.get("warning_keywords", {})) & set(after.get("warning_keywords", {}))
+        base["warning_keywords"] = {k: before["warning_keywords"][k] for k in sorted(warning & set(base["deprecated_keywords"]))}
         apis[name] = base
     dump_ = {"torch_version": version, "python": "static", "apis": apis}
     stubs = bracketed_stubs(older, newer)

@@ -53,6 +53,13 @@ def version_text(version: Version) -> str:
     return f"{version[0]}.{version[1]}"
 
 
+def deprecated_since_text(version: Version) -> str:
+    """``since torch 2.2``; for the oldest release of the table, which may only be the first one it saw,
+    ``since torch 1.11 or earlier``."""
+    earlier = " or earlier" if tuple(version) == api_table.VERSIONS[0] else ""
+    return f"since torch {version_text(version)}{earlier}"
+
+
 class Status(str, enum.Enum):
     REMOVED = "removed"  # using it fails on the target
     DEPRECATED = "deprecated"  # it works on the target and warns or is documented to go
@@ -137,6 +144,16 @@ _RECORDS: Tuple[ApiChange, ...] = (
     _change("torch.lu", deprecated=(1, 13), replacement="torch.linalg.lu_factor / torch.linalg.lu_factor_ex", source="pytorch#73804; warns"),
     _change("torch.lu_solve", deprecated=(1, 13), replacement="torch.linalg.lu_solve(LU, pivots, B) (arguments reordered)", source="pytorch#73806; warns"),
     _change("torch.triangular_solve", deprecated=(1, 11), replacement="torch.linalg.solve_triangular(A, B, upper=...) (arguments swapped; returns the solution only)", source="torch docs; warns"),
+    # The same deprecations reached as tensor methods (``A.qr()``): torch 2.13 warns for each.
+    _change("torch.Tensor.qr", deprecated=(1, 9), replacement="torch.linalg.qr(A, mode=\"reduced\"|\"complete\")", source="warns as torch.qr"),
+    _change("torch.Tensor.cholesky", deprecated=(1, 9), replacement="torch.linalg.cholesky(A, upper=...)", source="warns as torch.cholesky"),
+    _change("torch.Tensor.lu", deprecated=(1, 13), replacement="torch.linalg.lu_factor / torch.linalg.lu_factor_ex", source="warns as torch.lu"),
+    _change("torch.Tensor.lu_solve", deprecated=(1, 13), replacement="torch.linalg.lu_solve(LU, pivots, B) (arguments reordered)", source="warns as torch.lu_solve"),
+    _change("torch.Tensor.triangular_solve", deprecated=(1, 11), replacement="torch.linalg.solve_triangular(A, B, upper=...) (arguments swapped; returns the solution only)", source="warns as torch.triangular_solve"),
+    _change("torch.Tensor.resize", replacement="Tensor.reshape (same number of elements) or the in-place Tensor.resize_", source="warns: non-inplace resize is deprecated"),
+    _change("torch.Tensor.resize_as", replacement="Tensor.reshape_as (same number of elements) or the in-place Tensor.resize_as_", source="warns: non-inplace resize_as is deprecated"),
+    _change("torch.Tensor.svd", deprecated=(1, 9), warns=False, replacement="torch.linalg.svd (returns Vh, not V) or torch.linalg.svdvals", source="torch docs"),
+    _change("torch.Tensor.ger", deprecated=(1, 8), warns=False, rename_to="torch.Tensor.outer", source="torch docs: ger is an alias of outer"),
     _change("torch.svd", deprecated=(1, 9), warns=False, replacement="torch.linalg.svd (returns Vh, not V) or torch.linalg.svdvals", source="torch docs"),
     _change("torch.norm", deprecated=(1, 9), warns=False, replacement="torch.linalg.vector_norm / matrix_norm", source="torch docs"),
     _change("torch.ger", deprecated=(1, 8), warns=False, rename_to="torch.outer", source="torch docs: ger is an alias of outer"),
@@ -152,8 +169,8 @@ _RECORDS: Tuple[ApiChange, ...] = (
     _change("torch.nn.functional.upsample", deprecated=(0, 4), rename_to="torch.nn.functional.interpolate", source="warns; calls interpolate with the same arguments"),
     _change("torch.nn.functional.upsample_nearest", deprecated=(0, 4), replacement="torch.nn.functional.interpolate(..., mode=\"nearest\")", source="warns"),
     _change("torch.nn.functional.upsample_bilinear", deprecated=(0, 4), replacement="torch.nn.functional.interpolate(..., mode=\"bilinear\", align_corners=True)", source="warns"),
-    _change("torch.nn.functional.sigmoid", deprecated=(0, 4), warns=False, rename_to="torch.sigmoid", source="torch docs: calls input.sigmoid()"),
-    _change("torch.nn.functional.tanh", deprecated=(0, 4), warns=False, rename_to="torch.tanh", source="torch docs: calls input.tanh()"),
+    # F.sigmoid and F.tanh warned in 0.4 but were un-deprecated (pytorch#65909): neither the table nor torch
+    # 2.13's documentation marks them, so they are not recorded.
     # The in-place initialisers replaced these in 0.4; the old names warn and call them.
     *(
         _change(f"torch.nn.init.{name}", deprecated=(0, 4), rename_to=f"torch.nn.init.{name}_", source="warns: deprecated in favor of the _ form")

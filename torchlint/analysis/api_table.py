@@ -33,6 +33,20 @@ ANY_KEYWORD = "**"
 
 
 @dataclass(frozen=True)
+class KeywordDeprecation:
+    """What torch says of one deprecated keyword of an API."""
+
+    since: Version
+    # What the note names instead, as written there (``get_last_lr()``, ``min_val``); None if nothing.
+    replacement: Optional[str]
+    # The values whose passing warns at run time: None when only documented, else {"unless": v},
+    # {"if": v}, {"when": "truthy"|"falsy"}, or {} for a test the generator could not read.
+    warns: Optional[Mapping[str, Any]]
+    # torch ignores it (``only_inputs``, ``eps`` of gumbel_softmax): removing it changes nothing.
+    ignored: bool = False
+
+
+@dataclass(frozen=True)
 class ApiEntry:
     """One public name: the releases having it, its deprecation, and the releases having each keyword."""
 
@@ -43,8 +57,7 @@ class ApiEntry:
     # What the deprecation note names instead, as written there (``torch.linalg.solve``); None if it names none.
     replacement: Optional[str]
     keywords: Mapping[str, Tuple[Version, Version]] = field(hash=False)
-    # keyword -> (deprecated since, the replacement its note names)
-    deprecated_keywords: Mapping[str, Tuple[Version, Optional[str]]] = field(default_factory=dict, hash=False)
+    deprecated_keywords: Mapping[str, KeywordDeprecation] = field(default_factory=dict, hash=False)
     # releases between first and last without the name (rare: torch.cuda.Device in 2.8-2.10)
     absent: Tuple[Version, ...] = ()
     # releases after removal that keep the name only to raise when called (torch.solve): importing works
@@ -83,7 +96,8 @@ def api_entry(qualified_name: str) -> Optional[ApiEntry]:
         return None
     keywords = {k: (_version(first), _version(last)) for k, (first, last) in record.get("keywords", {}).items()}
     deprecated_keywords = {
-        k: (_version(note["deprecated"]), note.get("replacement")) for k, note in record.get("deprecated_keywords", {}).items()
+        k: KeywordDeprecation(_version(note["deprecated"]), note.get("replacement"), note.get("warns"), bool(note.get("ignored")))
+        for k, note in record.get("deprecated_keywords", {}).items()
     }
     deprecated = record.get("deprecated")
     return ApiEntry(
@@ -145,7 +159,31 @@ def keyword_deprecated_in(qualified_name: str, keyword: str) -> Optional[Version
     entry = api_entry(qualified_name)
     if entry is None or keyword not in entry.deprecated_keywords:
         return None
-    return entry.deprecated_keywords[keyword][0]
+    return entry.deprecated_keywords[keyword].since
+
+
+# The value of a keyword argument that is not a literal.
+UNKNOWN_VALUE = object()
+
+
+def keyword_warns(qualified_name: str, keyword: str, value: Any = UNKNOWN_VALUE) -> Optional[bool]:
+    """Whether passing ``keyword=value`` to ``qualified_name`` warns at run time: False for a keyword
+    deprecated only in the documentation, or for a value its warning's test lets pass
+    (``only_inputs=True``); None when that depends on a value not known (``UNKNOWN_VALUE``)."""
+    entry = api_entry(qualified_name)
+    note = entry.deprecated_keywords.get(keyword) if entry is not None else None
+    if note is None or note.warns is None:
+        return False
+    condition = note.warns
+    if not condition:
+        return None  # a test the generator could not read (``isinstance(params, Tensor)``): some values
+    if "when" in condition:
+        return None if value is UNKNOWN_VALUE else bool(value) == (condition["when"] == "truthy")
+    sentinel = condition.get("unless", condition.get("if"))
+    if value is UNKNOWN_VALUE:
+        # a variable is rarely the sentinel string or number a default stands for; it may well be None
+        return True if "unless" in condition and sentinel is not None else None
+    return (value != sentinel) if "unless" in condition else (value == sentinel)
 
 
 def exists_in(qualified_name: str, version: Version) -> Optional[bool]:
@@ -183,7 +221,7 @@ def keyword_at(qualified_name: str, keyword: str, version: Version) -> KeywordAt
         return KeywordAtRelease(accepted=None)
     interval = entry.keywords.get(keyword)
     note = entry.deprecated_keywords.get(keyword)
-    replacement = note[1] if note is not None else None
+    replacement = note.replacement if note is not None else None
     if interval is None:
         return KeywordAtRelease(accepted=False)
     first, last = interval

@@ -1,7 +1,7 @@
 """Reading and rewriting call arguments the way Python binds them."""
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Collection, Optional, Sequence
 
 import libcst as cst
 
@@ -59,3 +59,14 @@ def add_keyword(call: cst.Call, name: str, value: cst.BaseExpression) -> cst.Cal
         args.append(new_arg.with_changes(whitespace_after_arg=last.whitespace_after_arg))
         args[-1 - 1] = args[-2].with_changes(whitespace_after_arg=cst.SimpleWhitespace(""))
     return call.with_changes(args=args)
+
+
+def without_args(call: cst.Call, dropped: Collection[cst.Arg]) -> cst.Call:
+    """``call`` without the arguments ``dropped``; the new last argument takes the old last one's comma and
+    spacing, so a trailing comma or a closing parenthesis on its own line stays as it was."""
+    ids = {id(arg) for arg in dropped}
+    kept = [arg for arg in call.args if id(arg) not in ids]
+    if kept and kept[-1] is not call.args[-1]:
+        last = call.args[-1]
+        kept[-1] = kept[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
+    return call.with_changes(args=kept)

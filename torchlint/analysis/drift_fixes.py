@@ -488,6 +488,9 @@ def amp_decorator_reference(context: "FileContext", node: cst.BaseExpression, na
 
 
 # sdp_kernel's flags, in its parameter order, and the backend each enables (in the order it lists them).
+# The prefix of a tensor method's qualified name.
+TENSOR_METHOD = "torch.Tensor."
+
 _SDP_FLAGS = ("enable_flash", "enable_math", "enable_mem_efficient", "enable_cudnn")
 _SDP_BACKENDS = (("enable_flash", "FLASH_ATTENTION"), ("enable_mem_efficient", "EFFICIENT_ATTENTION"), ("enable_math", "MATH"), ("enable_cudnn", "CUDNN_ATTENTION"))
 
@@ -547,6 +550,12 @@ _RECIPES: Dict[str, Recipe] = {
     "torch.lu_solve": _lu_solve,
     "torch.triangular_solve": _triangular_solve,
     "torch.svd": _svd,
+    "torch.Tensor.cholesky": _cholesky,
+    "torch.Tensor.qr": _qr,
+    "torch.Tensor.lu": _lu,
+    "torch.Tensor.lu_solve": _lu_solve,
+    "torch.Tensor.triangular_solve": _triangular_solve,
+    "torch.Tensor.svd": _svd,
     "torch.norm": _norm,
     "torch.range": _range,
     "torch.nn.functional.upsample_nearest": _interpolate_with("nearest", False),
@@ -576,6 +585,9 @@ def rewrite_call(context: "FileContext", site: CallSite, rename_to: Optional[str
         return recipe(context, site)
     if rename_to is not None and site.receiver is None:
         return rename_reference(context, site.call.func, site.name, rename_to)
+    if rename_to is not None and rename_to.startswith(TENSOR_METHOD) and isinstance(site.call.func, cst.Attribute):
+        method = rename_to[len(TENSOR_METHOD) :]  # an alias method: ``a.ger(b)`` -> ``a.outer(b)``
+        return _fix(f"Use `.{method}()`", Replacement(site.call.func.attr, cst.Name(method)), ())
     return None
 
 

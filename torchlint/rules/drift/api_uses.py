@@ -19,6 +19,7 @@ from torchlint.analysis.api_drift import (
     ApiChange,
     Status,
     change_of,
+    deprecated_since_text,
     effective_target,
     in_watched_package,
     recorded_changes,
@@ -85,7 +86,7 @@ class ApiUseRule(Rule):
 
     def level(self, change: ApiChange) -> Confidence:
         """``high`` for a use that fails on the target or warns there; ``low`` for an API deprecated only
-        in torch's documentation (no warning, no removal scheduled: ``torch.norm``, ``F.sigmoid``)."""
+        in torch's documentation (no warning, no removal scheduled: ``torch.norm``, ``torch.ger``)."""
         return Confidence.HIGH if self.status is Status.REMOVED or change.warns else Confidence.LOW
 
     # -- calls ------------------------------------------------------------------------------------
@@ -196,16 +197,16 @@ class ApiUseRule(Rule):
     def describe(self, change: ApiChange, used: str, form: str) -> str:
         """One line: what the use does on the target release, and what to write instead."""
         shown = used.replace(TENSOR_PREFIX, "Tensor.") if used.startswith(TENSOR_PREFIX) else used
-        replacement = change.rename_to or change.replacement
+        replacement = (change.rename_to or change.replacement).replace(TENSOR_PREFIX, "Tensor.")
         advice = f"; use {replacement}" if replacement else ""
         if self.status is Status.REMOVED:
             removed = version_text(change.removed) if change.removed else "?"
             owner = "" if change.name == used else f" (`{change.name}` was removed)"
             return f"`{shown}` is gone since torch {removed}{owner}: {self._failure(change, form)}{advice}"
-        deprecated = version_text(change.deprecated) if change.deprecated else "?"
-        how = "warns on every call" if change.warns and form == "call" else "is deprecated"
+        since = deprecated_since_text(change.deprecated) if change.deprecated else "since an unknown release"
+        how = "warns when called" if change.warns and form == "call" else "is deprecated"
         fate = f"torch {version_text(change.removed)} removes it" if change.removed else "it breaks when torch drops it"
-        return f"`{shown}` {how} since torch {deprecated}: {fate}{advice}"
+        return f"`{shown}` {how} {since}: {fate}{advice}"
 
     @staticmethod
     def _failure(change: ApiChange, form: str) -> str:

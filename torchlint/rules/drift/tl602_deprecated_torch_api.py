@@ -1,8 +1,30 @@
 from __future__ import annotations
 
-from torchlint.analysis.api_drift import Status
-from torchlint.rule import Applicability
-from torchlint.rules.drift.api_uses import ApiUseRule
+import ast
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis.api_drift import (
+    LEGACY_REDUCTION_KEYWORDS,
+    Status,
+    deprecated_since_text,
+    in_watched_package,
+    version_text,
+)
+from torchlint.analysis.api_table import (
+    UNKNOWN_VALUE,
+    KeywordDeprecation,
+    api_entry,
+    keyword_at,
+    keyword_deprecated_in,
+    keyword_removed_in,
+    keyword_warns,
+)
+from torchlint.analysis.calls import has_star_args, keyword_arg, without_args
+from torchlint.analysis.signatures import public_name
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
+from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
 
 
 class DeprecatedTorchApi(ApiUseRule):
@@ -21,12 +43,21 @@ class DeprecatedTorchApi(ApiUseRule):
       underscore (`nn.init.xavier_uniform`, `nn.init.normal`, ...),
       `torch.backends.cuda.sdp_kernel`, `torch.utils._pytree._register_pytree_node`;
     - `F.upsample`, `F.upsample_nearest`, `F.upsample_bilinear`,
-      `nn.UpsamplingNearest2d`, `nn.UpsamplingBilinear2d`, `F.sigmoid`, `F.tanh`;
+      `nn.UpsamplingNearest2d`, `nn.UpsamplingBilinear2d` (not `F.sigmoid` and
+      `F.tanh`: deprecated in torch 0.4, they were un-deprecated since);
     - `torch.cuda.amp.autocast`, `GradScaler`, `custom_fwd`, `custom_bwd`
       and `torch.cpu.amp.autocast`/`GradScaler` (2.4 moved them to `torch.amp`);
     - `functorch.vmap`, `grad`, `jacrev`, ... (2.0 moved them to `torch.func`);
       torchvision's `transforms.v2.ToTensor`;
-    - every name the table generated from torch's releases marks deprecated.
+    - the same linear algebra called as a method of a value known to be a
+      tensor (`A.qr()`, `S.cholesky()`, `A.lu()`, `b.lu_solve(LU, piv)`,
+      `b.triangular_solve(A)`, `A.svd()`, `a.ger(b)`), and the non-in-place
+      `Tensor.resize`/`resize_as` (a PIL image's `resize` is not a tensor's);
+    - every name the table generated from torch's releases marks deprecated;
+    - a keyword that table marks deprecated on the target, where the target
+      still takes it (`verbose=` of the learning-rate schedulers from 2.2,
+      `eps=` of `F.gumbel_softmax`); once torch drops it, TL405 reports the
+      TypeError, and `size_average=`/`reduce=` are TL605's.
 
     An API deprecated after the target is not flagged (on torch 2.2,
     `torch.cuda.amp.autocast` is the documented spelling). Names resolve
@@ -34,7 +65,7 @@ class DeprecatedTorchApi(ApiUseRule):
     torch's); uses under a version or feature guard are not flagged.
 
     ## Why is this bad?
-    A deprecated API warns on every call (most of these do) and goes away in
+    A deprecated API warns when called (most of these do) and goes away in
     a later release: the code that runs today raises `AttributeError` or
     `RuntimeError` after an upgrade, as `torch.solve` and `torch.symeig` did.
     Several replacements also differ in ways worth knowing before that day:
@@ -65,8 +96,7 @@ class DeprecatedTorchApi(ApiUseRule):
     values (most deprecated functions call their replacement themselves).
 
     - drop-in renames: `torch.ger` to `torch.outer`, `F.upsample` to
-      `F.interpolate`, `F.sigmoid`/`F.tanh` to `torch.sigmoid`/`torch.tanh`,
-      `nn.init.X` to `nn.init.X_`, `clip_grad_norm` to `clip_grad_norm_`,
+      `F.interpolate`, `nn.init.X` to `nn.init.X_`, `clip_grad_norm` to `clip_grad_norm_`,
       `functorch.X` to `torch.func.X` (an import `from functorch import vmap`
       is rewritten to import from `torch.func`);
     - `torch.cholesky(A, upper=u)` to `torch.linalg.cholesky(A, upper=u)`;
@@ -77,6 +107,8 @@ class DeprecatedTorchApi(ApiUseRule):
       to `torch.linalg.lu_solve(LU, piv, b)`; `torch.triangular_solve(b, A)`
       read for its solution to `torch.linalg.solve_triangular(A, b, upper=...)`;
       `torch.svd(A)` read for its singular values to `torch.linalg.svdvals(A)`;
+      the method forms the same way (`A.qr()` to `torch.linalg.qr(A)`,
+      `a.ger(b)` to `a.outer(b)`);
     - `torch.norm(x, p, dim, keepdim, dtype=...)` with a numeric `p` or the
       default Frobenius norm to `torch.linalg.vector_norm` (torch.norm calls
       it itself); `nuc`, a `p` held in a variable and `out=` keep no fix;
@@ -94,7 +126,11 @@ class DeprecatedTorchApi(ApiUseRule):
       `torch.nn.attention.sdpa_kernel([...])` listing the backends the flags
       enabled (sdp_kernel is implemented that way);
     - `torch.set_default_tensor_type(torch.FloatTensor | DoubleTensor)` to
-      `torch.set_default_dtype(torch.float32 | float64)`.
+      `torch.set_default_dtype(torch.float32 | float64)`;
+    - a deprecated keyword torch ignores is removed (`only_inputs=` of
+      `torch.autograd.grad`, `eps=` of `F.gumbel_softmax`), and one torch
+      renamed is renamed when the target takes the new name
+      (`nn.Hardtanh(min_value=...)` to `min_val=`).
 
     Unsafe: `torch.range(start, end, step)` becomes `torch.arange(start,
     end + step, step, dtype=torch.get_default_dtype())` (range includes its
@@ -102,13 +138,15 @@ class DeprecatedTorchApi(ApiUseRule):
     `end - start` is a whole number of steps, which is only known for integer
     literals (then the fix is safe).
 
-    No fix: `torch.testing.assert_allclose` (assert_close checks dtypes and
+    No fix: a deprecated keyword whose replacement is another way of working
+    (`verbose=`: read `get_last_lr()`), `torch.testing.assert_allclose` (assert_close checks dtypes and
     uses another float16 tolerance), `torch.nn.utils.weight_norm` (the
     parametrized version stores other `state_dict` keys: checkpoints stop
     loading), a CUDA tensor type in `set_default_tensor_type` (it also moved
     tensor factories to the GPU), `torch.svd` whose `U`/`V` are read (it
     returns `V`, `torch.linalg.svd` returns `Vh`), `transforms.v2.ToTensor`
-    (the replacement returns a `tv_tensors.Image`), and an import of a name
+    (the replacement returns a `tv_tensors.Image`), `Tensor.resize` (its
+    replacement depends on whether the size changes), and an import of a name
     whose replacement is not a drop-in (`from torch.cuda.amp import
     autocast`: its calls are fixed, the import is left for you to remove).
     """
@@ -122,7 +160,93 @@ class DeprecatedTorchApi(ApiUseRule):
     confidence_levels = """
 - **high**: an API that warns at run time on the target (`torch.qr`, `torch.cuda.amp.autocast`, `nn.init.xavier_uniform`):
   torch has announced that it goes.
+  So is a deprecated keyword passed a value that makes torch's own source warn: the table's generator reads
+  the test above each warning (`if verbose != "deprecated"`, `if not only_inputs`) and follows the keyword
+  into the helpers it is passed to (the schedulers' shared `verbose` check).
+- **medium**: such a keyword passed a variable, where the test decides (`only_inputs=flag`).
 - **low**: an API deprecated only in torch's documentation, which neither warns nor has a removal date
-  (`torch.norm`, `torch.svd`, `torch.ger`, `F.sigmoid`, `F.tanh`, `nn.UpsamplingNearest2d`), and names the
-  generated table marks deprecated: the code is dated, but nothing says it breaks soon.
+  (`torch.norm`, `torch.svd`, `torch.ger`, `nn.UpsamplingNearest2d`), and names the
+  generated table marks deprecated: the code is dated, but nothing says it breaks soon. So is a deprecated
+  keyword passed a value torch lets through without a warning (`only_inputs=True`).
 """
+
+    @classmethod
+    def prepass(cls, scan):
+        def passes_deprecated_keyword(region) -> bool:
+            return any(
+                _deprecated_keyword(public_name(candidate), keyword)
+                for candidates, written in region.keyword_calls
+                for candidate in candidates
+                for keyword in written
+            )
+
+        return (api_use_regions(scan, cls.known) | scan.regions_where(passes_deprecated_keyword)) or None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        if not any(arg.keyword is not None for arg in node.args):
+            return
+        qualified = self.context.qualified_name(node.func)
+        if qualified is None or not in_watched_package(qualified):
+            return
+        api = public_name(qualified)
+        for arg in node.args:
+            if arg.keyword is None or not _deprecated_keyword(api, arg.keyword.value):
+                continue
+            keyword = arg.keyword.value
+            since = keyword_deprecated_in(api, keyword)
+            if self.target < since or keyword_at(api, keyword, self.target).accepted is not True:
+                continue  # not yet deprecated there, or gone: TL405 reports the TypeError
+            if self.guarded():
+                return
+            warns = keyword_warns(api, keyword, _literal(arg.value))
+            level = Confidence.HIGH if warns else Confidence.LOW if warns is False else Confidence.MEDIUM
+            note = api_entry(api).deprecated_keywords[keyword]
+            renamed = self._renamed_keyword(api, note.replacement)
+            self.report(arg, _keyword_message(api, keyword, since, warns, note, renamed), self._keyword_fix(node, arg, note, renamed), confidence=level)
+
+    def _renamed_keyword(self, api: str, replacement: Optional[str]) -> Optional[str]:
+        """The replacement, when it is a keyword the target's API takes (``min_value`` -> ``min_val``)."""
+        if replacement is None or not replacement.isidentifier():
+            return None
+        return replacement if keyword_at(api, replacement, self.target).accepted else None
+
+    @staticmethod
+    def _keyword_fix(call: cst.Call, arg: cst.Arg, note: KeywordDeprecation, renamed: Optional[str]) -> Optional[FixSpec]:
+        """Safe: an ignored keyword is removed; one renamed is renamed, unless the new name is already given."""
+        if note.ignored:
+            return FixSpec(Applicability.SAFE, f"Remove `{arg.keyword.value}=` (torch ignores it)", (Replacement(call, without_args(call, [arg])),))
+        if renamed is not None and keyword_arg(call, renamed) is None and not has_star_args(call):
+            return FixSpec(Applicability.SAFE, f"Rename `{arg.keyword.value}=` to `{renamed}=`", (Replacement(arg.keyword, cst.Name(renamed)),))
+        return None
+
+
+def _deprecated_keyword(api: str, keyword: str) -> bool:
+    """A keyword the table marks deprecated; ``size_average``/``reduce`` are TL605's."""
+    return keyword not in LEGACY_REDUCTION_KEYWORDS and keyword_deprecated_in(api, keyword) is not None
+
+
+def _literal(node: cst.BaseExpression):
+    """The value of a literal argument (``True``, ``1e-10``, ``"x"``, ``None``), else UNKNOWN_VALUE."""
+    if not isinstance(node, (cst.Name, cst.BaseNumber, cst.SimpleString, cst.UnaryOperation)):
+        return UNKNOWN_VALUE
+    try:
+        return ast.literal_eval(cst.Module([]).code_for_node(node))
+    except (ValueError, SyntaxError):
+        return UNKNOWN_VALUE
+
+
+def _keyword_message(api: str, keyword: str, since, warns, note: KeywordDeprecation, renamed: Optional[str]) -> str:
+    shown = api.replace(TENSOR_PREFIX, "Tensor.")
+    how = "warns when passed" if warns else "is deprecated"
+    removed = keyword_removed_in(api, keyword)
+    fate = f"torch {version_text(removed)} removes it (TypeError)" if removed else "it breaks when torch drops it"
+    if note.ignored:
+        advice = "; torch ignores it: remove it"
+    elif renamed is not None:
+        advice = f"; use `{renamed}=`"
+    elif note.replacement:
+        advice = f"; use {note.replacement}"
+    else:
+        advice = ""
+    return f"`{keyword}=` of {shown} {how} {deprecated_since_text(since)}: {fate}{advice}"

@@ -11,7 +11,7 @@ from torchlint.analysis.api_drift import (
     effective_target,
     legacy_reduction,
 )
-from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg
+from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg, without_args
 from torchlint.analysis.drift_fixes import literal_bool
 from torchlint.analysis.version_guards import is_version_guarded
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
@@ -102,14 +102,10 @@ class LegacyLossReduction(Rule):
 
     def _fix(self, node: cst.Call, given: Dict[str, cst.Arg], reduction: Optional[str]) -> FixSpec:
         """Drop the legacy flags; with ``reduction``, write it (replacing a ``reduction=`` they overrode)."""
-        legacy = {id(arg) for arg in given.values()}
-        kept: List[cst.Arg] = [
-            arg for arg in node.args if id(arg) not in legacy and not (reduction is not None and _is_keyword(arg, "reduction"))
-        ]
-        if kept:
-            last = node.args[-1]
-            kept[-1] = kept[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
-        call = node.with_changes(args=kept)
+        dropped: List[cst.Arg] = list(given.values())
+        if reduction is not None:
+            dropped += [arg for arg in node.args if _is_keyword(arg, "reduction")]
+        call = without_args(node, dropped)
         if reduction is None:
             return FixSpec(Applicability.SAFE, "Remove the ineffective legacy flags", (Replacement(node, call),))
         call = add_keyword(call, "reduction", cst.SimpleString(f'"{reduction}"'))
