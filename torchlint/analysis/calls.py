@@ -1,7 +1,8 @@
 """Reading and rewriting call arguments the way Python binds them."""
 from __future__ import annotations
 
-from typing import Collection, Optional, Sequence
+import ast
+from typing import Any, Collection, Optional, Sequence
 
 import libcst as cst
 
@@ -70,3 +71,23 @@ def without_args(call: cst.Call, dropped: Collection[cst.Arg]) -> cst.Call:
         last = call.args[-1]
         kept[-1] = kept[-1].with_changes(comma=last.comma, whitespace_after_arg=last.whitespace_after_arg)
     return call.with_changes(args=kept)
+
+
+# What literal_value returns for an argument that is not a literal.
+NOT_A_LITERAL = object()
+_NAMED_CONSTANTS = {"True": True, "False": False, "None": None}
+
+
+def literal_value(node: cst.BaseExpression) -> Any:
+    """The value of a literal argument (``True``, ``None``, ``"max_length"``, ``1e-10``, ``-1``), else NOT_A_LITERAL."""
+    if isinstance(node, cst.Name):
+        return _NAMED_CONSTANTS.get(node.value, NOT_A_LITERAL)
+    negative = isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus)
+    number = node.expression if negative else node
+    if isinstance(number, (cst.Integer, cst.Float)) or (isinstance(node, cst.SimpleString) and not negative):
+        try:
+            value = ast.literal_eval(number.value)
+        except (ValueError, SyntaxError):
+            return NOT_A_LITERAL
+        return -value if negative else value
+    return NOT_A_LITERAL

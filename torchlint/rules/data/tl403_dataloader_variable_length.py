@@ -6,7 +6,7 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.calls import NOT_A_LITERAL, add_keyword, argument, has_star_args, keyword_arg, literal_value, positional_args
 from torchlint.analysis.dataflow import Site, bindings, site_of
 from torchlint.analysis.dataset_items import ItemShape, collection_varies, library_items, mapped_tokenizer_varies
 from torchlint.analysis.names import dotted_name
@@ -412,13 +412,8 @@ def _is_none(node: cst.BaseExpression) -> bool:
 
 def _literal_ast(node: cst.BaseExpression) -> Optional[ast.expr]:
     """A literal argument as ``ast`` (``True``, ``"max_length"``), None for anything else."""
-    if isinstance(node, (cst.Name, cst.SimpleString, cst.Integer, cst.Float)):
-        try:
-            value = ast.literal_eval(node.value) if not isinstance(node, cst.Name) else {"True": True, "False": False, "None": None}[node.value]
-        except (KeyError, ValueError, SyntaxError):
-            return None
-        return ast.Constant(value)
-    return None
+    value = literal_value(node)
+    return None if value is NOT_A_LITERAL else ast.Constant(value)
 
 
 def _as_ast(context, node: cst.CSTNode) -> Optional[ast.expr]:

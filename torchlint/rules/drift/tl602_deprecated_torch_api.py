@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import ast
 from typing import Optional
 
 import libcst as cst
@@ -21,7 +20,7 @@ from torchlint.analysis.api_table import (
     keyword_removed_in,
     keyword_warns,
 )
-from torchlint.analysis.calls import has_star_args, keyword_arg, without_args
+from torchlint.analysis.calls import NOT_A_LITERAL, has_star_args, keyword_arg, literal_value, without_args
 from torchlint.analysis.signatures import public_name
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
@@ -199,7 +198,8 @@ class DeprecatedTorchApi(ApiUseRule):
                 continue  # not yet deprecated there, or gone: TL405 reports the TypeError
             if self.guarded():
                 return
-            warns = keyword_warns(api, keyword, _literal(arg.value))
+            value = literal_value(arg.value)
+            warns = keyword_warns(api, keyword, UNKNOWN_VALUE if value is NOT_A_LITERAL else value)
             level = Confidence.HIGH if warns else Confidence.LOW if warns is False else Confidence.MEDIUM
             note = api_entry(api).deprecated_keywords[keyword]
             renamed = self._renamed_keyword(api, note.replacement)
@@ -224,16 +224,6 @@ class DeprecatedTorchApi(ApiUseRule):
 def _deprecated_keyword(api: str, keyword: str) -> bool:
     """A keyword the table marks deprecated; ``size_average``/``reduce`` are TL605's."""
     return keyword not in LEGACY_REDUCTION_KEYWORDS and keyword_deprecated_in(api, keyword) is not None
-
-
-def _literal(node: cst.BaseExpression):
-    """The value of a literal argument (``True``, ``1e-10``, ``"x"``, ``None``), else UNKNOWN_VALUE."""
-    if not isinstance(node, (cst.Name, cst.BaseNumber, cst.SimpleString, cst.UnaryOperation)):
-        return UNKNOWN_VALUE
-    try:
-        return ast.literal_eval(cst.Module([]).code_for_node(node))
-    except (ValueError, SyntaxError):
-        return UNKNOWN_VALUE
 
 
 def _keyword_message(api: str, keyword: str, since, warns, note: KeywordDeprecation, renamed: Optional[str]) -> str:
