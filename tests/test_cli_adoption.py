@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -14,8 +13,10 @@ from cli_support import (
     ONLY,
     TL201_LINE,
     TL401_LINE,
+    age,
     check_json,
     isolate,
+    snapshot,
     torchlint,
 )
 
@@ -29,17 +30,6 @@ TWO_SOFTMAX = BAD + "w = torch.log(F.softmax(v, dim=-1))\n"
 def project(tmp_path):
     isolate(tmp_path)
     return tmp_path
-
-
-def snapshot(path):
-    info = os.stat(path)
-    return (info.st_ino, info.st_mtime_ns, path.read_bytes())
-
-
-def age(path, seconds=100):
-    """Move the mtime into the past so that any rewrite, however fast, shows."""
-    info = os.stat(path)
-    os.utime(path, ns=(info.st_atime_ns - seconds * 10**9, info.st_mtime_ns - seconds * 10**9))
 
 
 # -- --add-noqa -----------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import stat
 
 import pytest
 
-from cli_support import BAD, HEADER, ONLY, TL201_LINE, TL401_LINE, check_json, isolate, torchlint
+from cli_support import BAD, HEADER, ONLY, TL201_LINE, TL401_LINE, age, check_json, isolate, snapshot, torchlint
 
 FIXED_TL201 = "y = F.log_softmax(x, dim=-1)"
 FIXED_TL401 = "s = torch.load(p, map_location=device)"
@@ -17,17 +17,6 @@ FIXED_TL401 = "s = torch.load(p, map_location=device)"
 def project(tmp_path):
     isolate(tmp_path)
     return tmp_path
-
-
-def snapshot(path):
-    info = os.stat(path)
-    return (info.st_ino, info.st_mtime_ns, info.st_size, path.read_bytes())
-
-
-def age(path, seconds=100):
-    """Move the mtime into the past so that any rewrite, however fast, shows."""
-    info = os.stat(path)
-    os.utime(path, ns=(info.st_atime_ns - seconds * 10**9, info.st_mtime_ns - seconds * 10**9))
 
 
 def test_fix_applies_safe_fixes_only(project):
