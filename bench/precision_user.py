@@ -109,7 +109,7 @@ def default_corpus() -> Path:
 def read_list(path: Path = LIST) -> List[Repository]:
     with path.open(encoding="utf-8", newline="") as handle:
         rows = list(csv.DictReader(handle, delimiter="\t"))
-    return [Repository(row["repo"], row["commit"], row["kind"]) for row in rows]
+    return [Repository(row["repo"], row["commit"], row["kind"]) for row in rows if row["commit"]]
 
 
 # ---------------------------------------------------------------------------------------------- build
@@ -129,11 +129,12 @@ def git(directory: Path, *arguments: str, binary: bool = False):
     return result.stdout if binary else result.stdout.decode("utf-8", "replace")
 
 
-def build(corpus: Path, mirrors: Sequence[Path]) -> int:
-    """Copy each pinned commit's kept files into the corpus; a blob the mirror lacks (large files are
-    left out of snapshots) is skipped. Returns the number of repositories that could not be built."""
+def build(corpus: Path, mirrors: Sequence[Path], repositories: Optional[Sequence[Repository]] = None) -> int:
+    """Copy each pinned commit's kept files into the corpus (``repositories``, default the list of
+    ``bench/user_corpus.tsv``); a blob the mirror lacks (large files are left out of snapshots) is
+    skipped. Returns the number of repositories that could not be built."""
     missing = 0
-    for repository in read_list():
+    for repository in read_list() if repositories is None else repositories:
         target = corpus / repository.folder
         stamp = target / ".torchlint-corpus-commit"
         if stamp.exists() and stamp.read_text().strip() == repository.commit:

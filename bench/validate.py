@@ -1,0 +1,327 @@
+"""Score a validation draw: precision per level and per rule, wrong fixes, and the recall of a hand hunt.
+
+    python bench/validate.py DRAW [--label L] [--torchlint BIN] [--rerun] [--write]
+    python bench/validate.py DRAW --packet DIR [--parts K] [--label L ...]
+    python bench/validate.py DRAW --record FILE [FILE ...]
+    python bench/validate.py --measured DRAW [DRAW ...] [--label L]
+
+A draw (``bench/draw.py``) is read twice, blind, by readers with fresh eyes:
+
+- **findings**: ``--packet DIR`` writes every finding that has no verdict yet (of every label scored so
+  far: the tree before a change and after it are read together) into ``DIR/part-K.md``, numbered,
+  with its message, its fix and 12 lines of context either side, and *not* its rule code or its
+  confidence level. A reader writes one row per finding, ``id<TAB>verdict<TAB>fix<TAB>reason``
+  (verdict ``real``/``real*``/``false``, fix ``ok``/``wrong``/``none``, as in
+  ``bench/precision_user.py``); ``--record`` turns the rows into ``bench/results/draws/DRAW/verdicts.tsv``
+  (keyed like the calibration corpus's verdicts: repository, path, code, flagged line);
+- **hunt**: the same repositories searched by hand, without torchlint, for every real or real* site of
+  the families in the rule catalogue, recorded in ``bench/results/draws/DRAW/hunt.tsv`` (repo, path,
+  line, code, verdict, what). A hunted site is found when a finding of the same family
+  (``FAMILIES``) is reported in the same file within ``LINE_SLACK`` lines of it.
+
+The default command lints the draw's corpus with ``--torchlint`` (a console script: the tree before a
+change can be scored from its own virtual environment under another ``--label``), caches the
+findings beside the corpus, and prints the figures; ``--write`` records them in
+``bench/results/draws/DRAW/LABEL.md``. ``--measured`` writes the figures the product quotes
+(``torchlint/data/measured_precision.json``, read by ``torchlint rule CODE``) from the named draws
+together: validation draws only.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime
+import json
+import sys
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import draw  # noqa: E402
+import precision_user  # noqa: E402
+from precision_user import Finding, Key, Verdict  # noqa: E402
+from verdict_files import verdict_rows  # noqa: E402
+
+RESULTS = BENCH / "results" / "draws"
+HUNT_COLUMNS = ("repo", "path", "line", "code", "verdict", "what")
+READING_COLUMNS = ("id", "verdict", "fix", "reason")
+# A finding and a hunted site match when they are this many lines apart or fewer (a statement that
+# spans lines is reported at one of them).
+LINE_SLACK = 2
+# Codes that name one hazard from two sides: a hunter's TL101 on ``x ** 0.5`` is torchlint's TL103 too.
+FAMILIES: Tuple[frozenset, ...] = (
+    frozenset({"TL101", "TL103"}),
+    frozenset({"TL102", "TL201", "TL202", "TL204", "TL205"}),
+    frozenset({"TL206", "TL207"}),
+    frozenset({"TL401", "TL402", "TL406"}),
+)
+
+
+@dataclass(frozen=True)
+class HuntedSite:
+    repo: str
+    path: str
+    line: int
+    code: str
+    verdict: str
+    what: str
+
+
+def results_of(name: str) -> Path:
+    return RESULTS / name
+
+
+def same_family(first: str, second: str) -> bool:
+    if first == second or (first.startswith("TL6") and second.startswith("TL6")):
+        return True
+    return any(first in family and second in family for family in FAMILIES)
+
+
+# ---------------------------------------------------------------------------------------------- findings
+def findings_path(corpus: Path, name: str, label: str) -> Path:
+    return corpus / name / f".findings-{label}.json"
+
+
+def lint_draw(name: str, corpus: Path, torchlint: str, label: str, rerun: bool) -> Tuple[List[Finding], int]:
+    """The findings of ``torchlint`` on every pinned repository of the draw (cached per label), and the
+    draw's lines of Python."""
+    repositories = draw.pinned_repositories(name)
+    root = corpus / name
+    absent = [r.name for r in repositories if not (root / r.folder / ".torchlint-corpus-commit").exists()]
+    if absent:
+        raise SystemExit(f"{root} lacks {', '.join(absent)}: run `python bench/draw.py build {name}` first")
+    lines = sum(precision_user.code_lines(root / r.folder) for r in repositories)
+    cache = findings_path(corpus, name, label)
+    if cache.exists() and not rerun:
+        return [Finding(**entry) for entry in json.loads(cache.read_text(encoding="utf-8"))], lines
+    findings: List[Finding] = []
+    for repository in repositories:
+        findings += precision_user.lint(torchlint, root, repository)
+    cache.write_text(json.dumps([f.__dict__ for f in findings], indent=0), encoding="utf-8")
+    return findings, lines
+
+
+def cached_labels(corpus: Path, name: str) -> List[str]:
+    return sorted(p.name[len(".findings-"):-len(".json")] for p in (corpus / name).glob(".findings-*.json"))
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def write_packet(name: str, corpus: Path, labels: Sequence[str], out: Path, parts: int) -> int:
+    """The unread findings of ``labels`` as blind reading packets; returns how many."""
+    verdicts = precision_user.read_verdicts(results_of(name) / "verdicts.tsv")
+    unread: Dict[Key, Finding] = {}
+    for label in labels:
+        for finding in lint_draw(name, corpus, "", label, rerun=False)[0]:
+            if finding.key not in verdicts:
+                unread[finding.key] = finding  # a later label's message wins
+    ordered = sorted(unread.values(), key=lambda f: (f.repo, f.path, f.line, f.code))
+    out.mkdir(parents=True, exist_ok=True)
+    index = {}
+    per_part = max(1, -(-len(ordered) // parts))
+    for part in range(parts):
+        chunk = ordered[part * per_part:(part + 1) * per_part]
+        if not chunk:
+            continue
+        with (out / f"part-{part + 1}.md").open("w", encoding="utf-8") as handle:
+            for offset, finding in enumerate(chunk):
+                number = part * per_part + offset + 1
+                index[str(number)] = list(finding.key)
+                handle.write(blind_entry(number, finding, corpus / name))
+    # The index names each finding's rule: it stays with the corpus, out of the readers' packets.
+    (corpus / name / ".packet-index.json").write_text(json.dumps(index, indent=0), encoding="utf-8")
+    return len(ordered)
+
+
+def blind_entry(number: int, finding: Finding, root: Path) -> str:
+    """One finding as a reader sees it: where, the message, the fix, the code around it."""
+    lines = [f"## {number}. {finding.repo} {finding.path}:{finding.line}:{finding.column}", finding.message]
+    if finding.fix:
+        lines.append(f"fix: {finding.fix['message']}")
+        for edit in finding.fix["edits"]:
+            where = f"cell {edit['cell']} " if edit.get("cell") is not None else ""
+            lines.append(f"  replace {where}{edit['line']}:{edit['column']}-{edit['end_line']}:{edit['end_column']}"
+                         f" with {edit['content']!r}")
+    else:
+        lines.append("fix: none offered")
+    path, _, cell = finding.path.partition(":cell ")
+    source = precision_user.source_lines(root / finding.repo.replace("/", "+") / path, int(cell) if cell else None)
+    for index in range(max(finding.line - 13, 0), min(finding.line + 12, len(source))):
+        mark = ">>" if index == finding.line - 1 else "  "
+        lines.append(f"{mark}{index + 1:5d} {source[index]}")
+    return "\n".join(lines) + "\n\n"
+
+
+def record(name: str, corpus: Path, readings: Sequence[Path]) -> int:
+    """Append the readers' rows to the draw's verdicts, keyed through the packet's index."""
+    index = json.loads((corpus / name / ".packet-index.json").read_text(encoding="utf-8"))
+    target = results_of(name) / "verdicts.tsv"
+    known = precision_user.read_verdicts(target)
+    rows = []
+    for path in readings:
+        for number, (identifier, verdict, fix, reason) in verdict_rows(path, READING_COLUMNS):
+            if identifier not in index:
+                raise SystemExit(f"{path}:{number}: no finding {identifier} in the packet")
+            if verdict not in precision_user.VERDICT_VALUES or fix not in precision_user.FIX_VALUES:
+                raise SystemExit(f"{path}:{number}: verdict one of {precision_user.VERDICT_VALUES}, "
+                                 f"fix one of {precision_user.FIX_VALUES}")
+            key = tuple(index[identifier])
+            if key in known:
+                continue
+            known[key] = Verdict(verdict, fix, reason)
+            rows.append(list(key[:3]) + [key[3], verdict, fix, reason.replace("\t", " ")])
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fresh = not target.exists()
+    with target.open("a", encoding="utf-8", newline="") as handle:
+        writer = csv.writer(handle, delimiter="\t", lineterminator="\n")
+        if fresh:
+            writer.writerow(precision_user.VERDICT_COLUMNS)
+        writer.writerows(rows)
+    print(f"{len(rows)} verdicts recorded in {target}")
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------- scoring
+def read_hunt(name: str) -> List[HuntedSite]:
+    path = results_of(name) / "hunt.tsv"
+    sites = []
+    for number, (repo, file, line, code, verdict, what) in verdict_rows(path, HUNT_COLUMNS):
+        if verdict not in ("real", "real*") or not line.isdigit():
+            raise SystemExit(f"{path}:{number}: a hunted site is real or real*, at a line number")
+        sites.append(HuntedSite(repo, file, int(line), code, verdict, what))
+    return sites
+
+
+def matches(site: HuntedSite, finding: Finding) -> bool:
+    return (site.repo == finding.repo and site.path == finding.path
+            and abs(site.line - finding.line) <= LINE_SLACK and same_family(site.code, finding.code))
+
+
+def recall(sites: Sequence[HuntedSite], findings: Sequence[Finding], floor: str) -> str:
+    at_floor = [f for f in findings if precision_user.at_or_above(f.confidence, floor)]
+    out = ["", f"Hunt: {len(sites)} real or real* sites found by hand."]
+    if not sites:
+        return "\n".join(out) + "\n"
+    found_floor = [s for s in sites if any(matches(s, f) for f in at_floor)]
+    found_any = [s for s in sites if any(matches(s, f) for f in findings)]
+    out += [
+        f"- found at the default floor: {len(found_floor)} of {len(sites)} ({len(found_floor) / len(sites):.2f})",
+        f"- found at any level: {len(found_any)} of {len(sites)} ({len(found_any) / len(sites):.2f})",
+        "", "| family | sites | at the floor | at any level |", "|---|---:|---:|---:|",
+    ]
+    by_code: Dict[str, Counter] = defaultdict(Counter)
+    for site in sites:
+        family = "TL6xx" if site.code.startswith("TL6") else site.code
+        by_code[family]["sites"] += 1
+        by_code[family]["floor"] += site in found_floor
+        by_code[family]["any"] += site in found_any
+    for family in sorted(by_code):
+        counts = by_code[family]
+        out.append(f"| {family} | {counts['sites']} | {counts['floor']} | {counts['any']} |")
+    missed = [s for s in sites if s not in found_any]
+    if missed:
+        out += ["", "Missed at every level:"]
+        out += [f"- {s.repo} {s.path}:{s.line} {s.code} ({s.verdict}): {s.what}" for s in missed]
+    return "\n".join(out) + "\n"
+
+
+def per_rule_levels(findings: Sequence[Finding], verdicts: Dict[Key, Verdict]) -> str:
+    counts: Dict[Tuple[str, str], Counter] = defaultdict(Counter)
+    for finding in findings:
+        verdict = verdicts.get(finding.key)
+        counts[(finding.code, finding.confidence)][verdict.verdict if verdict else "unread"] += 1
+    out = ["", "By rule and level (real+real* / read; unread):", "", "| rule | high | medium | low |", "|---|---|---|---|"]
+    for code in sorted({code for code, _ in counts}):
+        cells = []
+        for level in precision_user.LEVELS:
+            c = counts.get((code, level), Counter())
+            read = c["real"] + c["real*"] + c["false"]
+            cells.append("" if not (read or c["unread"]) else
+                         f"{c['real'] + c['real*']}/{read}" + (f"; {c['unread']} unread" if c["unread"] else ""))
+        out.append(f"| {code} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
+def without_drift(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], floor: str) -> str:
+    counts = Counter()
+    for finding in findings:
+        if finding.code.startswith("TL6") or not precision_user.at_or_above(finding.confidence, floor):
+            continue
+        verdict = verdicts.get(finding.key)
+        counts[verdict.verdict if verdict else "unread"] += 1
+    read = counts["real"] + counts["real*"] + counts["false"]
+    return (f"\nDefault floor without the API drift rules (TL6xx): {counts['real'] + counts['real*']} of {read} read "
+            f"real or real* ({precision_user.precision(counts)}); {counts['unread']} unread.\n")
+
+
+def figures(name: str, label: str, findings: Sequence[Finding], lines: int) -> str:
+    verdicts = precision_user.read_verdicts(results_of(name) / "verdicts.tsv")
+    floor = precision_user.default_floor()
+    repositories = len(draw.pinned_repositories(name))
+    text = precision_user.report(findings, verdicts, lines, repositories, floor)
+    text += without_drift(findings, verdicts, floor)
+    text += per_rule_levels(findings, verdicts)
+    text += recall(read_hunt(name), findings, floor)
+    return text
+
+
+def measured(names: Sequence[str], label: str, corpus: Path) -> int:
+    findings: List[Finding] = []
+    verdicts: Dict[Key, Verdict] = {}
+    lines = repositories = 0
+    for name in names:
+        found, counted = lint_draw(name, corpus, "", label, rerun=False)
+        findings += found
+        lines += counted
+        repositories += len(draw.pinned_repositories(name))
+        verdicts.update(precision_user.read_verdicts(results_of(name) / "verdicts.tsv"))
+    data = precision_user.measured(findings, verdicts, lines, repositories)
+    data["corpus"] = (f"validation draws {', '.join(names)} ({datetime.date.today().isoformat()}): {repositories} "
+                      f"repositories of users' PyTorch code nobody tuned the rules on, {lines:,} lines")
+    precision_user.MEASURED.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"wrote {precision_user.MEASURED}")
+    return 0
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("draws", nargs="+", help="the draw (several with --measured)")
+    parser.add_argument("--label", action="append", default=None,
+                        help="which tree's findings (default 'after'; repeatable with --packet)")
+    parser.add_argument("--torchlint", default=str(Path(sys.executable).with_name("torchlint")))
+    parser.add_argument("--corpus", type=Path, default=draw.default_corpus())
+    parser.add_argument("--rerun", action="store_true", help="lint again instead of reading the cached findings")
+    parser.add_argument("--write", action="store_true")
+    parser.add_argument("--packet", type=Path, default=None)
+    parser.add_argument("--parts", type=int, default=1)
+    parser.add_argument("--record", type=Path, nargs="+", default=None)
+    parser.add_argument("--measured", action="store_true")
+    args = parser.parse_args(argv)
+    labels = args.label or ["after"]
+    if args.measured:
+        return measured(args.draws, labels[0], args.corpus)
+    if len(args.draws) != 1:
+        parser.error("one draw at a time, except with --measured")
+    name = args.draws[0]
+    if args.packet is not None:
+        count = write_packet(name, args.corpus, labels, args.packet, args.parts)
+        print(f"{count} unread findings written to {args.packet}")
+        return 0
+    if args.record is not None:
+        return record(name, args.corpus, args.record)
+    findings, lines = lint_draw(name, args.corpus, args.torchlint, labels[0], args.rerun)
+    text = figures(name, labels[0], findings, lines)
+    print(text)
+    if args.write:
+        target = results_of(name) / f"{labels[0]}.md"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(f"# Draw {name}, {labels[0]}\n\n`python bench/validate.py {name} --label {labels[0]}`\n\n"
+                          + text, encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
