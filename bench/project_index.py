@@ -4,7 +4,7 @@
 
 DIR is the body of real PyTorch code made by `bench/corpus.py` (default: its
 default destination, or $TORCHLINT_CORPUS). The index (torchlint/analysis/
-project.py) maps every file to its module name up front and parses a module
+project_index.py) maps every file to its module name up front and parses a module
 only when a lookup reaches it; the eager alternative parses every file that
 contains `__getitem__`. Printed: file counts, seconds for each, and the
 number of modules each parses. Ratios in one run on one machine, not a test.
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from corpus import default_dest  # noqa: E402
 from torchlint import config, engine  # noqa: E402
-from torchlint.analysis import project  # noqa: E402
+from torchlint.analysis.model import project_index  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
 
     # Lazy index: module map, then the lookups a run with DataLoaders would make.
     start = time.perf_counter()
-    index = project.ProjectIndex(files)
+    index = project_index.ProjectIndex(files)
     index.module_of(files[0])
     mapped = time.perf_counter() - start
     # What TL403 asks in a real run: the files with a DataLoader are linted with the index active;
@@ -57,7 +57,7 @@ def main(argv=None) -> int:
     settings = config.Settings(enabled=frozenset({"TL403"}))
     loaders = findings = 0
     start = time.perf_counter()
-    with project.activated(index):
+    with project_index.activated(index):
         for path in files:
             with open(path, "rb") as handle:
                 data = handle.read()

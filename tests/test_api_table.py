@@ -1,4 +1,4 @@
-"""The generated table of torch's API per release (torchlint/analysis/api_table.py).
+"""The generated table of torch's API per release (torchlint/analysis/api/api_table.py).
 
 Two kinds of test: the committed table agrees with the torch installed here
 (its newest release), and facts observed in the dumps of older releases hold
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from torchlint.analysis import api_table
-from torchlint.analysis.api_table import (
+from torchlint.analysis.api import api_table
+from torchlint.analysis.api.api_table import (
     VERSIONS,
     api_entry,
     deprecated_in,

@@ -91,18 +91,18 @@ def test_the_walk_skips_excluded_folders_without_listing_them(tmp_path, monkeypa
 
 
 def test_the_index_module_map_names_modules_as_module_name_does(tmp_path):
-    from torchlint.analysis import project
+    from torchlint.analysis.model import project_index
 
     for relative in ["pkg/__init__.py", "pkg/a.py", "pkg/sub/__init__.py", "pkg/sub/b.py", "pkg/nopkg/c.py", "top.py", "__init__.py", "pkg/sub/__init__.pyi"]:
         (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / relative).write_text("", encoding="utf-8")
     settings = config.Settings(enabled=frozenset(), root=str(tmp_path))
     found = files.discover([str(tmp_path)], settings)[0]
-    index = project.ProjectIndex(found)
+    index = project_index.ProjectIndex(found)
     expected = {}
     for path in found:
         if path.endswith(".py"):
-            expected.setdefault(project.module_name(path), path)
+            expected.setdefault(project_index.module_name(path), path)
     names = index._ensure()
     assert {name: names[name] for name in expected} == expected
     # A folder without __init__.py is a namespace package: its module is also named as a script beside it

@@ -1,4 +1,4 @@
-"""Unit tests of analysis/callers.py: which calls of a function the file shows, and what each passes."""
+"""Unit tests of analysis/flow/callers.py: which calls of a function the file shows, and what each passes."""
 from __future__ import annotations
 
 import textwrap
@@ -7,13 +7,14 @@ from typing import Dict, Optional
 import libcst as cst
 
 from torchlint import config
-from torchlint.analysis.callers import argument_for, call_sites
-from torchlint.context import FileContext
+from torchlint.analysis.flow.callers import argument_for, call_sites
+from torchlint.analysis.model.file_context import FileContext
+from torchlint.analysis.model.project_index import file_context
 
 
 def _context(source: str) -> FileContext:
     source = textwrap.dedent(source).lstrip("\n")
-    return FileContext("snippet.py", source, cst.parse_module(source), config.Settings(enabled=frozenset()))
+    return file_context("snippet.py", source, cst.parse_module(source), config.Settings(enabled=frozenset()))
 
 
 def _defs(node: cst.CSTNode, found: Optional[Dict[str, cst.FunctionDef]] = None) -> Dict[str, cst.FunctionDef]:

@@ -8,9 +8,9 @@ from types import SimpleNamespace
 import pytest
 
 from torchlint import cli
-from torchlint.analysis import api_drift
-from torchlint.analysis.api_drift import ApiChange, Status
-from torchlint.analysis.torchvision_builders import legacy_keywords
+from torchlint.analysis.api import api_drift
+from torchlint.analysis.api.api_drift import ApiChange, Status
+from torchlint.analysis.api.torchvision_builders import legacy_keywords
 
 SYMEIG = "import torch\n\ndef spectrum(A):\n    return torch.symeig(A)[0]\n"
 
@@ -147,7 +147,7 @@ def test_recorded_deprecations_the_table_can_see_agree_with_it():
     """A record that says "deprecated in the documentation only" (warns=False) must be one the generated
     table also marks deprecated: F.sigmoid and F.tanh, deprecated in 0.4 and un-deprecated since, were
     once recorded so and were false alarms on users' code."""
-    from torchlint.analysis import api_table
+    from torchlint.analysis.api import api_table
 
     disagreeing = [
         change.name

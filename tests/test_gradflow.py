@@ -1,4 +1,4 @@
-"""torchlint.analysis.gradflow: the local autograd dataflow TL301-TL304 (and any rule) ask."""
+"""torchlint.analysis.flow.gradflow: the local autograd dataflow TL301-TL304 (and any rule) ask."""
 from __future__ import annotations
 
 import textwrap
@@ -8,13 +8,14 @@ import libcst as cst
 import pytest
 
 from torchlint import config
-from torchlint.analysis import gradflow
-from torchlint.context import FileContext
+from torchlint.analysis.flow import gradflow
+from torchlint.analysis.model.file_context import FileContext
+from torchlint.analysis.model.project_index import file_context
 
 
 def _context(source: str, path: str = "model.py") -> FileContext:
     source = textwrap.dedent(source).lstrip("\n")
-    return FileContext(path, source, cst.parse_module(source), config.Settings(enabled=frozenset()))
+    return file_context(path, source, cst.parse_module(source), config.Settings(enabled=frozenset()))
 
 
 def _flow(source: str, function: str = "f", class_name: Optional[str] = None) -> gradflow.FunctionFlow:

@@ -14,12 +14,14 @@ import libcst as cst
 import pytest
 
 from torchlint import config
-from torchlint.analysis import guards, owners, signs
-from torchlint.analysis.dataflow import bindings, site_of
-from torchlint.analysis.domain import DIV, LOG, POW, RSQRT, SQRT
-from torchlint.analysis.domain_match import match_domain_op
-from torchlint.analysis.fixes import clamped, float_literal
-from torchlint.context import FileContext
+from torchlint.analysis.project import guards, owners
+from torchlint.analysis.flow import signs
+from torchlint.analysis.model.dataflow import bindings, site_of
+from torchlint.analysis.values.domain import DIV, LOG, POW, RSQRT, SQRT
+from torchlint.analysis.flow.domain_match import match_domain_op
+from torchlint.analysis.values.fixes import clamped, float_literal
+from torchlint.analysis.model.file_context import FileContext
+from torchlint.analysis.model.project_index import file_context
 
 
 class _Walker(cst.CSTVisitor):
@@ -45,7 +47,7 @@ class _Walker(cst.CSTVisitor):
 def analyse(source: str, path: str = "snippet.py"):
     source = textwrap.dedent(source).lstrip("\n")
     module = cst.parse_module(source)
-    context = FileContext(path, source, module, config.Settings(enabled=frozenset()))
+    context = file_context(path, source, module, config.Settings(enabled=frozenset()))
     walker = _Walker(context)
     wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
     positions = wrapper.resolve(cst.metadata.PositionProvider)

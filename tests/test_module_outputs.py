@@ -1,4 +1,4 @@
-"""Unit tests of analysis/module_outputs.py: which activation ends a value, a module's or a class's output.
+"""Unit tests of analysis/project/module_outputs.py: which activation ends a value, a module's or a class's output.
 
 Each snippet calls ``probe(expression)``; the test asks for the activation of ``expression`` as the rules
 would while visiting that call.
@@ -13,18 +13,19 @@ import libcst as cst
 import pytest
 
 from torchlint import config
-from torchlint.analysis import module_outputs, project
-from torchlint.analysis.module_outputs import Traced, class_output, output_activation, trace_output
-from torchlint.context import FileContext
+from torchlint.analysis.project import module_outputs
+from torchlint.analysis.model import project_index
+from torchlint.analysis.project.module_outputs import Traced, class_output, output_activation, trace_output
+from torchlint.analysis.model.project_index import file_context
 
 HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
 
 
-def _probes(source: str, path: str = "snippet.py", index: Optional[project.ProjectIndex] = None):
+def _probes(source: str, path: str = "snippet.py", index: Optional[project_index.ProjectIndex] = None):
     """(context, [(ancestors, argument)]) for every ``probe(...)`` call of ``source``."""
     source = textwrap.dedent(source).lstrip("\n")
-    with project.activated(index):
-        context = FileContext(path, source, cst.parse_module(source), config.Settings(enabled=frozenset()))
+    with project_index.activated(index):
+        context = file_context(path, source, cst.parse_module(source), config.Settings(enabled=frozenset()))
     found = []
     path_nodes: List[cst.CSTNode] = []
 
@@ -144,7 +145,7 @@ class Squashed(nn.Module):
 
 
 def test_class_outputs_read_from_forward():
-    facts = project.facts_of_source(HEADER + MODELS, "models.py")
+    facts = project_index.facts_of_source(HEADER + MODELS, "models.py")
     assert class_output(facts, "Net") == Traced("softmax", "Net.forward")
     validity, label = class_output(facts, "Discriminator")
     assert (validity.kind, label.kind) == ("sigmoid", "softmax")
@@ -157,7 +158,7 @@ def test_class_outputs_read_from_forward():
 
 
 def test_a_helper_method_that_reshapes_keeps_what_it_is_handed_unknown():
-    facts = project.facts_of_source(HEADER + MODELS, "models.py")
+    facts = project_index.facts_of_source(HEADER + MODELS, "models.py")
     # _squash returns its parameter reshaped: what it is handed is not followed into it.
     assert class_output(facts, "Squashed") is None
 
@@ -276,7 +277,7 @@ def test_classes_of_other_modules_through_the_project_index(tmp_path: Path):
     )
     train = package / "train.py"
     train.write_text("")
-    index = project.ProjectIndex([str(p) for p in package.glob("*.py")])
+    index = project_index.ProjectIndex([str(p) for p in package.glob("*.py")])
     source = HEADER + textwrap.dedent(
         """
         from proj.model import Model, detector

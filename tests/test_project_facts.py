@@ -1,4 +1,4 @@
-"""Facts read across a project once per run (analysis/project.py ``ProjectIndex.fact``): a float16 run set up in
+"""Facts read across a project once per run (analysis/model/project_index.py ``ProjectIndex.fact``): a float16 run set up in
 one module changes how sure TL105 is in another, and a cached result is dropped when that module changes."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The project index (torchlint/analysis/project.py) and the rules that look across files.
+"""The project index (torchlint/analysis/model/project_index.py) and the rules that look across files.
 
 Multi-file fixtures live in fixtures/TLxxx/project/<case>/: a small project
 whose files carry `# expect:` annotations. Each case is copied to a fresh
@@ -20,7 +20,7 @@ import pytest
 from fixture_support import FIXTURES, expected_findings
 from torchlint.rule import DEFAULT_CONFIDENCE_FLOOR
 from torchlint import cli, config, engine, registry
-from torchlint.analysis import project
+from torchlint.analysis.model import project_index
 from torchlint.flake8_plugin import TorchlintChecker
 
 CASES = sorted(p for p in FIXTURES.glob("TL*/project/*") if p.is_dir())
@@ -82,18 +82,18 @@ def test_a_lone_text_sees_only_its_own_classes(tmp_path):
     train = root / "train.py"
     settings = config.Settings(enabled=frozenset({"TL403"}))
     assert engine.lint_text(train.read_text(), str(train), settings).findings == []
-    index = project.ProjectIndex(sorted(str(p) for p in root.rglob("*.py")))
-    with project.activated(index):
+    index = project_index.ProjectIndex(sorted(str(p) for p in root.rglob("*.py")))
+    with project_index.activated(index):
         findings = engine.lint_text(train.read_text(), str(train), settings).findings
     assert [(f.code, f.location.line) for f in findings] == [("TL403", 10)]
-    assert project.active_project() is None  # the index is the run's only while it lasts
+    assert project_index.active_project() is None  # the index is the run's only while it lasts
 
 
 def test_cross_file_fix_adds_the_collator_in_the_training_script(tmp_path):
     root = _copy(FIXTURES / "TL403" / "project" / "package_reexport", tmp_path)
     train = root / "train.py"
     settings = config.Settings(enabled=frozenset({"TL403"}))
-    with project.activated(project.ProjectIndex([str(p) for p in root.rglob("*.py")])):
+    with project_index.activated(project_index.ProjectIndex([str(p) for p in root.rglob("*.py")])):
         result = engine.fix_text(train.read_text(), str(train), settings, unsafe=True)
     assert result.applied == 1 and not result.result.findings
     assert "collate_fn=transformers.DataCollatorWithPadding(tokenizer)" in result.text
@@ -102,12 +102,12 @@ def test_cross_file_fix_adds_the_collator_in_the_training_script(tmp_path):
 
 def test_module_names_and_relative_imports(tmp_path):
     root = _copy(FIXTURES / "TL403" / "project" / "relative_and_base", tmp_path)
-    assert project.module_name(str(root / "proj" / "datasets" / "base.py")) == "proj.datasets.base"
-    assert project.module_name(str(root / "proj" / "__init__.py")) == "proj"
-    assert project.resolve_relative("proj.train", False, 1, "datasets.lowercase") == "proj.datasets.lowercase"
-    assert project.resolve_relative("proj.datasets.lowercase", False, 2, None) == "proj"
-    assert project.resolve_relative("proj.datasets", True, 1, "base") == "proj.datasets.base"
-    assert project.resolve_relative("top", False, 3, None) is None
+    assert project_index.module_name(str(root / "proj" / "datasets" / "base.py")) == "proj.datasets.base"
+    assert project_index.module_name(str(root / "proj" / "__init__.py")) == "proj"
+    assert project_index.resolve_relative("proj.train", False, 1, "datasets.lowercase") == "proj.datasets.lowercase"
+    assert project_index.resolve_relative("proj.datasets.lowercase", False, 2, None) == "proj"
+    assert project_index.resolve_relative("proj.datasets", True, 1, "base") == "proj.datasets.base"
+    assert project_index.resolve_relative("top", False, 3, None) is None
 
 
 def test_index_follows_reexports_and_bases_and_parses_only_what_it_needs(tmp_path):
@@ -115,9 +115,9 @@ def test_index_follows_reexports_and_bases_and_parses_only_what_it_needs(tmp_pat
     # Unrelated modules in the same tree must not be read.
     for n in range(50):
         (root / "proj" / f"unrelated_{n}.py").write_text("class Thing:\n    def __getitem__(self, i):\n        return i\n")
-    index = project.ProjectIndex([str(p) for p in root.rglob("*.py")])
+    index = project_index.ProjectIndex([str(p) for p in root.rglob("*.py")])
     assert index.parsed_files == 0  # nothing is read before the first question
-    found = project.dataset_item("proj.datasets.lowercase.LowercaseSentences", None, index)
+    found = project_index.dataset_item("proj.datasets.lowercase.LowercaseSentences", None, index)
     assert found is not None
     cls, item = found
     assert cls.name == "LowercaseSentences" and item.kind == "tensor"
@@ -175,15 +175,15 @@ def test_item_shape(body, varies):
         "        return self.tokenizer(text, truncation=True)\n"
     )
     source = f"import numpy as np\nfrom PIL import Image\nclass D:\n{init}    def __getitem__(self, i):\n        {body}\n"
-    facts = project.facts_of_source(source, "d.py")
+    facts = project_index.facts_of_source(source, "d.py")
     assert (facts.classes["D"].item is not None) is varies
     if "self" not in body:
         getitem = ast.parse(source).body[2].body[-1]
-        assert (project.item_shape(getitem) is not None) is varies  # without the module's facts, the same answer
+        assert (project_index.item_shape(getitem) is not None) is varies  # without the module's facts, the same answer
 
 
 def test_dataset_items_of_arguments_and_libraries():
-    from torchlint.analysis import dataset_items
+    from torchlint.analysis.model import dataset_items
 
     def parsed(text):
         return ast.parse(text, mode="eval").body

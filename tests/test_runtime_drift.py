@@ -4,7 +4,7 @@ For a removed API the original snippet really fails (RuntimeError from the stub 
 AttributeError, ModuleNotFoundError) and the codemod's OWN output (``engine.fix_text`` at test
 time) computes what the old API computed.  For a deprecated API, which still runs on 2.13, the
 original warns and the fixed code computes the same values without the warning.  The recorded
-facts themselves (analysis/api_drift.py) are checked against the installed torch too.
+facts themselves (analysis/api/api_drift.py) are checked against the installed torch too.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from runtime_support import SNIPPET_PATH, execute  # noqa: E402
 from fixture_support import FIXTURES  # noqa: E402
 
 from torchlint import config, engine, registry  # noqa: E402
-from torchlint.analysis import api_drift  # noqa: E402
+from torchlint.analysis.api import api_drift  # noqa: E402
 from torchlint.rule import Confidence  # noqa: E402
 
 
@@ -688,7 +688,7 @@ def test_tl608_public_name_is_the_same_function():
 
 
 def test_tl602_keywords_the_table_says_warn_do_warn_and_those_it_says_are_gone_raise():
-    from torchlint.analysis.api_table import keyword_removed_in, keyword_warns
+    from torchlint.analysis.api.api_table import keyword_removed_in, keyword_warns
 
     # Deprecated and still taken by 2.13: passing it warns.
     assert keyword_warns("torch.nn.functional.gumbel_softmax", "eps")

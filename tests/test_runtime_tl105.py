@@ -6,7 +6,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from torchlint import config, engine  # noqa: E402
-from torchlint.analysis import precision  # noqa: E402
+from torchlint.analysis.values import precision  # noqa: E402
 
 SETTINGS = config.Settings(enabled=frozenset({"TL105"}))
 
@@ -76,7 +76,7 @@ def ordinary(dtype, low=1.0, high=4.0, seed=0):
     return (low + (high - low) * torch.rand(64, 8, generator=generator)).to(dtype)
 
 
-# -- the measured limits in torchlint/analysis/precision.py ----------------------------
+# -- the measured limits in torchlint/analysis/values/precision.py ----------------------------
 
 
 def test_float16_rounds_at_half_its_smallest_subnormal():

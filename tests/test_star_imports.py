@@ -9,9 +9,9 @@ from pathlib import Path
 import libcst as cst
 
 from torchlint import config
-from torchlint.analysis import project
-from torchlint.analysis.ast_names import StarImports
-from torchlint.context import FileContext
+from torchlint.analysis.model import project_index
+from torchlint.analysis.model.ast_names import StarImports
+from torchlint.analysis.model.project_index import file_context
 from torchlint.prepass import Scan
 
 
@@ -42,7 +42,7 @@ def _write(root: Path, files):
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text).lstrip("\n"))
-    return project.ProjectIndex([str(p) for p in root.rglob("*.py")])
+    return project_index.ProjectIndex([str(p) for p in root.rglob("*.py")])
 
 
 def test_project_exports_follow_all_chains_and_relative_imports(tmp_path):
@@ -83,18 +83,18 @@ def test_the_file_context_and_the_prepass_resolve_through_a_project_star_import(
     index = _write(tmp_path, {"utils.py": "import torch\nimport torch.nn as nn\n"})
     source = "from utils import *\n\ndef f(p):\n    return torch.load(p), nn.Linear(2, 2)\n"
     path = str(tmp_path / "main.py")
-    with project.activated(index):
-        context = FileContext(path, source, cst.parse_module(source), config.Settings(enabled=frozenset()))
+    with project_index.activated(index):
+        context = file_context(path, source, cst.parse_module(source), config.Settings(enabled=frozenset()))
         scan = Scan(path, source, ast.parse(source))
     assert context.qualified_name(cst.parse_expression("torch.load")) == "torch.load"
     assert context.qualified_name(cst.parse_expression("nn.Linear")) == "torch.nn.Linear"
     assert context.qualified_name(cst.parse_expression("p")) is None
     assert "torch.load" in scan.regions[1].qualified_calls
     # Without an index the module's names are unknown: `utils` is taken as a library, so `torch` is `utils.torch`.
-    alone = FileContext("main.py", source, cst.parse_module(source), config.Settings(enabled=frozenset()))
+    alone = file_context("main.py", source, cst.parse_module(source), config.Settings(enabled=frozenset()))
     assert alone.qualified_name(cst.parse_expression("torch.load")) == "utils.torch.load"
 
 
 def test_a_class_whose_base_comes_through_a_star_import():
-    facts = project.facts_of_source("from torch.nn import *\n\n\nclass Net(Module):\n    pass\n", "m.py")
+    facts = project_index.facts_of_source("from torch.nn import *\n\n\nclass Net(Module):\n    pass\n", "m.py")
     assert facts.classes["Net"].bases == ("torch.nn.Module",)

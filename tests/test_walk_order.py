@@ -9,7 +9,8 @@ import pytest
 
 from torchlint import engine, walk_order
 from torchlint.config import Settings
-from torchlint.context import FileContext
+from torchlint.analysis.model.file_context import FileContext
+from torchlint.analysis.model.project_index import file_context
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCES = sorted(glob.glob(os.path.join(ROOT, "fixtures", "**", "*.py"), recursive=True)) + sorted(
@@ -43,9 +44,9 @@ def test_walk_visits_what_libcst_visits_in_the_same_order(path):
     with open(path, encoding="utf-8") as handle:
         source = handle.read()
     module = cst.parse_module(source)
-    walked = _Recording(FileContext(path, source, module, Settings(enabled=frozenset())))
+    walked = _Recording(file_context(path, source, module, Settings(enabled=frozenset())))
     walked.walk(module)
-    visited = _Recording(FileContext(path, source, module, Settings(enabled=frozenset())))
+    visited = _Recording(file_context(path, source, module, Settings(enabled=frozenset())))
     module.visit(visited)
     assert walked.events == visited.events
     assert walked.events  # the file has nodes: the comparison is not vacuous

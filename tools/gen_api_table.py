@@ -10,7 +10,7 @@ The table serves the API-drift rules: for every public name of the modules in
 MODULES (and every attribute of ``torch.Tensor``) it gives the first and last
 release that has it, the release from which it is deprecated and the replacement
 its deprecation note names, and the same intervals for each keyword it takes.
-The linter reads it through ``torchlint/analysis/api_table.py``; it never imports
+The linter reads it through ``torchlint/analysis/api/api_table.py``; it never imports
 torch.
 
 A dump is made inside an environment that has one torch release installed, so

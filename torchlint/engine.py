@@ -18,11 +18,12 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tupl
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
-from libcst.metadata.position_provider import PositionProvidingCodegenState
 
 from torchlint import prepass, registry, walk_order
 from torchlint.config import Settings
-from torchlint.context import FileContext
+from torchlint.analysis.model.codegen import statement_positions
+from torchlint.analysis.model.file_context import FileContext
+from torchlint.analysis.model.project_index import file_context
 from torchlint.noqa import NoqaIndex, is_skipped_file
 from torchlint.rule import (
     Diagnostic,
@@ -209,7 +210,7 @@ def lint_text(
             error = replace(error, line=line_map[min(error.line, len(line_map)) - 1])
         result.diagnostics.append(error)
         return result
-    context = FileContext(path, source, module, settings)
+    context = file_context(path, source, module, settings)
     context.line_map = line_map
     context.ast_tree = plan.tree if plan is not None else None
     rules = []
@@ -395,21 +396,13 @@ class _StatementPositions:
         if id(statement) in self._tried:
             return False
         self._tried.add(id(statement))
-        provider = PositionProvider()
-        state = PositionProvidingCodegenState(
-            default_indent=self._module.default_indent,
-            default_newline=self._module.default_newline,
-            provider=provider,
-            indent_tokens=list(indents),
-        )
-        statement._codegen(state)
-        # The module's codegen drops its very last token when the file lacks a final newline.
-        start = _only_line_start(self._text, "".join(state.tokens[:-1]))
+        rendered, computed = statement_positions(statement, self._module, indents)
+        start = _only_line_start(self._text, rendered)
         if start is None:
             return False
         text = self._text
         before = text.count("\n", 0, start) if "\r" not in text else len(_POSITION_NEWLINE.findall(text, 0, start))
-        self._resolved.append((provider._computed, before))
+        self._resolved.append((computed, before))
         return True
 
     def _whole_positions(self):

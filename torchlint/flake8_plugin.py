@@ -15,7 +15,7 @@ from functools import lru_cache
 from typing import Iterator, List, Optional, Tuple
 
 from torchlint import __version__, collection, config, engine, registry
-from torchlint.analysis import project
+from torchlint.analysis.model import project_index
 
 RUN_ERROR_CODE = "TL000"
 
@@ -43,9 +43,9 @@ def _settings_for_directory(directory: str) -> Tuple[config.Settings, Optional[s
 
 
 @lru_cache(maxsize=8)
-def _project_for_root(root: str) -> project.ProjectIndex:
+def _project_for_root(root: str) -> project_index.ProjectIndex:
     """One index per project root and flake8 process, walked only when a rule asks across files (TL403)."""
-    return project.ProjectIndex(lambda: project.files_under(root))
+    return project_index.ProjectIndex(lambda: project_index.files_under(root))
 
 
 class TorchlintChecker:
@@ -66,7 +66,7 @@ class TorchlintChecker:
         settings, error = _settings_for_directory(directory)
         if error is not None:
             yield 1, 0, f"{RUN_ERROR_CODE} torchlint configuration error: {error}", type(self)
-        with project.activated(_project_for_root(os.path.abspath(settings.root))), collection.collecting_less():
+        with project_index.activated(_project_for_root(os.path.abspath(settings.root))), collection.collecting_less():
             result = engine.lint_text(
                 source, self.filename, settings, codes=settings.enabled, honour_noqa=False, tree=self.tree
             )

@@ -29,15 +29,14 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, List, Optional, Sequence, Set, Tuple, Type, Union
+from typing import Dict, FrozenSet, Iterable, List, Optional, Protocol, Sequence, Set, Tuple, Type, Union
 
-from torchlint.analysis.ast_names import ast_dotted_name, every_node, import_bindings
-from torchlint.analysis.project import star_imports_of
-from torchlint.rule import WHOLE_FILE
+from torchlint.analysis.flow.callers import framework_called, judged_by_instances
+from torchlint.analysis.model.ast_names import ast_dotted_name, every_node, import_bindings
+from torchlint.analysis.model.project_index import star_imports_of
+from torchlint.findings import WHOLE_FILE
 from torchlint.source import line_starts
 
-if TYPE_CHECKING:  # pragma: no cover
-    from torchlint.rule import Rule
 
 Seeds = Union[None, str, FrozenSet[int]]
 
@@ -378,34 +377,6 @@ class Scan:
             region.binds.add(node.asname or node.name.split(".", 1)[0])
 
 
-_FRAMEWORK_METHODS = frozenset({"forward", "training_step", "validation_step", "test_step", "predict_step"})
-
-
-def framework_called(name: str) -> bool:
-    """Functions (by name) the framework or Python calls (``forward``, dunders): their callers are not in the file."""
-    return name in _FRAMEWORK_METHODS or name.startswith("__")
-
-
-_LOSS_WORD = re.compile(r"loss|criterion", re.IGNORECASE)
-
-
-def judged_by_callers(function_name: str, nested: bool) -> bool:
-    """Whether a function's parameters are judged by what the file's calls pass it: helpers the file owns
-    (nested in a function, or private: ``_project``) and loss functions (``reduce_loss(loss, mask)``
-    called with length masks).  A public helper (``get_timestep_embedding``) serves other modules too,
-    and keeping every such callers' region for LibCST made a cold run over diffusers 15% slower."""
-    private = function_name.startswith("_") and not function_name.startswith("__")
-    return nested or private or bool(_LOSS_WORD.search(function_name))
-
-
-def judged_by_instances(class_name: str) -> bool:
-    """Whether a module class's ``forward`` is judged by what its instances are called with: loss modules,
-    which a model calls with predictions it prepared (``self.criterion(sigma.clamp_min(eps), ...)``).
-    A layer's ``forward`` gets activations no caller bounds; keeping its callers for LibCST would cost
-    much of a model file for nothing (a sample of transformers: 38% of its characters parsed instead of 31%)."""
-    return bool(_LOSS_WORD.search(class_name))
-
-
 def _instance_attributes(root: ast.AST, classes: Set[str]) -> Set[str]:
     """Attributes assigned a value that constructs one of ``classes`` (``self.loss = Loss().to(d)``)."""
     found = set()
@@ -450,9 +421,18 @@ def _first_line(statement: ast.stmt) -> int:
 # -- the plan ----------------------------------------------------------------------------
 
 
+class SeededRule(Protocol):
+    """What the pre-pass asks of a rule class (``torchlint.rule.Rule``)."""
+
+    reads_callers: bool
+
+    @classmethod
+    def prepass(cls, scan: "Scan") -> Seeds: ...
+
+
 @dataclass
 class Plan:
-    rules: List[Type["Rule"]]  # the rules that may report: the others do not run
+    rules: List[Type[SeededRule]]  # the rules that may report: the others do not run
     text: str  # what LibCST parses: the file, or the file without the regions no rule needs
     # Line n of ``text`` is line ``lines[n - 1]`` of the file; empty when ``text`` is the file.
     lines: List[int] = field(default_factory=list)
@@ -460,7 +440,7 @@ class Plan:
     tree: Optional[ast.Module] = None
 
 
-def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Optional[ast.Module] = None) -> Optional[Plan]:
+def plan(source: str, path: str, rule_classes: Sequence[Type[SeededRule]], tree: Optional[ast.Module] = None) -> Optional[Plan]:
     """The rules to run and the text to parse, or None when ``ast`` cannot read the file (then the
     engine parses it whole with every triggered rule, and LibCST reports what is wrong).
     ``tree``: ``ast.parse(source)`` when the caller already has it."""
@@ -470,7 +450,7 @@ def plan(source: str, path: str, rule_classes: Sequence[Type["Rule"]], tree: Opt
         except (SyntaxError, ValueError, RecursionError, MemoryError):
             return None
     scan = Scan(path, source, tree)
-    running: List[Type["Rule"]] = []
+    running: List[Type[SeededRule]] = []
     seeds: Set[int] = set()
     callers_read_in: Set[int] = set()  # seeds of the rules that read callers (Rule.reads_callers)
     whole = False

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from torchlint import config, noqa, notebook, source
-from torchlint.analysis import project
+from torchlint.analysis.model import project_index
 from torchlint.cache import Cache, Dependency, digest_bytes
 from torchlint.files import project_files
 from torchlint.rule import Diagnostic, Finding
@@ -40,7 +40,7 @@ class FileOutcome:
     dependencies: Tuple[Dependency, ...] = ()  # project modules a rule looked up (TL403)
 
 
-class RecordingIndex(project.ProjectIndex):
+class RecordingIndex(project_index.ProjectIndex):
     """The run's project index, noting which modules each file's rules looked up (for the cache)."""
 
     def __init__(self, files_source) -> None:
@@ -215,7 +215,7 @@ def _start_worker(args: argparse.Namespace, settings: config.Settings, files: Se
 
 def _check_in_worker(path: str) -> FileOutcome:
     index = _WORKER["index"]
-    with project.activated(index):
+    with project_index.activated(index):
         return check_path(path, _WORKER["args"], _WORKER["settings"], index)
 
 
@@ -254,7 +254,7 @@ def run_files(
     pending = [files[i] for i in todo]
     if jobs <= 1 or len(pending) < MIN_FILES_PER_JOB * 2:
         index = index or build_index(files, paths, settings)
-        with project.activated(index):
+        with project_index.activated(index):
             computed = [check_path(path, args, settings, index) for path in pending]
     else:
         computed = _in_pool(pending, files, paths, args, settings, jobs)

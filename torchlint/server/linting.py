@@ -10,7 +10,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import FrozenSet, List, Optional, Sequence
 
-from torchlint.analysis import project
+from torchlint.analysis.model import project_index
 from torchlint.rule import Diagnostic, Finding
 from torchlint.server.documents import DocumentEdits, DocumentView
 from torchlint.server.projects import DocumentSettings, Projects
@@ -49,7 +49,7 @@ def lint(view: DocumentView, projects: Projects, folders: Sequence[str] = ()) ->
     index = projects.index_for(settings.settings)
     index.looked_up = set()
     try:
-        with project.activated(index):
+        with project_index.activated(index):
             result = view.lint(settings.settings)
         outcome.findings, outcome.problems = result.findings, result.diagnostics
     except Exception as exc:  # an engine bug on this text must not stop the server
@@ -63,5 +63,5 @@ def lint(view: DocumentView, projects: Projects, folders: Sequence[str] = ()) ->
 def fix_all(outcome: Outcome, projects: Projects) -> Optional[DocumentEdits]:
     """The edits of the safe and numerics fixes, as ``--fix`` applies them; None when nothing changes."""
     settings = outcome.settings.settings
-    with project.activated(projects.index_for(settings)):
+    with project_index.activated(projects.index_for(settings)):
         return outcome.view.fix_all(settings)

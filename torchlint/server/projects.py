@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from torchlint import config
-from torchlint.analysis import project
+from torchlint.analysis.model import project_index
 from torchlint.files import discover
 from torchlint.runner import RecordingIndex
 
@@ -86,7 +86,7 @@ class Projects:
         absolute = os.path.abspath(path)
         for root in [r for r in self._indexes if absolute.startswith(os.path.join(r, ""))]:
             del self._indexes[root]
-        return project.module_name(absolute)
+        return project_index.module_name(absolute)
 
 
 def _candidates(directory: str) -> Tuple[str, ...]:

@@ -16,21 +16,21 @@ import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
 from torchlint import source
-from torchlint.analysis.calls import argument, positional_args
-from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import DIV, DomainOp
-from torchlint.analysis.domain_match import find_domain_ops, match_domain_op
-from torchlint.analysis.fused import match_exp, match_log, match_x_log_x, one_plus
-from torchlint.analysis.losses import match_loss
-from torchlint.analysis.owners import is_nan_filter
-from torchlint.analysis.precision import (
+from torchlint.analysis.model.calls import argument, positional_args
+from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.values.domain import DIV, DomainOp
+from torchlint.analysis.flow.domain_match import find_domain_ops, match_domain_op
+from torchlint.analysis.values.fused import match_exp, match_log, match_x_log_x, one_plus
+from torchlint.analysis.values.losses import match_loss
+from torchlint.analysis.project.owners import is_nan_filter
+from torchlint.analysis.values.precision import (
     added_guard,
     clamp_lower_bound,
     clamp_upper_bound,
     one_minus_term,
 )
 from torchlint.config import Settings
-from torchlint.context import FileContext
+from torchlint.analysis.model.project_index import file_context
 from torchlint.rule import Finding
 from torchlint.rules.numerics.tl105_vanishing_epsilon import (
     ONE_MINUS_FLOAT16_MESSAGE,
@@ -51,7 +51,7 @@ class _File:
 
     def __init__(self, path: str, text: str, settings: Settings) -> None:
         self.module = cst.parse_module(text)
-        self.context = FileContext(path, text, self.module, settings)
+        self.context = file_context(path, text, self.module, settings)
         positions = MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
         self.positions = positions
         self.by_span: Dict[Span, List[cst.CSTNode]] = {}

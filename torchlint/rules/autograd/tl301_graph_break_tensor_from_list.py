@@ -6,8 +6,8 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.calls import has_star_args, keyword_arg, positional_args
-from torchlint.analysis.gradflow import FunctionFlow, Site, current_flow
+from torchlint.analysis.model.calls import has_star_args, keyword_arg, positional_args
+from torchlint.analysis.flow.gradflow import FunctionFlow, Site, current_flow
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 
 TORCH_CONVERTERS = frozenset({"torch.as_tensor", "torch.tensor", "torch.Tensor", "torch.FloatTensor"})

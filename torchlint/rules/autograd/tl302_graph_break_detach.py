@@ -4,7 +4,7 @@ from typing import Iterator, Optional, Set
 
 import libcst as cst
 
-from torchlint.analysis.gradflow import (
+from torchlint.analysis.flow.gradflow import (
     BACKWARD_METHODS,
     DETACHING_METHODS,
     REWRAP_FUNCTIONS,
@@ -16,7 +16,7 @@ from torchlint.analysis.gradflow import (
     differentiates,
     read_names,
 )
-from torchlint.analysis.losses import is_loss_call
+from torchlint.analysis.values.losses import is_loss_call
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # Names of the detaching steps (methods, ``.data``, ``float``, re-wrapping calls): the cheap prefilter.

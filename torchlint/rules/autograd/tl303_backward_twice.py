@@ -5,9 +5,9 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg
-from torchlint.analysis.callers import CallSite, argument_for
-from torchlint.analysis.gradflow import (
+from torchlint.analysis.model.calls import add_keyword, has_star_args, keyword_arg
+from torchlint.analysis.flow.callers import CallSite, argument_for
+from torchlint.analysis.flow.gradflow import (
     BACKWARD_METHODS,
     BackwardCall,
     FunctionFlow,

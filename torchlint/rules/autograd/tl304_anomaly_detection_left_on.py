@@ -4,8 +4,8 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.calls import argument, has_star_args
-from torchlint.analysis.gradflow import in_debug_condition, is_test_path
+from torchlint.analysis.model.calls import argument, has_star_args
+from torchlint.analysis.flow.gradflow import in_debug_condition, is_test_path
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 
 SET_DETECT_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})

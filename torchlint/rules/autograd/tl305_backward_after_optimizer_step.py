@@ -4,7 +4,7 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.gradflow import (
+from torchlint.analysis.flow.gradflow import (
     BACKWARD_METHODS,
     BackwardCall,
     FunctionFlow,

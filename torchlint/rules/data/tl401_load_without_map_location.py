@@ -4,10 +4,10 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
-from torchlint.analysis.devices import GPU_REQUIRED, device_policy, saved_before_in_same_run, used_as_cpu_data, written_here_on_cpu
-from torchlint.analysis.signatures import gives_keyword
+from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
+from torchlint.analysis.project.devices import GPU_REQUIRED, device_policy, saved_before_in_same_run, used_as_cpu_data, written_here_on_cpu
+from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
@@ -71,7 +71,7 @@ class LoadWithoutMapLocation(Rule):
   function); the file writes that path itself and never uses a GPU (for a path that is a parameter, every
   call in the file hands in such a path).
 - not reported: the loaded value is used as CPU data right away (`torch.load(p).numpy()`).
-How the device evidence is read: `torchlint/analysis/devices.py`.
+How the device evidence is read: `torchlint/analysis/project/devices.py`.
 """
 
     @classmethod
@@ -80,7 +80,7 @@ How the device evidence is read: `torchlint/analysis/devices.py`.
         if not loads:
             return None
         # The fix reads whether the module binds `device` (scope.binds_name); the confidence, where the file
-        # saves the path it loads (analysis/devices.py).
+        # saves the path it loads (analysis/project/devices.py).
         saves = scan.regions_calling_qualified(SAVE_FUNCTIONS)
         return loads | saves | scan.regions_where(lambda region: region.enclosing_class is None and "device" in region.binds)
 
@@ -112,7 +112,7 @@ How the device evidence is read: `torchlint/analysis/devices.py`.
         self.report(node, fix=fix, confidence=confidence)
 
     def _confidence(self, node: cst.Call) -> Optional[Confidence]:
-        """How sure the load meets a machine without the GPU its file was saved from (analysis/devices.py),
+        """How sure the load meets a machine without the GPU its file was saved from (analysis/project/devices.py),
         or None when it holds CPU data."""
         ancestors = self.context.ancestors
         if used_as_cpu_data(ancestors, node):

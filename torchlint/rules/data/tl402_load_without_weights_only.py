@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg
-from torchlint.analysis.checkpoints import LOAD_FUNCTIONS, WEIGHTS_ONLY_DEFAULT_SINCE, is_project_path
-from torchlint.analysis.signatures import gives_keyword
+from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg
+from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, WEIGHTS_ONLY_DEFAULT_SINCE, is_project_path
+from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 # torch.load has defaulted to weights_only=True since this release.

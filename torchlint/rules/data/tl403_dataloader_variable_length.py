@@ -6,15 +6,15 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.calls import NOT_A_LITERAL, add_keyword, argument, has_star_args, keyword_arg, literal_value, positional_args
-from torchlint.analysis.dataflow import Site, bindings, site_of
-from torchlint.analysis.dataset_items import ItemShape, collection_varies, library_items, mapped_tokenizer_varies
-from torchlint.analysis.names import dotted_name
-from torchlint.analysis.ops import number_value
-from torchlint.analysis.project import constructor_parameters, dataset_item, file_facts
-from torchlint.analysis.returns import called_function, returned_values
-from torchlint.analysis.scope import assignments
-from torchlint.analysis.tokenizers import is_tokenizer_name
+from torchlint.analysis.model.calls import NOT_A_LITERAL, add_keyword, argument, has_star_args, keyword_arg, literal_value, positional_args
+from torchlint.analysis.model.dataflow import Site, bindings, site_of
+from torchlint.analysis.model.dataset_items import ItemShape, collection_varies, library_items, mapped_tokenizer_varies
+from torchlint.analysis.model.names import dotted_name
+from torchlint.analysis.model.ops import number_value
+from torchlint.analysis.model.project_index import constructor_parameters, dataset_item, file_facts
+from torchlint.analysis.model.returns import called_function, returned_values
+from torchlint.analysis.model.scope import assignments
+from torchlint.analysis.model.tokenizers import is_tokenizer_name
 from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, ImportRequirement, Replacement, Rule
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -70,7 +70,7 @@ class DataLoaderVariableLength(Rule):
     item. For a dataset class (defined in the same file or imported from
     another module of the project), its `__getitem__` returns, directly or in
     a dict or tuple, through local names, helper methods and attributes that
-    `__init__` sets (analysis/dataset_items.py says how):
+    `__init__` sets (analysis/model/dataset_items.py says how):
 
     - a Hugging Face tokenizer call without `padding="max_length"` (or with
       `padding=True` / `"longest"`, which pads a single item to itself);

@@ -7,10 +7,10 @@ from typing import List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.ast_names import ast_dotted_name
-from torchlint.analysis.names import dotted_name
-from torchlint.analysis.tokenizers import is_tokenizer_name
-from torchlint.analysis.scope import self_attributes, statements
+from torchlint.analysis.model.ast_names import ast_dotted_name
+from torchlint.analysis.model.names import dotted_name
+from torchlint.analysis.model.tokenizers import is_tokenizer_name
+from torchlint.analysis.model.scope import self_attributes, statements
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 

@@ -7,13 +7,13 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis import api_table
-from torchlint.analysis.api_table import Version, keyword_at, keyword_varies
-from torchlint.analysis.api_drift import version_text
-from torchlint.analysis.calls import has_star_args
-from torchlint.analysis.names import ImportTable, dotted_name
-from torchlint.analysis.scope import statements
-from torchlint.analysis.signatures import (
+from torchlint.analysis.api import api_table
+from torchlint.analysis.api.api_table import Version, keyword_at, keyword_varies
+from torchlint.analysis.api.api_drift import version_text
+from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.model.names import ImportTable, dotted_name
+from torchlint.analysis.model.scope import statements
+from torchlint.analysis.api.signatures import (
     accepted_keywords,
     misspelt_keywords,
     public_name,
@@ -21,7 +21,7 @@ from torchlint.analysis.signatures import (
     table_torch_version,
     tensor_method,
 )
-from torchlint.analysis.tensors import is_tensor
+from torchlint.analysis.values.tensors import is_tensor
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 REQUIRES_GRAD = "requires_grad"
@@ -49,7 +49,7 @@ class UnknownTorchKeyword(Rule):
     torchlint; the message names the torch version it was made from. A
     tensor method is checked where the receiver is known to be a tensor (a
     torch function's or a loss module's result, a tensor method's, through
-    a name; analysis/tensors.py), and `.backward(...)` also on a name that
+    a name; analysis/values/tensors.py), and `.backward(...)` also on a name that
     says it holds a loss (`loss`, `total_loss`). Keywords torch renamed are
     named with their new spelling (`loss.backward(retain_variables=True)`:
     torch renamed it `retain_graph`). APIs that take `**kwargs` are never flagged (`torch.load` is

@@ -6,10 +6,10 @@ from typing import List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.calls import add_keyword, argument, has_star_args, keyword_arg
-from torchlint.analysis.callers import every_call_site
-from torchlint.analysis.ast_names import ast_dotted_name
-from torchlint.analysis.checkpoints import (
+from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg
+from torchlint.analysis.flow.callers import every_call_site
+from torchlint.analysis.model.ast_names import ast_dotted_name
+from torchlint.analysis.model.checkpoints import (
     ALLOW_LISTS,
     LOAD_FUNCTIONS,
     MODULE_METHODS,
@@ -17,12 +17,12 @@ from torchlint.analysis.checkpoints import (
     is_project_path,
     path_key,
 )
-from torchlint.analysis.dataflow import bindings, site_of
-from torchlint.analysis.names import dotted_name
-from torchlint.analysis.ops import MODULE_MOVES
-from torchlint.analysis.project import file_facts, whole_saves_in
-from torchlint.analysis.signatures import gives_keyword
-from torchlint.prepass import framework_called
+from torchlint.analysis.model.dataflow import bindings, site_of
+from torchlint.analysis.model.names import dotted_name
+from torchlint.analysis.model.ops import MODULE_MOVES
+from torchlint.analysis.model.project_index import file_facts, whole_saves_in
+from torchlint.analysis.api.signatures import gives_keyword
+from torchlint.analysis.flow.callers import framework_called
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 

@@ -2,9 +2,9 @@
 
 A use is a call (``torch.solve(B, A)``, ``B.solve(A)`` on a value known to be a tensor), a reference
 (``fn = torch.solve``, ``@torch.cuda.amp.custom_fwd``) or an import (``from torch import solve``,
-``import torch._six``).  Names are resolved through the file's imports (analysis/names.py): a user's
+``import torch._six``).  Names are resolved through the file's imports (analysis/model/names.py): a user's
 own ``solve``, ``np.linalg.qr`` or ``scipy.linalg.solve`` never resolves to torch.  Uses under a
-version or feature guard (analysis/version_guards.py) are compatibility code and are not reported.
+version or feature guard (analysis/api/version_guards.py) are compatibility code and are not reported.
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Callable, ClassVar, Dict, FrozenSet, Optional, Set
 
 import libcst as cst
 
-from torchlint.analysis.api_drift import (
+from torchlint.analysis.api.api_drift import (
     SIX_TWINS,
     ApiChange,
     Status,
@@ -26,17 +26,17 @@ from torchlint.analysis.api_drift import (
     tensor_method_names,
     version_text,
 )
-from torchlint.analysis.ast_names import ast_dotted_name, every_node
-from torchlint.analysis.drift_fixes import (
+from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
+from torchlint.analysis.api.drift_fixes import (
     CallSite,
     amp_decorator_reference,
     rename_import,
     rename_reference,
     rewrite_call,
 )
-from torchlint.analysis.names import dotted_name
-from torchlint.analysis.tensors import is_tensor
-from torchlint.analysis.version_guards import is_version_guarded
+from torchlint.analysis.model.names import dotted_name
+from torchlint.analysis.values.tensors import is_tensor
+from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Confidence, FixSpec, Rule
 
 TENSOR_PREFIX = "torch.Tensor."

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis.api_drift import Status
+from torchlint.analysis.api.api_drift import Status
 from torchlint.rule import Applicability
 from torchlint.rules.drift.api_uses import ApiUseRule
 

@@ -4,14 +4,14 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.api_drift import (
+from torchlint.analysis.api.api_drift import (
     LEGACY_REDUCTION_KEYWORDS,
     Status,
     deprecated_since_text,
     in_watched_package,
     version_text,
 )
-from torchlint.analysis.api_table import (
+from torchlint.analysis.api.api_table import (
     UNKNOWN_VALUE,
     KeywordDeprecation,
     api_entry,
@@ -20,8 +20,8 @@ from torchlint.analysis.api_table import (
     keyword_removed_in,
     keyword_warns,
 )
-from torchlint.analysis.calls import NOT_A_LITERAL, has_star_args, keyword_arg, literal_value, without_args
-from torchlint.analysis.signatures import public_name
+from torchlint.analysis.model.calls import NOT_A_LITERAL, has_star_args, keyword_arg, literal_value, without_args
+from torchlint.analysis.api.signatures import public_name
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
 

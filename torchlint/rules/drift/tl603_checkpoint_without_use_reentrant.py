@@ -2,16 +2,16 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.api_drift import (
+from torchlint.analysis.api.api_drift import (
     CHECKPOINT_DEFAULT_REENTRANT,
     CHECKPOINT_FUNCTIONS,
     CHECKPOINT_WARNS_SINCE,
     effective_target,
     version_text,
 )
-from torchlint.analysis.calls import add_keyword, positional_args
-from torchlint.analysis.signatures import gives_keyword
-from torchlint.analysis.version_guards import is_version_guarded
+from torchlint.analysis.model.calls import add_keyword, positional_args
+from torchlint.analysis.api.signatures import gives_keyword
+from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 

@@ -4,16 +4,16 @@ from typing import Dict, List, Optional
 
 import libcst as cst
 
-from torchlint.analysis.api_drift import (
+from torchlint.analysis.api.api_drift import (
     LEGACY_REDUCTION_KEYWORDS,
     LEGACY_REDUCTION_SINCE,
     accepts_keyword,
     effective_target,
     legacy_reduction,
 )
-from torchlint.analysis.calls import add_keyword, has_star_args, keyword_arg, without_args
-from torchlint.analysis.drift_fixes import literal_bool
-from torchlint.analysis.version_guards import is_version_guarded
+from torchlint.analysis.model.calls import add_keyword, has_star_args, keyword_arg, without_args
+from torchlint.analysis.api.drift_fixes import literal_bool
+from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 

@@ -2,13 +2,13 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.api_drift import (
+from torchlint.analysis.api.api_drift import (
     VARIABLE_CLASSES,
     VOLATILE_REMOVED_IN,
     effective_target,
 )
-from torchlint.analysis.calls import keyword_arg
-from torchlint.analysis.drift_fixes import literal_bool
+from torchlint.analysis.model.calls import keyword_arg
+from torchlint.analysis.api.drift_fixes import literal_bool
 from torchlint.rule import Rule
 
 

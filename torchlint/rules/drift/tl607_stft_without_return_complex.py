@@ -4,12 +4,12 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.api_drift import STFT_RAISES_SINCE, effective_target
-from torchlint.analysis.calls import add_keyword, positional_args
-from torchlint.analysis.drift_fixes import api_reference
-from torchlint.analysis.signatures import gives_keyword
-from torchlint.analysis.tensors import is_tensor
-from torchlint.analysis.version_guards import is_version_guarded
+from torchlint.analysis.api.api_drift import STFT_RAISES_SINCE, effective_target
+from torchlint.analysis.model.calls import add_keyword, positional_args
+from torchlint.analysis.api.drift_fixes import api_reference
+from torchlint.analysis.api.signatures import gives_keyword
+from torchlint.analysis.values.tensors import is_tensor
+from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 # torch.stft(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized, onesided, return_complex)

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from torchlint.analysis.api_drift import PUBLIC_TWINS, ApiChange, Status
+from torchlint.analysis.api.api_drift import PUBLIC_TWINS, ApiChange, Status
 from torchlint.rule import Applicability
 from torchlint.rules.drift.api_uses import ApiUseRule
 

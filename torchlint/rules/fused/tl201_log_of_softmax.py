@@ -4,12 +4,12 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.bindings import Definition
-from torchlint.analysis.calls import argument
-from torchlint.analysis.fused import activation_of, functional, is_pure, keyword, log_softmax_call, positional
-from torchlint.analysis.module_outputs import called_module_activation
-from torchlint.analysis.ops import SoftmaxCall, match_softmax, match_unary, number_value, strip_clamp_min, strip_eps
-from torchlint.analysis.precision import FLOAT16_ZERO_LIMIT, added_guard, project_uses_float16
+from torchlint.analysis.model.bindings import Definition
+from torchlint.analysis.model.calls import argument
+from torchlint.analysis.values.fused import activation_of, functional, is_pure, keyword, log_softmax_call, positional
+from torchlint.analysis.project.module_outputs import called_module_activation
+from torchlint.analysis.model.ops import SoftmaxCall, match_softmax, match_unary, number_value, strip_clamp_min, strip_eps
+from torchlint.analysis.values.precision import FLOAT16_ZERO_LIMIT, added_guard, project_uses_float16
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 LOG_FUNCTIONS = frozenset({"torch.log"})

@@ -4,7 +4,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.fused import (
+from torchlint.analysis.values.fused import (
     activation_of,
     functional,
     is_pure,
@@ -14,7 +14,7 @@ from torchlint.analysis.fused import (
     one_minus,
     positional,
 )
-from torchlint.analysis.module_outputs import ModuleActivation, called_module_activation
+from torchlint.analysis.project.module_outputs import ModuleActivation, called_module_activation
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 LOG1P_FUNCTIONS = frozenset({"torch.log1p"})

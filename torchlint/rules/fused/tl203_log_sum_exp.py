@@ -4,7 +4,7 @@ from typing import List, Optional
 
 import libcst as cst
 
-from torchlint.analysis.fused import (
+from torchlint.analysis.values.fused import (
     SumOfExp,
     as_receiver,
     bare,
@@ -20,7 +20,7 @@ from torchlint.analysis.fused import (
     positional,
     torch_function,
 )
-from torchlint.analysis.ops import strip_eps
+from torchlint.analysis.model.ops import strip_eps
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 

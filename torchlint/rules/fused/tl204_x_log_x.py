@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.bindings import reaching_definition
-from torchlint.analysis.conditions import guarded_by_condition
-from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain_match import match_domain_op
-from torchlint.analysis.fused import (
+from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.values.conditions import guarded_by_condition
+from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.flow.domain_match import match_domain_op
+from torchlint.analysis.values.fused import (
     ExpTimesExponent,
     XLogX,
     activation_of,
@@ -20,9 +20,9 @@ from torchlint.analysis.fused import (
     positional,
     torch_function,
 )
-from torchlint.analysis.ops import call_parts
-from torchlint.analysis.owners import where_owner
-from torchlint.analysis.signs import Sign, sign_of
+from torchlint.analysis.model.ops import call_parts
+from torchlint.analysis.project.owners import where_owner
+from torchlint.analysis.flow.signs import Sign, sign_of
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # What makes log-probabilities: their -inf (a masked logit, a probability 0) meets exp's 0.

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.fused import (
+from torchlint.analysis.values.fused import (
     as_receiver,
     bare,
     in_place_of,

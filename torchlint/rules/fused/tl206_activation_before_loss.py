@@ -4,13 +4,13 @@ import ast
 
 import libcst as cst
 
-from torchlint.analysis.ast_names import ast_dotted_name
-from torchlint.analysis.fused import activation_of
-from torchlint.analysis.losses import LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
-from torchlint.analysis.module_outputs import trace_output
-from torchlint.analysis.precision import project_uses_float16
-from torchlint.analysis.project import active_project, facts_of_tree
-from torchlint.prepass import framework_called
+from torchlint.analysis.model.ast_names import ast_dotted_name
+from torchlint.analysis.values.fused import activation_of
+from torchlint.analysis.values.losses import LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
+from torchlint.analysis.project.module_outputs import trace_output
+from torchlint.analysis.values.precision import project_uses_float16
+from torchlint.analysis.model.project_index import active_project, facts_of_tree
+from torchlint.analysis.flow.callers import framework_called
 from torchlint.rule import Applicability, Confidence, FixSpec, Rule
 
 MESSAGES = {
@@ -70,7 +70,7 @@ class ActivationBeforeLoss(Rule):
     `self.` attributes, `.to(device)`, tuple unpacking and the parameter of a
     training function that the file's own calls fill (`train(model, ...)`
     called with `Network()`); its class may live in the same file or in
-    another module of the project (analysis/module_outputs.py says how).
+    another module of the project (analysis/project/module_outputs.py says how).
 
     ## Why is this bad?
     `cross_entropy` computes `log_softmax` itself: on probabilities the

@@ -4,9 +4,9 @@ import re
 
 import libcst as cst
 
-from torchlint.analysis.fused import activation_of
-from torchlint.analysis.losses import match_loss, rewrite_activation
-from torchlint.analysis.module_outputs import trace_output
+from torchlint.analysis.values.fused import activation_of
+from torchlint.analysis.values.losses import match_loss, rewrite_activation
+from torchlint.analysis.project.module_outputs import trace_output
 from torchlint.rule import Applicability, Confidence, FixSpec, Rule
 
 # A name that says it holds probabilities, not their logs: ``probs``, ``mean_anchor_probs``, ``p_student``

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from torchlint.analysis.domain import RSQRT, RSQRT_FUNCTIONS, SQRT, SQRT_FUNCTIONS, call_names
+from torchlint.analysis.values.domain import RSQRT, RSQRT_FUNCTIONS, SQRT, SQRT_FUNCTIONS, call_names
 from torchlint.rule import Applicability
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
@@ -13,12 +13,12 @@ class UnguardedSqrt(UnguardedOpRule):
     `x.rsqrt()`. A root spelled as a power (`x ** 0.5`, `x.pow(.5)`) is
     reported as one, by TL103.
 
-    The operand is judged by what it is (`torchlint/analysis/signs.py`): a
+    The operand is judged by what it is (`torchlint/analysis/flow/signs.py`): a
     norm, a variance, a sum of squares, a count, a difference that can cancel
     (`E[x^2] - E[x]^2`), a constant 0 reach the edge by construction; `x + eps`,
     `clamp(min=eps)`, `exp(x)` and names bound to them do not, nor does an
     operand a test keeps off zero (`if (x > 0).all():`, an earlier
-    `if x == 0: return`: `torchlint/analysis/conditions.py`).
+    `if x == 0: return`: `torchlint/analysis/values/conditions.py`).
 
     ## Why is this bad?
     The derivative of `sqrt(x)` is `1 / (2 * sqrt(x))`: at `x = 0` it is

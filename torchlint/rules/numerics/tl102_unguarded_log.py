@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.domain import LOG, LOG_FUNCTIONS, call_names
-from torchlint.analysis.domain_match import match_domain_op
-from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.grad_need import gradient_regions
-from torchlint.analysis.guards import assess
+from torchlint.analysis.values.domain import LOG, LOG_FUNCTIONS, call_names
+from torchlint.analysis.flow.domain_match import match_domain_op
+from torchlint.analysis.values.fixes import clamp_operand_fix, eps_text
+from torchlint.analysis.flow.grad_need import gradient_regions
+from torchlint.analysis.project.guards import assess
 from torchlint.rule import Applicability, Rule
 
 
@@ -17,11 +17,11 @@ class UnguardedLog(Rule):
     `torch.log(x)`, `torch.log2(x)`, `torch.log10(x)`, `x.log()`, `x.log2()`,
     `x.log10()`.
 
-    The operand is judged by what it is (`torchlint/analysis/signs.py`): a
+    The operand is judged by what it is (`torchlint/analysis/flow/signs.py`): a
     count, a norm, a ReLU output, `1 - p` of a probability, `max - min`, a
     constant 0 reach 0 by construction; `p + eps`, `clamp(min=eps)`, `exp(x)`,
     `1 + x` and names bound to them do not, nor does an operand a test keeps
-    off zero (`torchlint/analysis/conditions.py`). A log that a fused op
+    off zero (`torchlint/analysis/values/conditions.py`). A log that a fused op
     replaces is left to its own rule, so one bug gives one finding:
     `log(softmax)` (TL201, also through a name), `log(sigmoid)` and
     `log(1 - sigmoid)` (TL202), `log(sum(exp))` and `log(1 + exp)` (TL203),

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import ast
 
-from torchlint.analysis.domain import POW, POW_FUNCTIONS, call_names, may_be_fractional_exponent
-from torchlint.analysis.grad_need import gradient_regions
+from torchlint.analysis.values.domain import POW, POW_FUNCTIONS, call_names, may_be_fractional_exponent
+from torchlint.analysis.flow.grad_need import gradient_regions
 from torchlint.rule import Applicability
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
 

@@ -6,9 +6,9 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.domain import DIV, DIV_FUNCTIONS, DomainOp, call_names, constant_value, may_be_divisor
-from torchlint.analysis.grad_need import gradient_regions
-from torchlint.analysis.fixes import clamp_operand_fix, eps_text, functional_reference
+from torchlint.analysis.values.domain import DIV, DIV_FUNCTIONS, DomainOp, call_names, constant_value, may_be_divisor
+from torchlint.analysis.flow.grad_need import gradient_regions
+from torchlint.analysis.values.fixes import clamp_operand_fix, eps_text, functional_reference
 from torchlint.rule import Applicability, FixSpec, Replacement
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
 

@@ -4,15 +4,15 @@ from typing import Optional, Sequence
 
 import libcst as cst
 
-from torchlint.analysis.calls import positional_args
-from torchlint.analysis.conditions import condition_implies_positive, condition_implies_zero
-from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import DIV, DomainOp
-from torchlint.analysis.domain_match import match_domain_op
-from torchlint.analysis.grad_need import backward_never_reaches
-from torchlint.analysis.guards import reaches_edge
-from torchlint.analysis.owners import where_owner
-from torchlint.analysis.signs import Sign, sign_of
+from torchlint.analysis.model.calls import positional_args
+from torchlint.analysis.values.conditions import condition_implies_positive, condition_implies_zero
+from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.values.domain import DIV, DomainOp
+from torchlint.analysis.flow.domain_match import match_domain_op
+from torchlint.analysis.flow.grad_need import backward_never_reaches
+from torchlint.analysis.project.guards import reaches_edge
+from torchlint.analysis.project.owners import where_owner
+from torchlint.analysis.flow.signs import Sign, sign_of
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 
@@ -68,7 +68,7 @@ class WhereDoesNotGuardGradient(Rule):
     Not reported: code where no backward pass is expected (under
     `torch.no_grad()` / `torch.inference_mode()` or in a function decorated
     with them, `Dataset` methods and `__getitem__`, `Metric` classes and
-    `metrics/` / `metrics.py` files: see `analysis/grad_need.py`; also
+    `metrics/` / `metrics.py` files: see `analysis/flow/grad_need.py`; also
     initialisation code, optimizer files and helpers that every call in the
     same file runs under `torch.no_grad()`), ops on values autograd never
     differentiates (ratios of counts of comparisons,

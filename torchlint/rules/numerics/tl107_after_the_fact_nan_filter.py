@@ -5,9 +5,9 @@ from typing import List, Optional, Sequence
 
 import libcst as cst
 
-from torchlint.analysis.callers import argument_for, file_calls
-from torchlint.analysis.dataflow import bindings, later_statements, site_of
-from torchlint.analysis.domain import (
+from torchlint.analysis.flow.callers import argument_for, file_calls
+from torchlint.analysis.model.dataflow import bindings, later_statements, site_of
+from torchlint.analysis.values.domain import (
     DIV,
     DIV_FUNCTIONS,
     LOG_FUNCTIONS,
@@ -19,12 +19,12 @@ from torchlint.analysis.domain import (
     is_guard_constant,
     structurally_equal,
 )
-from torchlint.analysis.domain_match import match_domain_op
-from torchlint.analysis.fixes import clamped, eps_text
-from torchlint.analysis.grad_need import backward_never_reaches, gradient_flows, gradient_unlikely, in_no_grad_code
-from torchlint.analysis.guards import reaches_edge
-from torchlint.analysis.ops import is_value_receiver
-from torchlint.analysis.owners import NAN_TESTS, filter_owner, is_nan_filter
+from torchlint.analysis.flow.domain_match import match_domain_op
+from torchlint.analysis.values.fixes import clamped, eps_text
+from torchlint.analysis.flow.grad_need import backward_never_reaches, gradient_flows, gradient_unlikely, in_no_grad_code
+from torchlint.analysis.project.guards import reaches_edge
+from torchlint.analysis.model.ops import is_value_receiver
+from torchlint.analysis.project.owners import NAN_TESTS, filter_owner, is_nan_filter
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 
@@ -121,7 +121,7 @@ class AfterTheFactNanFilter(Rule):
     when the filter sits inside a compound statement.
     Not reported where no backward pass is expected: under `torch.no_grad()`,
     in `Dataset` / `__getitem__` code, `Metric` classes and `metrics/` files
-    (see `analysis/grad_need.py`), in initialisation code, optimizer files
+    (see `analysis/flow/grad_need.py`), in initialisation code, optimizer files
     and helpers that every call in the same file runs under
     `torch.no_grad()`, on values autograd never differentiates (counts of
     comparisons, constants); and not when the input is already guarded.

@@ -5,13 +5,13 @@ from typing import ClassVar, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis import signs
-from torchlint.analysis.dataflow import site_of
-from torchlint.analysis.domain import POW, DomainOp, is_reciprocal_exponent, possible_kind
-from torchlint.analysis.domain_match import match_domain_op
-from torchlint.analysis.fixes import clamp_operand_fix, eps_text
-from torchlint.analysis.grad_need import gradient_regions
-from torchlint.analysis.guards import assess
+from torchlint.analysis.flow import signs
+from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.values.domain import POW, DomainOp, is_reciprocal_exponent, possible_kind
+from torchlint.analysis.flow.domain_match import match_domain_op
+from torchlint.analysis.values.fixes import clamp_operand_fix, eps_text
+from torchlint.analysis.flow.grad_need import gradient_regions
+from torchlint.analysis.project.guards import assess
 from torchlint.rule import FixSpec, Rule
 
 

@@ -4,9 +4,9 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.fused import as_receiver
-from torchlint.analysis.ops import is_value_receiver
-from torchlint.analysis.tracing import captures_graphs
+from torchlint.analysis.values.fused import as_receiver
+from torchlint.analysis.model.ops import is_value_receiver
+from torchlint.analysis.project.tracing import captures_graphs
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # Torch functions whose result is a boolean tensor.
@@ -72,7 +72,7 @@ class MembershipTestOnTensor(Rule):
     confidence_levels = (
         "`high` in a project that traces, scripts, exports or compiles a model (`torch.jit.trace`, "
         "`torch.jit.script`, `torch.onnx.export`, `torch.compile`), where the form is frozen into the graph or "
-        "does not compile; `low` elsewhere, where it only costs time (analysis/tracing.py)."
+        "does not compile; `low` elsewhere, where it only costs time (analysis/project/tracing.py)."
     )
 
     @classmethod

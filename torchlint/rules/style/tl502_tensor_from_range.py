@@ -5,9 +5,9 @@ from typing import List, Optional
 
 import libcst as cst
 
-from torchlint.analysis.calls import argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.fused import bare, keyword, torch_function
-from torchlint.analysis.tracing import captures_graphs
+from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.values.fused import bare, keyword, torch_function
+from torchlint.analysis.project.tracing import captures_graphs
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # Constructors that copy a Python sequence into a tensor: an int range becomes int64.
@@ -61,7 +61,7 @@ class TensorFromRange(Rule):
     confidence_levels = (
         "`high` in a project that traces, scripts, exports or compiles a model (`torch.jit.trace`, "
         "`torch.jit.script`, `torch.onnx.export`, `torch.compile`), where the form is frozen into the graph or "
-        "does not compile; `low` elsewhere, where it only costs time (analysis/tracing.py)."
+        "does not compile; `low` elsewhere, where it only costs time (analysis/project/tracing.py)."
     )
 
     @classmethod

@@ -1,0 +1,334 @@
+"""What torch changed, and when: the facts behind the API-drift rules (TL6xx).
+
+Two sources, one answer (:func:`change_of`):
+
+- the table generated from torch's own wheels (analysis/api/api_table.py, 1.11 onwards): when a
+  name stopped existing or started to be documented as deprecated;
+- the records below, for what that table cannot see: APIs removed before 1.11 (the wheels it reads
+  start there), APIs torch still defines only to raise (``torch.solve`` has raised RuntimeError
+  since 1.12 and still exists as an attribute), warnings emitted at run time, and what replaces
+  each API. Every record names its source (release notes, the pull request, the warning text).
+
+Versions are ``(major, minor)`` torch releases. ``target-torch-version`` decides the verdict
+(:meth:`ApiChange.status_at`): an API removed at or before the target breaks there; one deprecated at or
+before the target warns there; with no target the newest torch the table knows is assumed.
+
+Facts for the single-purpose drift rules (checkpoint's ``use_reentrant``, the loss modules'
+``size_average``/``reduce``, ``Variable(volatile=True)``, ``torch.stft``'s ``return_complex``,
+torchvision's ``pretrained``, torch's private aliases) live here too, so that every "since when"
+is in one place.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Dict, FrozenSet, Optional, Tuple
+
+from torchlint.analysis.api import api_table
+from torchlint.analysis.api.signatures import accepted_keywords
+
+Version = Tuple[int, int]
+
+# The packages whose APIs the records and the generated table describe.
+WATCHED_PACKAGES: FrozenSet[str] = frozenset({"torch", "functorch", "torchvision"})
+
+
+def in_watched_package(name: str) -> bool:
+    """``torch.solve`` is; ``torchmetrics.Metric`` is not (a prefix of the spelling is not a package)."""
+    return name.split(".", 1)[0] in WATCHED_PACKAGES
+
+
+def newest_version() -> Version:
+    """The newest torch release the generated table was made from: what "no target" means."""
+    return tuple(api_table.VERSIONS[-1])  # type: ignore[return-value]
+
+
+def effective_target(target: Optional[Tuple[int, int]]) -> Version:
+    """The torch release the code is checked for: the configured target, else the newest known."""
+    return tuple(target) if target is not None else newest_version()  # type: ignore[return-value]
+
+
+def version_text(version: Version) -> str:
+    return f"{version[0]}.{version[1]}"
+
+
+def deprecated_since_text(version: Version) -> str:
+    """``since torch 2.2``; for the oldest release of the table, which may only be the first one it saw,
+    ``since torch 1.11 or earlier``."""
+    earlier = " or earlier" if tuple(version) == api_table.VERSIONS[0] else ""
+    return f"since torch {version_text(version)}{earlier}"
+
+
+class Status(str, enum.Enum):
+    REMOVED = "removed"  # using it fails on the target
+    DEPRECATED = "deprecated"  # it works on the target and warns or is documented to go
+
+
+@dataclass(frozen=True)
+class ApiChange:
+    """What torch did to one API, under the name users reach it by (``torch.solve``, ``torch.Tensor.solve``)."""
+
+    name: str
+    deprecated: Optional[Version] = None
+    removed: Optional[Version] = None
+    # What to write instead (for the message), e.g. "torch.linalg.solve(A, B)".
+    replacement: str = ""
+    # A drop-in replacement with the same arguments and result: a fix renames every use to it.
+    rename_to: Optional[str] = None
+    # Still defined after removal only to raise RuntimeError when called: importing it works.
+    raises_when_called: bool = False
+    # Warns at run time (else deprecated in the documentation only).
+    warns: bool = True
+    source: str = ""
+
+    def status_at(self, target: Version) -> Optional[Status]:
+        if self.removed is not None and target >= self.removed:
+            return Status.REMOVED
+        if self.deprecated is not None and target >= self.deprecated:
+            return Status.DEPRECATED
+        return None
+
+
+def _change(name: str, **facts) -> ApiChange:
+    return ApiChange(name, **facts)
+
+
+_LINALG_STUB = "torch/_linalg_utils.py keeps a function that raises RuntimeError"
+_CUDA_AMP = "torch 2.4 release notes; the warning names torch.amp as the replacement"
+
+# The records, grouped by what happened.  Tensor methods are named ``torch.Tensor.<method>``.
+_RECORDS: Tuple[ApiChange, ...] = (
+    # Removed in 1.12-2.0 after deprecation in 1.9; kept as functions that raise (the table of wheels dates them).
+    *(
+        _change(name, deprecated=(1, 9), removed=removed, replacement=replacement, raises_when_called=True,
+                source=f"{source}; {_LINALG_STUB}")
+        for name, removed, replacement, source in (
+            ("torch.solve", (1, 12), "torch.linalg.solve(A, B) (arguments swapped; returns the solution only)", "pytorch#70986"),
+            ("torch.Tensor.solve", (1, 12), "torch.linalg.solve(A, B) (arguments swapped; returns the solution only)", "pytorch#70986"),
+            ("torch.lstsq", (1, 13), "torch.linalg.lstsq(A, B).solution (arguments swapped; shape (n, k), not (max(m, n), k))", "pytorch#70980"),
+            ("torch.Tensor.lstsq", (1, 13), "torch.linalg.lstsq(A, B).solution (arguments swapped; shape (n, k), not (max(m, n), k))", "pytorch#70980"),
+            ("torch.eig", (1, 13), "torch.linalg.eig (complex results) or torch.linalg.eigvals", "pytorch#70982"),
+            ("torch.Tensor.eig", (1, 13), "torch.linalg.eig (complex results) or torch.linalg.eigvals", "pytorch#70982"),
+            ("torch.matrix_rank", (1, 13), "torch.linalg.matrix_rank", "pytorch#70981"),
+            ("torch.symeig", (2, 0), "torch.linalg.eigh(A, UPLO=\"U\") / torch.linalg.eigvalsh(A, UPLO=\"U\")", "pytorch#70988"),
+            ("torch.Tensor.symeig", (2, 0), "torch.linalg.eigh(A, UPLO=\"U\") / torch.linalg.eigvalsh(A, UPLO=\"U\")", "pytorch#70988"),
+        )
+    ),
+    # Removed in 1.2 (pytorch#22841) and 1.3 (gels, pytorch#26480) after their renames in 1.0/1.1.
+    *(
+        _change(name, deprecated=(1, 0), removed=removed, replacement=replacement, source=source)
+        for name, removed, replacement, source in (
+            ("torch.gesv", (1, 2), "torch.linalg.solve(A, B) (arguments swapped)", "pytorch#22841"),
+            ("torch.potrf", (1, 2), "torch.linalg.cholesky", "pytorch#22841"),
+            ("torch.potrs", (1, 2), "torch.cholesky_solve", "pytorch#22841"),
+            ("torch.potri", (1, 2), "torch.cholesky_inverse", "pytorch#22841"),
+            ("torch.pstrf", (1, 2), "torch.linalg.cholesky", "pytorch#22841"),
+            ("torch.trtrs", (1, 2), "torch.linalg.solve_triangular", "pytorch#22841"),
+            ("torch.btrifact", (1, 2), "torch.linalg.lu_factor", "pytorch#22841"),
+            ("torch.btrifact_with_info", (1, 2), "torch.linalg.lu_factor_ex", "pytorch#22841"),
+            ("torch.btrisolve", (1, 2), "torch.linalg.lu_solve", "pytorch#22841"),
+            ("torch.btriunpack", (1, 2), "torch.lu_unpack", "pytorch#22841"),
+            ("torch.gels", (1, 3), "torch.linalg.lstsq", "pytorch#26480"),
+        )
+    ),
+    # Modules removed without a deprecation period.
+    _change("torch.utils.ffi", removed=(1, 0), replacement="torch.utils.cpp_extension", source="torch 1.0 release notes"),
+    _change("torch.legacy", removed=(1, 0), replacement="torch.nn", source="torch 1.0 release notes"),
+    _change("torch._six", removed=(2, 0), replacement="the standard library (math.inf, collections.abc, str)",
+            source="torch 2.0: the module is gone (ModuleNotFoundError)"),
+    # Deprecated in favour of torch.linalg; still working, with a warning.
+    _change("torch.qr", deprecated=(1, 9), replacement="torch.linalg.qr(A, mode=\"reduced\"|\"complete\")", source="pytorch#57745; warns"),
+    _change("torch.cholesky", deprecated=(1, 9), replacement="torch.linalg.cholesky(A, upper=...)", source="pytorch#57725; warns"),
+    _change("torch.chain_matmul", deprecated=(1, 9), replacement="torch.linalg.multi_dot([...])", source="pytorch#57735; warns"),
+    _change("torch.lu", deprecated=(1, 13), replacement="torch.linalg.lu_factor / torch.linalg.lu_factor_ex", source="pytorch#73804; warns"),
+    _change("torch.lu_solve", deprecated=(1, 13), replacement="torch.linalg.lu_solve(LU, pivots, B) (arguments reordered)", source="pytorch#73806; warns"),
+    _change("torch.triangular_solve", deprecated=(1, 11), replacement="torch.linalg.solve_triangular(A, B, upper=...) (arguments swapped; returns the solution only)", source="torch docs; warns"),
+    # The same deprecations reached as tensor methods (``A.qr()``): torch 2.13 warns for each.
+    _change("torch.Tensor.qr", deprecated=(1, 9), replacement="torch.linalg.qr(A, mode=\"reduced\"|\"complete\")", source="warns as torch.qr"),
+    _change("torch.Tensor.cholesky", deprecated=(1, 9), replacement="torch.linalg.cholesky(A, upper=...)", source="warns as torch.cholesky"),
+    _change("torch.Tensor.lu", deprecated=(1, 13), replacement="torch.linalg.lu_factor / torch.linalg.lu_factor_ex", source="warns as torch.lu"),
+    _change("torch.Tensor.lu_solve", deprecated=(1, 13), replacement="torch.linalg.lu_solve(LU, pivots, B) (arguments reordered)", source="warns as torch.lu_solve"),
+    _change("torch.Tensor.triangular_solve", deprecated=(1, 11), replacement="torch.linalg.solve_triangular(A, B, upper=...) (arguments swapped; returns the solution only)", source="warns as torch.triangular_solve"),
+    _change("torch.Tensor.resize", replacement="Tensor.reshape (same number of elements) or the in-place Tensor.resize_", source="warns: non-inplace resize is deprecated"),
+    _change("torch.Tensor.resize_as", replacement="Tensor.reshape_as (same number of elements) or the in-place Tensor.resize_as_", source="warns: non-inplace resize_as is deprecated"),
+    _change("torch.Tensor.svd", deprecated=(1, 9), warns=False, replacement="torch.linalg.svd (returns Vh, not V) or torch.linalg.svdvals", source="torch docs"),
+    _change("torch.Tensor.ger", deprecated=(1, 8), warns=False, rename_to="torch.Tensor.outer", source="torch docs: ger is an alias of outer"),
+    _change("torch.svd", deprecated=(1, 9), warns=False, replacement="torch.linalg.svd (returns Vh, not V) or torch.linalg.svdvals", source="torch docs"),
+    _change("torch.norm", deprecated=(1, 9), warns=False, replacement="torch.linalg.vector_norm / matrix_norm", source="torch docs"),
+    _change("torch.ger", deprecated=(1, 8), warns=False, rename_to="torch.outer", source="torch docs: ger is an alias of outer"),
+    _change("torch.range", deprecated=(0, 4), replacement="torch.arange(start, end + step, step) (end excluded; float dtype kept explicitly)", source="warns: inconsistent with Python's range"),
+    _change("torch.set_default_tensor_type", deprecated=(2, 1), replacement="torch.set_default_dtype / torch.set_default_device", source="the warning: deprecated as of PyTorch 2.1"),
+    _change("torch.testing.assert_allclose", deprecated=(1, 12), replacement="torch.testing.assert_close (stricter dtype check, other float16 tolerance)", source="the warning: deprecated since 1.12"),
+    _change("torch.nn.utils.weight_norm", deprecated=(2, 1), replacement="torch.nn.utils.parametrizations.weight_norm (new state_dict keys)", source="pytorch#103001; warns"),
+    _change("torch.backends.cuda.sdp_kernel", deprecated=(2, 3), replacement="torch.nn.attention.sdpa_kernel([SDPBackend...])", source="pytorch#114689; warns"),
+    _change("torch.utils._pytree._register_pytree_node", deprecated=(2, 2), replacement="torch.utils._pytree.register_pytree_node", source="pytorch#112111; warns"),
+    _change("torch.nn.UpsamplingNearest2d", deprecated=(1, 0), warns=False, replacement="torch.nn.Upsample(..., mode=\"nearest\")", source="torch docs"),
+    _change("torch.nn.UpsamplingBilinear2d", deprecated=(1, 0), warns=False, replacement="torch.nn.Upsample(..., mode=\"bilinear\", align_corners=True)", source="torch docs"),
+    # torch.nn.functional: deprecated since 0.4.1.
+    _change("torch.nn.functional.upsample", deprecated=(0, 4), rename_to="torch.nn.functional.interpolate", source="warns; calls interpolate with the same arguments"),
+    _change("torch.nn.functional.upsample_nearest", deprecated=(0, 4), replacement="torch.nn.functional.interpolate(..., mode=\"nearest\")", source="warns"),
+    _change("torch.nn.functional.upsample_bilinear", deprecated=(0, 4), replacement="torch.nn.functional.interpolate(..., mode=\"bilinear\", align_corners=True)", source="warns"),
+    # F.sigmoid and F.tanh warned in 0.4 but were un-deprecated (pytorch#65909): neither the table nor torch
+    # 2.13's documentation marks them, so they are not recorded.
+    # The in-place initialisers replaced these in 0.4; the old names warn and call them.
+    *(
+        _change(f"torch.nn.init.{name}", deprecated=(0, 4), rename_to=f"torch.nn.init.{name}_", source="warns: deprecated in favor of the _ form")
+        for name in ("uniform", "normal", "constant", "eye", "dirac", "xavier_uniform", "xavier_normal",
+                     "kaiming_uniform", "kaiming_normal", "orthogonal", "sparse")
+    ),
+    _change("torch.nn.utils.clip_grad_norm", deprecated=(0, 4), rename_to="torch.nn.utils.clip_grad_norm_", source="warns"),
+    # Automatic mixed precision moved to torch.amp with an explicit device type in 2.4.
+    _change("torch.cuda.amp.autocast", deprecated=(2, 4), replacement="torch.amp.autocast(\"cuda\", ...)", source=_CUDA_AMP),
+    _change("torch.cuda.amp.GradScaler", deprecated=(2, 4), replacement="torch.amp.GradScaler(\"cuda\", ...)", source=_CUDA_AMP),
+    _change("torch.cuda.amp.custom_fwd", deprecated=(2, 4), replacement="torch.amp.custom_fwd(device_type=\"cuda\", ...)", source=_CUDA_AMP),
+    _change("torch.cuda.amp.custom_bwd", deprecated=(2, 4), replacement="torch.amp.custom_bwd(device_type=\"cuda\")", source=_CUDA_AMP),
+    _change("torch.cpu.amp.autocast", deprecated=(2, 4), replacement="torch.amp.autocast(\"cpu\", ...)", source=_CUDA_AMP),
+    _change("torch.cpu.amp.GradScaler", deprecated=(2, 4), replacement="torch.amp.GradScaler(\"cpu\", ...)", source=_CUDA_AMP),
+    # functorch became torch.func in 2.0; the old entry points warn.
+    *(
+        _change(f"functorch.{name}", deprecated=(2, 0), rename_to=f"torch.func.{name}", source="warns: functorch is deprecated as of PyTorch 2.0")
+        for name in ("vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "functionalize")
+    ),
+    # torchvision (its releases pair with torch's: 0.16 with 2.1).
+    _change("torchvision.transforms.v2.ToTensor", deprecated=(2, 1),
+            replacement="torchvision.transforms.v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])",
+            source="torchvision 0.16; warns"),
+)
+
+_BY_NAME: Dict[str, ApiChange] = {record.name: record for record in _RECORDS}
+
+
+def recorded_changes() -> Tuple[ApiChange, ...]:
+    return _RECORDS
+
+
+def _from_table(name: str) -> Optional[ApiChange]:
+    removed = api_table.removed_in(name)
+    deprecated = api_table.deprecated_in(name)
+    if removed is None and deprecated is None:
+        return None
+    entry = api_table.api_entry(name)
+    replacement = (getattr(entry, "replacement", None) or "") if entry is not None else ""
+    # The table sees names come and go, not warnings: a deprecation it reports is not known to warn.
+    return ApiChange(
+        name,
+        deprecated=deprecated,
+        removed=removed,
+        replacement=replacement,
+        raises_when_called=api_table.raises_when_called(name),
+        warns=False,
+        source="table of torch's releases",
+    )
+
+
+@lru_cache(maxsize=4096)
+def change_of(name: str) -> Optional[ApiChange]:
+    """What torch did to API ``name``, or to the module or class it belongs to (``torch._six.inf``: the
+    module ``torch._six`` was removed), or None when nothing is known."""
+    parts = name.split(".")
+    for end in range(len(parts), 1, -1):
+        found = _change_of_exactly(".".join(parts[:end]))
+        if found is not None:
+            return found
+    return None
+
+
+def _change_of_exactly(name: str) -> Optional[ApiChange]:
+    own = _BY_NAME.get(name)
+    table = _from_table(name)
+    if own is None:
+        return table
+    if table is None:
+        return own
+    # The wheels know the releases better than notes do, but a name already deprecated in the oldest
+    # release dumped shows that release: then the recorded, earlier one is kept.  The records know
+    # what replaces an API, which removed names torch keeps as raising stubs, and removals older
+    # than the oldest wheel.
+    deprecated = table.deprecated
+    oldest = api_table.VERSIONS[0]
+    if deprecated is None or (deprecated <= oldest and own.deprecated is not None):
+        deprecated = own.deprecated if deprecated is None else min(deprecated, own.deprecated)
+    return ApiChange(
+        own.name,
+        deprecated=deprecated,
+        removed=table.removed or own.removed,
+        replacement=own.replacement or table.replacement,
+        rename_to=own.rename_to,
+        raises_when_called=own.raises_when_called or table.raises_when_called,
+        warns=own.warns,
+        source=own.source,
+    )
+
+
+def tensor_method_names() -> FrozenSet[str]:
+    """Methods of ``torch.Tensor`` with a recorded change (checked where the receiver is a tensor)."""
+    prefix = "torch.Tensor."
+    return frozenset(name[len(prefix):] for name in _BY_NAME if name.startswith(prefix))
+
+
+# -- torch._six: what its names were, for code that imported them ------------------------------
+
+# The same objects elsewhere (torch 1.13's torch/_six.py); string_classes = (str, bytes) and
+# int_classes = int have no importable twin.
+SIX_TWINS: Dict[str, str] = {
+    "torch._six.inf": "math.inf",
+    "torch._six.nan": "math.nan",
+    "torch._six.container_abcs": "collections.abc",
+}
+
+
+# -- facts for the single-purpose drift rules ---------------------------------------------------
+
+# torch.utils.checkpoint: without use_reentrant the call warns since 2.1 and runs the reentrant variant.
+CHECKPOINT_FUNCTIONS: Dict[str, int] = {
+    # qualified name -> position of use_reentrant when passed positionally (-1: keyword only)
+    "torch.utils.checkpoint.checkpoint": -1,
+    "torch.utils.checkpoint.checkpoint_sequential": 3,
+}
+CHECKPOINT_WARNS_SINCE: Version = (2, 1)
+CHECKPOINT_DEFAULT_REENTRANT = True  # what the call does today when use_reentrant is not given
+
+# size_average= / reduce= on losses: deprecated since 0.4.1 in favour of reduction=.
+LEGACY_REDUCTION_KEYWORDS: Tuple[str, ...] = ("size_average", "reduce")
+LEGACY_REDUCTION_SINCE: Version = (0, 4)
+
+
+def legacy_reduction(size_average: Optional[bool], reduce: Optional[bool]) -> str:
+    """The ``reduction=`` that torch derives from the legacy pair (None: not given, which counts as True)."""
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if not reduce:
+        return "none"
+    return "mean" if size_average else "sum"
+
+
+# Variable(..., volatile=True): the flag was removed in 0.4 (release notes: "volatile flag is now
+# deprecated and has no effect"); torch only warns that it is ignored.
+VARIABLE_CLASSES: FrozenSet[str] = frozenset({"torch.autograd.Variable", "torch.autograd.variable.Variable"})
+VOLATILE_REMOVED_IN: Version = (0, 4)
+
+# torch.stft of a real input without return_complex: a warning since 1.8, RuntimeError since 2.0.
+STFT_FUNCTIONS: FrozenSet[str] = frozenset({"torch.stft", "torch.functional.stft", "torch.Tensor.stft"})
+STFT_RAISES_SINCE: Version = (2, 0)
+
+# torchvision's pretrained= / pretrained_backbone= (0.13, which pairs with torch 1.12): warn, weights= replaces them.
+PRETRAINED_DEPRECATED_SINCE: Version = (1, 12)
+
+# Private names with a public twin (the same object): private paths move between releases unannounced.
+PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {
+    # private name -> (public name, first release where the public name exists)
+    "torch.utils.data._utils.collate.default_collate": ("torch.utils.data.default_collate", (1, 11)),
+    "torch.utils.data._utils.collate.default_convert": ("torch.utils.data.default_convert", (1, 11)),
+}
+
+
+def accepts_keyword(qualified: Optional[str], keyword: str) -> bool:
+    """Whether torch API ``qualified`` takes ``keyword`` (the generated table's keywords, else TL405's signatures)."""
+    if qualified is None:
+        return False
+    entry = api_table.api_entry(qualified)
+    keywords = entry.keywords if entry is not None else None
+    if keywords is None:
+        keywords = accepted_keywords(qualified)
+    return keywords is not None and keyword in keywords

@@ -1,0 +1,87 @@
+"""Is this code guarded against the torch release it runs on?
+
+Compatibility code names an old API on purpose and runs it only where it exists::
+
+    try:
+        from torch._six import inf
+    except ImportError:
+        from torch import inf
+
+    if version.parse(torch.__version__) < version.parse("1.9"):
+        w, v = torch.symeig(a, eigenvectors=True)
+    else:
+        w, v = torch.linalg.eigh(a)
+
+A use is guarded when it sits in the body of a ``try`` whose handlers catch what a missing or
+removed API raises (ImportError, ModuleNotFoundError, AttributeError, the RuntimeError of a removed
+function's stub, or a bare ``except:``), in such a handler (the fallback for old releases:
+``except AttributeError: scaler = torch.cuda.amp.GradScaler()``), or in either branch of an ``if`` (or conditional
+expression) whose test reads a version (``torch.__version__``, ``TORCH_VERSION``,
+``is_torch_greater_than("2.0")``) or probes torch for a name (``hasattr(torch, "symeig")``,
+``getattr(torch.linalg, "eigh", None)``).  ``except Exception`` around a training loop is not a
+guard: it swallows the break, it does not plan for it; nor is ``getattr(outputs, "loss", None)``.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+import libcst as cst
+
+from torchlint.analysis.api.api_drift import in_watched_package
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.analysis.model.file_context import FileContext
+
+# What a missing or removed API raises, and the handlers that catch it.
+_CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "RuntimeError"})
+# A test that reads which release this is.
+_VERSION_WORDS = re.compile(r"version|TORCH_\w*|_TORCH\w*|torch_\w*(?:greater|less|newer|older)", re.IGNORECASE)
+_PROBES = frozenset({"hasattr", "getattr"})
+
+
+def is_version_guarded(context: "FileContext") -> bool:
+    """Whether the node being visited runs only on some releases of torch (or functorch, torchvision)."""
+    ancestors = context.ancestors
+    for index, node in enumerate(ancestors):
+        child = ancestors[index + 1] if index + 1 < len(ancestors) else None
+        if isinstance(node, cst.Try) and child is node.body and any(_catches_missing_api(h) for h in node.handlers):
+            return True
+        if isinstance(node, cst.ExceptHandler) and _catches_missing_api(node):
+            return True  # the fallback for the releases where the try's API is missing
+        if isinstance(node, (cst.If, cst.IfExp)) and child is not node.test and _asks_for_release(context, node.test):
+            return True
+    return False
+
+
+def _asks_for_release(context: "FileContext", test: cst.BaseExpression) -> bool:
+    if _VERSION_WORDS.search(context.module.code_for_node(test)):
+        return True
+    finder = _Probes(context)
+    test.visit(finder)
+    return finder.found
+
+
+class _Probes(cst.CSTVisitor):
+    """``hasattr(torch, ...)`` / ``getattr(torch.linalg, ...)``: a probe of torch itself."""
+
+    def __init__(self, context: "FileContext") -> None:
+        super().__init__()
+        self.context, self.found = context, False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        probe = isinstance(node.func, cst.Name) and node.func.value in _PROBES and node.args
+        if probe and in_watched_package(self.context.qualified_name(node.args[0].value) or ""):
+            self.found = True
+
+
+def _catches_missing_api(handler: cst.ExceptHandler) -> bool:
+    if handler.type is None:
+        return True
+    kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
+    for kind in kinds:
+        value = kind.value if isinstance(kind, cst.Element) else kind
+        name = value.attr.value if isinstance(value, cst.Attribute) else getattr(value, "value", None)
+        if name in _CAUGHT:
+            return True
+    return False

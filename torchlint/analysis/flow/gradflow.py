@@ -1,0 +1,1991 @@
+"""Local autograd dataflow inside one function: which values carry gradients, and where they go.
+
+Built on demand (``flow_for``) only when a rule has found its trigger in a
+function, with one walk of that function's body; no LibCST scope metadata.
+A ``FunctionFlow`` answers:
+
+- ``carries_grad(expr)``: does the value come from a forward pass (a module
+  call: ``self.fc(x)`` where ``__init__`` set ``self.fc = nn.Linear(...)``,
+  ``nn.Linear(3, 1)(x)``, a callee named like a model: ``model(x)``,
+  ``self.encoder(x)``, ``netG(z)``, ``G(z)``, a name the file calls
+  ``.parameters()`` / ``.train()`` on, ``x.forward(...)``, in a module class
+  an attribute the class never assigns (a LightningModule's ``self.d``); a
+  method of such a module: ``D.compute_loss(x)``, ``head.loss(x, y)``), an
+  ``nn.Parameter`` attribute, a leaf the code asked gradients for
+  (``torch.zeros(3, requires_grad=True)``, ``x.requires_grad = True``,
+  ``x.requires_grad_()``), or arithmetic, indexing, a field whose name says
+  tensor (``out.logits``; not ``results[0].speed``), a tensor method or a
+  ``torch.*`` / ``F.*`` function applied to such a value, or a loss
+  (``criterion(out, y)``, a callee whose name says loss) of one?  Names are
+  followed through their assignments in order (tuple unpacking, ``+=`` as
+  ``x + ...``, ``for`` targets, both arms of an ``if``/``else``, the
+  bindings that end a loop iteration).  ``.item()``, ``.detach()``,
+  ``.tolist()``, ``.numpy()``, ``.data``, ``float(t)`` and re-wrapping with
+  ``torch.tensor(t)`` / ``Variable(t)`` cut the graph; so does code under
+  ``torch.no_grad()`` / ``torch.inference_mode()`` / ``set_grad_enabled(False)``
+  or in a function decorated with them.  ``through_detach=True`` asks the same
+  as if those steps kept the graph (values handed across NumPy included).
+- ``carries_from_previous_iteration(expr, at, loop)`` and
+  ``carries_from_parameters(expr, at, names)``: the same question restricted
+  to history from one origin (a state an iteration hands to the next; what a
+  caller passed in); module calls then pass on only their inputs' history, and
+  a helper of the file (``def``) passes what its returns take from its
+  parameters.
+- ``list_elements(name)``: what a list receives by ``append``, ``extend``,
+  ``insert``, ``+=``, a list display or a list comprehension, with whether
+  that happens under ``no_grad``.
+- ``detaching_steps(expr)``: the graph-cutting steps on the paths by which a
+  gradient would otherwise reach ``expr``; ``summands(expr)``: the terms it
+  adds up; ``is_loss_value(expr)``; ``detached_inputs(expr)``: forward passes
+  on its paths handed a detached value (``netD(fake.detach())``).
+- ``backward_calls``: ``t.backward()``, ``accelerator.backward(loss)``,
+  ``self.manual_backward(loss)``, ``torch.autograd.backward(t)`` and
+  ``torch.autograd.grad(t, ...)`` with their order, enclosing loops and
+  branches, and whether they free the graph; ``step_calls``: optimizer steps,
+  and ``step_updates(step, module)``: whether one updates a module's
+  parameters (from the optimizer's construction, else from paired names);
+  ``leaves_after(a, b)``: a ``break``/``continue``/``return``/``raise``
+  between two statements; ``lone_statements`` tells which calls (and
+  one-line assignment values) are a whole statement line, and in which
+  block, and ``removable_lines`` which of those lines can go without
+  emptying their block, for fixes that delete or merge lines.
+- ``graph_roots(expr)``: the forward passes a value was computed from, for
+  "two losses share one forward pass"; ``nearest_forward_passes(expr)``: the
+  ones that made it directly; ``flows_into(sink)``: every expression whose
+  value reaches ``sink``.
+- ``element_shape(expr)``: "scalar" (0-d: a full reduction, a loss with a
+  reducing ``reduction``), "one" (shape ``(1,)``: ``.view(1)``,
+  ``.reshape(-1)``, ``.flatten()`` of a one-element tensor) or None.
+
+Other helpers: ``module_attributes`` (``self.x = nn.Layer(...)`` in a class),
+``evidenced_modules`` (names the file treats as modules), ``differentiates``
+(a call is a backward call), ``built_flows``, ``in_no_grad_region`` and
+``in_debug_condition`` for the node being visited, ``is_test_path``.
+
+What it does not see: values passed between functions except as said above (a
+parameter of the function carries nothing; a helper's return value carries
+only if its name says loss); containers other than lists held in plain names
+(``self.preds.append``, dicts); aliasing (``a = b`` then ``a.append``);
+modules stored in containers other than ``self.x[i]``; callees whose names
+say neither model nor loss (``self.backbone_fn(x)`` when the class assigns
+it). Top-level code of a script is analysed as one more function
+(``current_flow`` outside any def).
+
+Why not ``analysis.bindings``: that module answers "which assignment reaches
+this use" for the node being visited, from the ancestor chain; the questions
+here are about every statement of a function (all feeds of a list, all
+backward calls and their order), so one pre-order walk of the body serves them.
+"""
+from __future__ import annotations
+
+import re
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
+
+import libcst as cst
+
+from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.model.names import dotted_name
+from torchlint.walk_order import visit
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.analysis.model.file_context import FileContext
+
+# -- vocabulary ----------------------------------------------------------------------
+
+NO_GRAD_CONTEXTS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
+SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
+# Methods whose result has no autograd history.
+DETACHING_METHODS = frozenset({"detach", "item", "tolist", "numpy"})
+NON_DIFFERENTIABLE_METHODS = frozenset(
+    {
+        "argmax", "argmin", "argsort", "long", "int", "bool", "byte", "short", "size", "dim", "numel",
+        "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "nonzero", "count_nonzero",
+        "detach_", "zero_", "zeros_like", "new_zeros", "new_ones", "new_empty",
+        "new_tensor", "new_full", "get_device", "is_contiguous", "data_ptr",
+    }
+)
+NON_DIFFERENTIABLE_ATTRIBUTES = frozenset(
+    {"shape", "device", "dtype", "grad", "requires_grad", "is_leaf", "ndim", "grad_fn", "is_cuda", "layout"}
+)
+NON_DIFFERENTIABLE_FUNCTIONS = frozenset(
+    {
+        "torch.argmax", "torch.argmin", "torch.argsort", "torch.zeros_like", "torch.ones_like", "torch.empty_like",
+        "torch.full_like", "torch.rand_like", "torch.randn_like", "torch.randint_like", "torch.is_tensor",
+        "torch.numel", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge", "torch.le", "torch.isnan",
+        "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.count_nonzero", "torch.from_numpy",
+        "torch.as_tensor", "torch.no_grad", "torch.inference_mode", "torch.bucketize", "torch.searchsorted",
+    }
+)
+AUTOGRAD_GRAD = frozenset({"torch.autograd.grad", "torch.autograd.functional.grad"})
+BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
+# Calls that copy data into a new leaf tensor: the graph ends there.
+REWRAP_FUNCTIONS = frozenset(
+    {"torch.tensor", "torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.Tensor", "torch.FloatTensor"}
+)
+# Python builtins whose result holds (some of) their arguments' tensors: ``sum(losses)``, ``max(a, b)``.
+VALUE_PASSING_BUILTINS = frozenset({"sum", "min", "max", "abs", "sorted", "reversed", "list", "tuple", "next", "iter"})
+# Calls that hand data across NumPy (``torch.from_numpy(np.clip(a, 0, 1))``): no history, but the
+# values are those of their arguments, which is what a graph cut before them cost.
+ARRAY_PASSING_FUNCTIONS = frozenset({"torch.from_numpy", "torch.as_tensor"})
+ARRAY_LIBRARIES = ("numpy.", "math.", "scipy.")
+# ``through`` of the carries questions: 0 the graph as it is, 1 through detaching steps, 2 also across
+# NumPy, on the way back into torch.
+ACROSS_ARRAYS = 2
+# Methods only a module has: a name or attribute they are called on holds a module.
+MODULE_ONLY_METHODS = frozenset(
+    {
+        "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules", "children",
+        "named_children", "forward", "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
+    }
+)
+# Methods of a module that do not run it on tensors (``D.parameters()``, ``model.generate(...)``
+# runs without gradients).
+NON_FORWARD_MODULE_METHODS = MODULE_ONLY_METHODS - {"forward"} | {
+    "train", "eval", "zero_grad", "state_dict", "load_state_dict", "to", "cuda", "cpu", "half", "float", "double",
+    "bfloat16", "type", "requires_grad_", "apply", "add_module", "register_buffer", "register_parameter",
+    "register_module", "get_submodule", "get_parameter", "get_buffer", "generate", "save_pretrained", "extra_repr",
+    "share_memory", "to_empty",
+}
+# What a module class inherits and calls on ``self`` other than submodules: nn.Module's own methods,
+# LightningModule's (``self.log``, ``self.manual_backward``) and PreTrainedModel's.
+NON_MODULE_SELF_ATTRIBUTES = NON_FORWARD_MODULE_METHODS | {
+    "log", "log_dict", "print", "optimizers", "lr_schedulers", "manual_backward", "toggle_optimizer",
+    "untoggle_optimizer", "clip_gradients", "all_gather", "save_hyperparameters", "freeze", "unfreeze", "backward",
+    "post_init", "init_weights", "tie_weights", "get_input_embeddings", "get_output_embeddings",
+    "set_input_embeddings", "resize_token_embeddings", "get_extended_attention_mask", "invert_attention_mask",
+    "get_head_mask", "gradient_checkpointing_enable", "prepare_inputs_for_generation", "warn_if_padding_and_no_attention_mask",
+    "loss_function", "can_generate", "num_parameters", "get_position_embeddings", "float_tensor",
+}
+# Bases that make a class an ``nn.Module`` without being in ``torch.nn``.
+MODULE_BASES = frozenset(
+    {
+        "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
+        "pytorch_lightning.core.module.LightningModule", "lightning.LightningModule",
+        "lightning.pytorch.LightningModule", "lightning.pytorch.core.LightningModule",
+        "transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel",
+    }
+)
+REDUCTION_METHODS = frozenset({"sum", "mean", "prod", "norm", "std", "var", "max", "min", "amax", "amin", "nansum", "nanmean", "median"})
+FLAT_ONE_METHODS = frozenset({"flatten", "ravel"})
+NOT_MODULE_CLASSES = frozenset(
+    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Buffer"}
+)
+PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+# Functions whose return value a framework back-propagates (nn.Module, Lightning, the Hugging Face Trainer).
+TRAINED_BY_FRAMEWORK = frozenset({"forward", "training_step", "compute_loss"})
+
+# A callee named like a network: model, self.encoder, student_net, netG, self.fc, self.head2.
+_MODEL_NAME = re.compile(
+    r"^(?:[a-z0-9]+_)*(?:model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|"
+    r"critic|actor|policy|student|regressor|rnn|lstm|gru|transformer|unet|vae|autoencoder|gen|disc)$|^net[A-Z]\w*$"
+    r"|^(?:fc|head|proj|mlp|linear|conv)\d*$|^[GD](?:_?[A-Z0-9]\w*)?$"
+)
+_LOSS_NAME = re.compile(r"(?:^|_)(?:loss|losses|criterion|criterions|loss_fn|loss_func|objective)(?:$|_)|^criterion|loss$", re.I)
+# Values named this way are meant to stop gradients (teacher outputs, EMA, targets).
+STOP_GRADIENT_NAME = re.compile(r"target|teacher|ema|momentum|(?:^|_)sg(?:$|_)|frozen|stop_grad", re.I)
+# Attributes of a model output that hold tensors (ModelOutput fields, tensor views).
+_TENSOR_FIELD = re.compile(
+    r"logit|hidden|embed|loss|out|feat|score|pred|prob|state|sample|attn|attention|encoding|latent|"
+    r"pool|mean|var|^T$|^mT$|^H$|^real$|^imag$|^weight$|^bias$",
+    re.I,
+)
+_OPTIMIZER_NAME = re.compile(r"opt", re.I)
+# Objects whose ``backward(loss)`` back-propagates its argument (Accelerate, Fabric, DeepSpeed engines,
+# fairseq's optimizer wrappers).
+_BACKWARD_RUNNER = re.compile(r"accelerat|fabric|engine|trainer|strategy|runner|booster|optim|^opt", re.I)
+_SCHEDULER_NAME = re.compile(r"sched", re.I)
+_SCALER_NAME = re.compile(r"scaler", re.I)
+_DEBUG_WORD = re.compile(r"debug|anomal|detect|check|verbose|verify|trace|nan", re.I)
+_TEST_PATH = re.compile(r"(?:^|[\\/])(?:tests?|testing)[\\/]|(?:^|[\\/])(?:test_[^\\/]*|[^\\/]*_test|conftest)\.py$")
+
+
+def is_test_path(path: str) -> bool:
+    """``tests/...``, ``test_x.py``, ``x_test.py``, ``conftest.py``."""
+    return bool(_TEST_PATH.search(path))
+
+
+# Names of functions that hand back a model rather than run one (``accelerator.unwrap_model(m)``).
+_MODEL_GETTER = re.compile(r"^(?:get|build|create|load|unwrap|wrap|make|init|prepare|save|copy|clone)_", re.I)
+
+
+def looks_like_model(name: str) -> bool:
+    return bool(_MODEL_NAME.match(name)) and not STOP_GRADIENT_NAME.search(name) and not _MODEL_GETTER.match(name)
+
+
+def looks_like_loss(name: str) -> bool:
+    return bool(_LOSS_NAME.search(name))
+
+
+def _last_name(node: cst.BaseExpression) -> Optional[str]:
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        return node.attr.value
+    return None
+
+
+def _truthy_literal(node: cst.BaseExpression) -> Optional[bool]:
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return node.value == "True"
+    if isinstance(node, cst.Integer):
+        return node.evaluated_value != 0
+    return None
+
+
+# -- classes: which attributes are layers ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClassAttributes:
+    modules: Dict[str, cst.Call]  # attr -> the constructor call (nn.Linear(...), MyBlock(...))
+    parameters: Set[str]  # attrs holding an nn.Parameter
+    other: Set[str]  # attrs assigned something else (known not to be a module)
+    methods: FrozenSet[str] = frozenset()  # the methods the class defines
+    is_module: bool = False  # the class is an nn.Module (LightningModule, PreTrainedModel)
+
+
+def module_attributes(context: "FileContext", class_def: cst.ClassDef) -> ClassAttributes:
+    """``self.x = nn.Layer(...)`` (or a module class of this file) anywhere in the class's methods."""
+    from torchlint.analysis.model.scope import assignments
+
+    local_modules = module_classes(context)
+    modules: Dict[str, cst.Call] = {}
+    parameters: Set[str] = set()
+    other: Set[str] = set()
+    methods = frozenset(stmt.name.value for stmt in class_def.body.body if isinstance(stmt, cst.FunctionDef))
+    for stmt in class_def.body.body:
+        if not isinstance(stmt, cst.FunctionDef):
+            continue
+        for target, value in assignments(stmt.body.body):
+            if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
+                continue
+            attr = target.attr.value
+            kind = _constructed_kind(context, value, local_modules)
+            if kind == "module":
+                modules[attr] = value
+            elif kind == "parameter":
+                parameters.add(attr)
+            elif _known_not_module(context, value):
+                other.add(attr)  # what a parameter or a builder hands in may be a module: not known
+    is_module = class_def.name.value in local_modules or any(
+        _is_nn_class(context.qualified_name(base.value) or "") for base in class_def.bases
+    )
+    return ClassAttributes(modules, parameters, other - set(modules) - parameters, methods, is_module)
+
+
+_NOT_MODULE_VALUES = (
+    cst.BaseNumber, cst.BaseString, cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.DictComp,
+    cst.SetComp, cst.Comparison, cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.Lambda,
+)
+
+
+_MODEL_BUILDER = re.compile(r"(?:^|_)(?:build|create|get|load|make|init)_?(?:model|net|network|backbone|encoder|decoder)", re.I)
+
+
+def _known_not_module(context: "FileContext", value: cst.BaseExpression) -> bool:
+    """Literals, displays, arithmetic, ``None``/``True``, and what a call builds that is not a model
+    (``WatermarkEncoder()``, ``ct.models.MLModel(path)``, ``torch.zeros(3)``): values that are not
+    modules.  A name hands in what the caller passed; ``AutoModel.from_pretrained(...)`` and
+    ``build_model(cfg)`` build models."""
+    if isinstance(value, _NOT_MODULE_VALUES):
+        return True
+    if isinstance(value, cst.Name):
+        return value.value in ("None", "True", "False")
+    if not isinstance(value, cst.Call):
+        return False
+    func = value.func
+    name = _last_name(func) or ""
+    if name == "from_pretrained" and isinstance(func, cst.Attribute):
+        owner = _last_name(func.value) or ""
+        return not ("Model" in owner or "For" in owner)
+    return not _MODEL_BUILDER.search(name)
+
+
+def _constructed_kind(context: "FileContext", value: cst.BaseExpression, local_modules: Set[str]) -> Optional[str]:
+    if not isinstance(value, cst.Call):
+        return None
+    qualified = context.qualified_name(value.func)
+    if qualified in PARAMETER_CLASSES:
+        return "parameter"
+    if qualified is not None and _is_nn_class(qualified):
+        return "module"
+    if isinstance(value.func, cst.Name) and value.func.value in local_modules:
+        return "module"
+    return None
+
+
+# Base classes, by name, of the frameworks' modules when an import the table cannot resolve brings
+# them in (``from ...modeling_utils import PreTrainedModel``).
+_MODULE_BASE_NAMES = frozenset({"Module", "LightningModule", "PreTrainedModel", "ModelMixin", "BaseModule"})
+
+
+def _names_module_base(name: str) -> bool:
+    return name in _MODULE_BASE_NAMES or name.endswith("PreTrainedModel")
+
+
+def _is_nn_class(qualified: str) -> bool:
+    if qualified in MODULE_BASES:
+        return True
+    if not qualified.startswith("torch.nn.") or qualified in NOT_MODULE_CLASSES:
+        return False
+    last = qualified.rsplit(".", 1)[-1]
+    return last[:1].isupper() and ".functional." not in qualified and ".init." not in qualified
+
+
+_module_class_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def module_classes(context: "FileContext") -> Set[str]:
+    """Names of the top-level classes of this file that subclass ``nn.Module`` (directly or via each other)."""
+    cached = _module_class_cache.get(context)
+    if cached is not None:
+        return cached
+    classes = [stmt for stmt in context.module.body if isinstance(stmt, cst.ClassDef)]
+    found: Set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for class_def in classes:
+            if class_def.name.value in found:
+                continue
+            for base in class_def.bases:
+                qualified = context.qualified_name(base.value)
+                name = _last_name(base.value) or ""
+                if (qualified is not None and _is_nn_class(qualified)) or name in found or _names_module_base(name):
+                    found.add(class_def.name.value)
+                    changed = True
+                    break
+    _module_class_cache[context] = found
+    return found
+
+
+_MODULE_EVIDENCE = re.compile(
+    r"(?<![\w.])((?:self\.)?[A-Za-z_]\w*)\s*\.\s*(?:"
+    + "|".join(sorted(MODULE_ONLY_METHODS | {"train", "eval"}))
+    + r")\s*\("
+)
+
+
+def evidenced_modules(context: "FileContext") -> FrozenSet[str]:
+    """Names (``D``) and ``self`` attributes (``self.disc``) on which the file calls a method only a
+    module has (``D.parameters()``, ``self.disc.named_parameters()``, ``netG.train()``): they hold
+    modules whatever they are called.  Read from the whole file's text, whatever the pre-pass keeps."""
+    return context.memoized(
+        "gradflow.module-evidence", context.module, lambda _: frozenset(m.group(1) for m in _MODULE_EVIDENCE.finditer(context.source))
+    )
+
+
+# -- regions of the node being visited ---------------------------------------------------------
+
+
+def is_no_grad_item(context: "FileContext", expr: cst.BaseExpression) -> bool:
+    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(False)`` (also undecorated forms)."""
+    call = expr if isinstance(expr, cst.Call) else None
+    qualified = context.qualified_name(call.func if call is not None else expr)
+    if qualified in NO_GRAD_CONTEXTS:
+        if call is not None and qualified.endswith("inference_mode"):
+            mode = argument(call, 0, "mode")
+            return mode is None or _truthy_literal(mode.value) is not False
+        return True
+    if call is not None and qualified in SET_GRAD_ENABLED:
+        mode = argument(call, 0, "mode")
+        return mode is not None and _truthy_literal(mode.value) is False
+    return False
+
+
+def function_is_no_grad(context: "FileContext", function: cst.FunctionDef) -> bool:
+    return any(is_no_grad_item(context, d.decorator) for d in function.decorators)
+
+
+def in_no_grad_region(context: "FileContext") -> bool:
+    """Whether the node being visited runs with gradients off (a ``with`` block or a decorated function)."""
+    for node in reversed(context.ancestors):
+        if isinstance(node, cst.With) and any(is_no_grad_item(context, item.item) for item in node.items):
+            return True
+        if isinstance(node, cst.FunctionDef):
+            if function_is_no_grad(context, node):
+                return True
+            return False  # gradients inside a def depend on its caller, not on the enclosing blocks
+    return False
+
+
+def in_debug_condition(context: "FileContext") -> bool:
+    """Whether the node being visited sits under an ``if`` (or a function) that only runs when debugging.
+
+    Any ``if``/``elif``/conditional expression on something other than a constant or
+    ``__name__ == "__main__"`` counts (a flag, an argument, an environment variable); so does a
+    function whose name says debug/check/anomaly.
+    """
+    for node in reversed(context.ancestors):
+        if isinstance(node, (cst.If, cst.IfExp)):
+            if _is_runtime_condition(node.test):
+                return True
+        elif isinstance(node, cst.FunctionDef):
+            if _DEBUG_WORD.search(node.name.value):
+                return True
+    return False
+
+
+def _is_runtime_condition(test: cst.BaseExpression) -> bool:
+    if _truthy_literal(test) is not None or isinstance(test, (cst.SimpleString, cst.Integer, cst.Float)):
+        return False
+    if isinstance(test, cst.Comparison) and dotted_name(test.left) == "__name__":
+        return False
+    return True
+
+
+# -- one function's flow -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a statement sits: its order in the function, enclosing loops and branches."""
+
+    order: int
+    loops: Tuple[cst.CSTNode, ...]
+    branches: Tuple[Tuple[int, str], ...]
+    no_grad: bool
+
+    def exclusive_with(self, other: "Site") -> bool:
+        """Both cannot run in one pass: they sit in different branches of one ``if`` or ``try``."""
+        mine = dict(self.branches)
+        return any(key in mine and mine[key] != branch for key, branch in other.branches)
+
+
+@dataclass(frozen=True)
+class Binding:
+    name: str
+    value: cst.BaseExpression
+    site: Site
+    element: bool = False  # the name holds one element of ``value`` (for-target, unpacking)
+    # ``x.requires_grad = True`` / ``x.requires_grad_()``: ``value`` is ``x`` as it was before; a leaf
+    # autograd differentiates, unless that value was cut from a graph (the flag then papers over the cut)
+    leaf: bool = False
+    comprehension: bool = False  # a comprehension's target: it shadows the name inside its own statement
+
+
+@dataclass(frozen=True)
+class ListFeed:
+    elements: Tuple[cst.BaseExpression, ...]
+    site: Site
+    # ``extend(xs)``: the elements are those of ``xs`` (when ``xs`` is not a display).
+    iterable: Optional[cst.BaseExpression] = None
+
+
+@dataclass(frozen=True)
+class BackwardCall:
+    call: cst.Call
+    tensor: cst.BaseExpression  # what is differentiated (``loss`` in ``scaler.scale(loss).backward()``)
+    site: Site
+    frees_graph: bool  # no retain_graph/create_graph that may keep it
+    kind: str = "backward"  # or "grad" for ``torch.autograd.grad``
+
+
+@dataclass(frozen=True)
+class StepCall:
+    """``optimizer.step()`` (also ``scaler.step(optimizer)``): the parameters it updates change in place."""
+
+    call: cst.Call
+    optimizer: cst.BaseExpression  # ``optimizer`` in both forms
+    site: Site
+
+
+@dataclass(frozen=True)
+class _Origin:
+    """A restricted question: does a value carry history that comes from here (None: from anywhere)?
+
+    ``loop``: values an iteration of this loop hands to the next one (``h`` in ``out, h = rnn(x, h)``);
+    ``parameters``: the function's parameters (what a caller passed in).  Module calls and
+    parameters of ``self`` then only pass their inputs' history on; new leaves start none.
+    """
+
+    loop: Optional[cst.CSTNode] = None
+    parameters: FrozenSet[str] = frozenset()
+    # For ``loop``: a statement known to have run in the iteration that hands values on (a backward
+    # call); a binding after it on its path is made whenever it runs (``h = h.detach()`` after it).
+    given: Optional[Site] = None
+
+    @property
+    def key(self) -> tuple:
+        return (id(self.loop), self.parameters, self.given.order if self.given is not None else None)
+
+
+class FunctionFlow:
+    """The flow of one function body, or of the module's top-level statements (a script)."""
+
+    def __init__(
+        self, context: "FileContext", function: Union[cst.FunctionDef, cst.Module], class_def: Optional[cst.ClassDef]
+    ) -> None:
+        self.context = context
+        self.function = function
+        # "" for a module: scripts run their training loops at the top level too
+        self.name = function.name.value if isinstance(function, cst.FunctionDef) else ""
+        self.class_def = class_def
+        self.class_attributes = _class_attributes_for(context, class_def)
+        self.no_grad_function = isinstance(function, cst.FunctionDef) and function_is_no_grad(context, function)
+        self.bindings: Dict[str, List[Binding]] = {}
+        self.list_feeds: Dict[str, List[ListFeed]] = {}
+        self.backward_calls: List[BackwardCall] = []
+        self.returns: List[Tuple[cst.BaseExpression, Site]] = []
+        self.sites: Dict[int, Site] = {}  # id(call node) -> site, for calls that start a graph
+        self.step_sites: List[Site] = []  # optimizer.step() and friends
+        # id(call) -> (its statement line, id of the block) for calls that are a whole line
+        self.lone_statements: Dict[int, Tuple[cst.SimpleStatementLine, int]] = {}
+        self.removable_lines: Set[int] = set()  # lines whose block keeps other statements
+        self.break_sites: List[Site] = []
+        # ``break``/``continue``/``return``/``raise`` (outside any ``try``), with where they sit
+        self.jumps: List[Tuple[str, Site]] = []
+        self.loop_sites: Dict[int, Site] = {}  # id(for/while) -> the site of its header
+        self.ifs_with_else: Set[int] = set()
+        self.if_tests: Dict[int, cst.BaseExpression] = {}  # id(if) -> its test
+        self.nested_defs: Dict[str, cst.FunctionDef] = {}  # ``def`` statements in the body
+        # id(a leaf binding's value) -> the flag's own node (``True`` in ``x.requires_grad = True``,
+        # the ``x.requires_grad_()`` call): its line is in ``lone_statements``
+        self.flag_statements: Dict[int, cst.CSTNode] = {}  # ids of the ``if`` statements that have an ``else``/``elif``
+        self.step_calls: List[StepCall] = []
+        self.calls: List[cst.Call] = []  # every call of the body, in order
+        self._try_depth = 0
+        self._order = 0
+        self._carries: Dict[tuple, Tuple[cst.BaseExpression, bool]] = {}
+        self._names: Dict[tuple, bool] = {}
+        self._scan_block(function.body if isinstance(function, cst.FunctionDef) else function, (), (), self.no_grad_function)
+
+    # -- the walk ------------------------------------------------------------------
+
+    def _site(self, loops, branches, no_grad) -> Site:
+        self._order += 1
+        return Site(self._order, loops, branches, no_grad)
+
+    def _scan_block(self, body, loops, branches, no_grad) -> None:
+        if isinstance(body, cst.SimpleStatementSuite):
+            self._scan_small(body.body, self._site(loops, branches, no_grad))
+            return
+        for stmt in body.body:
+            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], (cst.Expr, cst.Assign)):
+                # an expression that is a whole statement line (or the value of a one-line
+                # assignment), the line, and the block holding it
+                self.lone_statements[id(stmt.body[0].value)] = (stmt, id(body))
+                if len(body.body) > 1:
+                    self.removable_lines.add(id(stmt))
+            self._scan_statement(stmt, loops, branches, no_grad)
+
+    def _scan_statement(self, stmt: cst.CSTNode, loops, branches, no_grad) -> None:
+        if isinstance(stmt, cst.SimpleStatementLine):
+            self._scan_small(stmt.body, self._site(loops, branches, no_grad))
+        elif isinstance(stmt, cst.FunctionDef):
+            self.nested_defs[stmt.name.value] = stmt
+        elif isinstance(stmt, cst.ClassDef):
+            return
+        elif isinstance(stmt, cst.If):
+            site = self._site(loops, branches, no_grad)
+            self._scan_expressions(stmt.test, site)
+            key = id(stmt)
+            self.if_tests[key] = stmt.test
+            self._scan_block(stmt.body, loops, branches + ((key, "body"),), no_grad)
+            if stmt.orelse is not None:
+                self.ifs_with_else.add(key)
+                if isinstance(stmt.orelse, cst.If):
+                    self._scan_statement(stmt.orelse, loops, branches + ((key, "else"),), no_grad)
+                else:
+                    self._scan_block(stmt.orelse.body, loops, branches + ((key, "else"),), no_grad)
+        elif isinstance(stmt, (cst.For, cst.While)):
+            site = self._site(loops, branches, no_grad)
+            self.loop_sites[id(stmt)] = site
+            inner = loops + (stmt,)
+            if isinstance(stmt, cst.For):
+                self._scan_expressions(stmt.iter, site)
+                self._bind_target(stmt.target, stmt.iter, self._site(inner, branches, no_grad), element=True)
+            else:
+                self._scan_expressions(stmt.test, site)
+            self._scan_block(stmt.body, inner, branches, no_grad)
+            if stmt.orelse is not None:
+                self._scan_block(stmt.orelse.body, loops, branches, no_grad)
+        elif isinstance(stmt, cst.With):
+            site = self._site(loops, branches, no_grad)
+            inner_no_grad = no_grad
+            for item in stmt.items:
+                self._scan_expressions(item.item, site)
+                if is_no_grad_item(self.context, item.item):
+                    inner_no_grad = True
+                elif isinstance(item.item, cst.Call) and self.context.qualified_name(item.item.func) in SET_GRAD_ENABLED:
+                    inner_no_grad = False
+            self._scan_block(stmt.body, loops, branches, inner_no_grad)
+        elif isinstance(stmt, cst.Try):
+            key = id(stmt)
+            self._try_depth += 1
+            self._scan_block(stmt.body, loops, branches + ((key, "body"),), no_grad)
+            self._try_depth -= 1
+            for index, handler in enumerate(stmt.handlers):
+                self._scan_block(handler.body, loops, branches + ((key, f"except{index}"),), no_grad)
+            if stmt.orelse is not None:
+                self._scan_block(stmt.orelse.body, loops, branches + ((key, "body"),), no_grad)
+            if stmt.finalbody is not None:
+                self._scan_block(stmt.finalbody.body, loops, branches, no_grad)
+        else:  # match and anything newer: look at nothing inside
+            return
+
+    def _scan_small(self, smalls: Sequence[cst.BaseSmallStatement], site: Site) -> None:
+        for small in smalls:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    self._bind_target(target.target, small.value, site)
+                    self._bind_flag(target.target, small.value, site)
+                self._record_list_display(small, site)
+                self._scan_expressions(small.value, site)
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                self._bind_target(small.target, small.value, site)
+                self._scan_expressions(small.value, site)
+            elif isinstance(small, cst.AugAssign):
+                self._bind_target(small.target, _updated_value(small), site)
+                if isinstance(small.target, cst.Name) and isinstance(small.operator, cst.AddAssign):
+                    self._record_feed(small.target.value, small.value, site)
+                self._scan_expressions(small.value, site)
+            elif isinstance(small, cst.Return):
+                self.jumps.append(("return", site))
+                if small.value is not None:
+                    self.returns.append((small.value, site))
+                    self._scan_expressions(small.value, site)
+            elif isinstance(small, cst.Break):
+                self.break_sites.append(site)
+                self.jumps.append(("break", site))
+            elif isinstance(small, cst.Continue):
+                self.jumps.append(("continue", site))
+            elif isinstance(small, cst.Raise):
+                if not self._try_depth:
+                    self.jumps.append(("raise", site))
+            elif isinstance(small, cst.Expr):
+                self._bind_in_place(small.value, site)
+                self._scan_expressions(small.value, site)
+
+    def _bind_target(
+        self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site, element: bool = False, comprehension: bool = False
+    ) -> None:
+        if isinstance(target, cst.Name):
+            self.bindings.setdefault(target.value, []).append(Binding(target.value, value, site, element, comprehension=comprehension))
+        elif isinstance(target, (cst.Tuple, cst.List)):
+            for item in target.elements:
+                inner = item.value.value if isinstance(item, cst.StarredElement) else item.value
+                self._bind_target(inner, value, site, element=True, comprehension=comprehension)
+
+    def _bind_flag(self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site) -> None:
+        """``x.requires_grad = True``: from here on ``x`` is a leaf autograd differentiates."""
+        if (
+            isinstance(target, cst.Attribute)
+            and target.attr.value == "requires_grad"
+            and isinstance(target.value, cst.Name)
+            and _truthy_literal(value) is True
+        ):
+            name = target.value.value
+            before = cst.Name(name)
+            self.flag_statements[id(before)] = value
+            self.bindings.setdefault(name, []).append(Binding(name, before, site, leaf=True))
+
+    def _bind_in_place(self, expr: cst.BaseExpression, site: Site) -> None:
+        """``x.requires_grad_()`` makes ``x`` a leaf that needs a gradient; ``x.detach_()`` (and
+        ``x.requires_grad_(False)``) cuts its history: both rebind ``x`` from here on."""
+        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and isinstance(expr.func.value, cst.Name)):
+            return
+        method, name = expr.func.attr.value, expr.func.value.value
+        if method == "requires_grad_" and _requests_grad(expr):
+            before = cst.Name(name)
+            self.flag_statements[id(before)] = expr
+            self.bindings.setdefault(name, []).append(Binding(name, before, site, leaf=True))
+        elif method in ("requires_grad_", "detach_"):
+            self.bindings.setdefault(name, []).append(Binding(name, expr, site))
+
+    def _record_list_display(self, assign: cst.Assign, site: Site) -> None:
+        for target in assign.targets:
+            if isinstance(target.target, cst.Name):
+                self._record_feed(target.target.value, assign.value, site, assignment=True)
+
+    def _record_feed(self, name: str, value: cst.BaseExpression, site: Site, assignment: bool = False) -> None:
+        if isinstance(value, (cst.List, cst.Tuple)):
+            elements = tuple(e.value for e in value.elements if not isinstance(e, cst.StarredElement))
+            if elements:
+                self.list_feeds.setdefault(name, []).append(ListFeed(elements, site))
+        elif isinstance(value, (cst.ListComp, cst.GeneratorExp)):
+            self._bind_comprehension(value, site)
+            self.list_feeds.setdefault(name, []).append(ListFeed((value.elt,), site))
+        elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) and assignment:
+            if _last_name(value.left) == name:  # L = L + [x]
+                self._record_feed(name, value.right, site)
+
+    def _bind_comprehension(self, comp: cst.BaseExpression, site: Site) -> None:
+        clause = getattr(comp, "for_in", None)
+        while clause is not None:
+            self._bind_target(clause.target, clause.iter, site, element=True, comprehension=True)
+            clause = clause.inner_for_in
+
+    def _scan_expressions(self, expr: cst.CSTNode, site: Site) -> None:
+        scanner = _CallScanner(self, site)
+        visit(expr, scanner)
+
+    # -- questions -----------------------------------------------------------------
+
+    def is_module_call(self, call: cst.Call) -> bool:
+        """A forward pass: ``self.fc(x)``, ``self.blocks[i](x)``, ``model(x)``, ``nn.Linear(3, 1)(x)``,
+        ``D(x)`` where the file calls ``D.parameters()``, ``self.enc.forward(x)``."""
+        func = call.func
+        if isinstance(func, cst.Subscript):
+            func = func.value
+        if isinstance(func, cst.Call):
+            qualified = self.context.qualified_name(func.func)
+            return qualified is not None and _is_nn_class(qualified)
+        if isinstance(func, cst.Attribute) and func.attr.value == "forward":  # not a loss's own forward
+            return self.context.qualified_name(func) is None and not looks_like_loss(_last_name(func.value) or "")
+        return self.is_module_object(func)
+
+    def is_module_object(self, node: cst.BaseExpression) -> bool:
+        """Whether ``node`` (a name or attribute, not a call) holds a module (see :meth:`is_module_call`).
+
+        In a method of a module class, ``self.x`` that the class never assigns nor defines is a
+        submodule its base class or a builder set (``self.d`` in a LightningModule)."""
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
+            attr = node.attr.value
+            attributes = self.class_attributes
+            if attr in attributes.modules or f"self.{attr}" in evidenced_modules(self.context):
+                return True
+            if attr in attributes.other or attr in attributes.parameters or attr in attributes.methods:
+                return False
+            if looks_like_model(attr):
+                return True
+            return (
+                attributes.is_module
+                and not attr.startswith("_")
+                and not looks_like_loss(attr)
+                and attr not in NON_MODULE_SELF_ATTRIBUTES
+            )
+        if isinstance(node, cst.Name):
+            if self.context.qualified_name(node) is not None:
+                return False
+            for binding in self.bindings.get(node.value, ()):
+                if _constructed_kind(self.context, binding.value, module_classes(self.context)) == "module":
+                    return True
+            return looks_like_model(node.value) or node.value in evidenced_modules(self.context)
+        if isinstance(node, cst.Attribute):  # self.model.encoder(x), trainer.model(x)
+            return looks_like_model(node.attr.value) and self.context.qualified_name(node) is None
+        return False
+
+    def is_forward_pass(self, call: cst.Call) -> bool:
+        """A module call, or a method of a module that computes with its parameters (``D.compute_loss(x)``)."""
+        if self.is_module_call(call):
+            return True
+        func = call.func
+        return isinstance(func, cst.Attribute) and (
+            (_runs_the_module(func.attr.value) and self.is_module_object(func.value)) or self._loss_of_an_object(func)
+        )
+
+    def _cuts_history(self, call: cst.Call) -> bool:
+        """A call of a helper of this file that hands back nothing of what it is given (``repackage(h)``)."""
+        func = call.func
+        helper = None
+        if isinstance(func, cst.Name):
+            helper = self._own_function(func.value)
+        elif isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            helper = self._own_function(func.attr.value, method=True)
+            return helper is not None and not _passes_history(self.context, helper, self.class_def)
+        return helper is not None and not _passes_history(self.context, helper)
+
+    def _own_function(self, name: str, method: bool = False) -> Optional[cst.FunctionDef]:
+        """The ``def`` of this file a call of ``name`` runs: a function nested in this one, one at the
+        module's top level (not shadowed here), or (``method``) a method of this class."""
+        if method:
+            if self.class_def is None:
+                return None
+            body = self.class_def.body.body
+        else:
+            if name in self.nested_defs:
+                return self.nested_defs[name]
+            if name in self.bindings:
+                return None
+            body = self.context.module.body
+        for statement in body:
+            if isinstance(statement, cst.FunctionDef) and statement.name.value == name and not statement.decorators:
+                return statement
+        return None
+
+    def _loss_of_an_object(self, func: cst.Attribute) -> bool:
+        """``head.loss(x, y)``, ``D.compute_loss(real, fake)``: a loss an object computes, with what it
+        holds (a model head's weights); not a loss object's own method (``criterion.loss(...)``)."""
+        receiver = func.value
+        return (
+            looks_like_loss(func.attr.value)
+            and isinstance(receiver, (cst.Name, cst.Attribute))
+            and not (isinstance(receiver, cst.Name) and receiver.value in ("self", "super"))
+            and not looks_like_loss(_last_name(receiver) or "")
+            and self.context.qualified_name(receiver) is None
+        )
+
+    def module_constructor(self, call: cst.Call) -> Optional[cst.Call]:
+        func = call.func
+        if isinstance(func, cst.Call):
+            return func
+        if isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self":
+            return self.class_attributes.modules.get(func.attr.value)
+        if isinstance(func, cst.Name):
+            for binding in self.bindings.get(func.value, ()):
+                if isinstance(binding.value, cst.Call):
+                    return binding.value
+        return None
+
+    def carries_grad(self, expr: cst.BaseExpression, through_detach: bool = False, at: Optional[Site] = None) -> bool:
+        """Whether ``expr``, evaluated at ``at`` (any point when None), carries an autograd history.
+
+        ``through_detach=True`` pretends the detaching steps keep the graph: the
+        difference between the two answers is what those steps cut.
+        """
+        if self.no_grad_function:
+            return False
+        return self._carries_expr(expr, through_detach, at, set(), None)
+
+    def carries_from_previous_iteration(self, expr: cst.BaseExpression, at: Site, loop: cst.CSTNode) -> bool:
+        """Whether ``expr`` at ``at`` carries history that an earlier iteration of ``loop``, one that ran
+        ``at`` too, built and handed on (``out, h = rnn(x, h)`` with no ``h = h.detach()`` before the
+        loop comes round)."""
+        if self.no_grad_function:
+            return False
+        return self._carries_expr(expr, False, at, set(), _Origin(loop=loop, given=at))
+
+    def carries_from_parameters(self, expr: cst.BaseExpression, at: Site, parameters: FrozenSet[str]) -> bool:
+        """Whether ``expr`` at ``at`` carries the history of what a caller passed in ``parameters``."""
+        if self.no_grad_function or not parameters:
+            return False
+        return self._carries_expr(expr, False, at, set(), _Origin(parameters=parameters))
+
+    def _carries_expr(
+        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]
+    ) -> bool:
+        key = (id(expr), through, at.order if at is not None else None, origin.key if origin is not None else None)
+        known = self._carries.get(key)
+        if known is not None and known[0] is expr:
+            return known[1]
+        result = self._compute(expr, through, at, visiting, origin)
+        self._carries[key] = (expr, result)  # the node is kept so that its id is not reused
+        return result
+
+    def reaching(self, name: str, at: Optional[Site]) -> List[Binding]:
+        """The bindings of ``name`` that may give its value at ``at`` (all of them when ``at`` is None).
+
+        Walks back from ``at``: an earlier binding in the same or an enclosing
+        branch ends the walk; one in another branch does not. In a loop, when no
+        binding inside the loop precedes the use, the bindings that end an
+        iteration reach it from the previous one: walking back from the loop's
+        end, up to and including the first one made in every iteration.
+        """
+        bindings = self.bindings.get(name, [])
+        if at is None:
+            return list(bindings)
+        inner = [b for b in bindings if b.comprehension and b.site.order == at.order]
+        if inner:
+            return inner  # ``sum(v for v in values)``: the comprehension's own ``v``
+        found: List[Binding] = []
+        killed_in_loop = False
+        for binding in sorted((b for b in bindings if b.site.order < at.order), key=lambda b: -b.site.order):
+            found.append(binding)
+            if at.branches[: len(binding.site.branches)] == binding.site.branches or self._covers(found, binding, at):
+                killed_in_loop = bool(at.loops) and at.loops[-1] in binding.site.loops
+                break
+        if at.loops and not killed_in_loop:
+            loop = at.loops[-1]
+            header = self.loop_sites.get(id(loop))
+            for binding in sorted((b for b in bindings if loop in b.site.loops), key=lambda b: -b.site.order):
+                if binding.site.order < at.order:
+                    break
+                found.append(binding)
+                if header is not None and binding.site.loops[-1] is loop and binding.site.branches == header.branches:
+                    break  # made in every iteration: nothing bound before it in the body gets round
+        return found
+
+    def _covers(self, found: List[Binding], binding: Binding, at: Site) -> bool:
+        """Whether the bindings found so far bind the name on every path through the ``if`` that
+        ``binding`` sits in, off ``at``'s path (``if c: x = a`` / ``else: x = b``)."""
+        branches = binding.site.branches
+        depth = 0
+        while depth < len(branches) and depth < len(at.branches) and branches[depth] == at.branches[depth]:
+            depth += 1
+        if depth >= len(branches):
+            return False
+        key = branches[depth][0]
+        loops = binding.site.loops
+        group = [
+            b.site.branches
+            for b in found
+            if len(b.site.branches) > depth
+            and b.site.branches[:depth] == branches[:depth]
+            and b.site.branches[depth][0] == key
+            and at.loops[: len(b.site.loops)] == b.site.loops
+        ]
+        return at.loops[: len(loops)] == loops and self._covered(group, depth, binding.name)
+
+    def _covered(self, paths: List[Tuple[Tuple[int, str], ...]], depth: int, name: str) -> bool:
+        if any(len(path) == depth for path in paths):
+            return True
+        for key in {path[depth][0] for path in paths}:
+            body = [path for path in paths if path[depth] == (key, "body")]
+            if key not in self.ifs_with_else:
+                # ``if h is not None: h = h.detach()``: the value that skips the body is ``None``
+                if body and _tests_not_none(self.if_tests.get(key), name) and self._covered(body, depth + 1, name):
+                    return True
+                continue
+            other = [path for path in paths if path[depth] == (key, "else")]
+            if body and other and self._covered(body, depth + 1, name) and self._covered(other, depth + 1, name):
+                return True
+        return False
+
+    def from_previous_iteration(self, binding: Binding, at: Site, loop: cst.CSTNode) -> bool:
+        """Whether ``binding``, reaching a use at ``at``, was made by the previous iteration of ``loop``: it
+        stands at or after ``at`` in the loop, and no binding of the name that every iteration makes before
+        ``at`` (``entropy = 0`` at the top of the body) starts the iteration afresh.  A binding that reaches
+        ``at`` round an inner loop's back edge only (``entropy += ...`` in the steps of one rollout) is
+        that iteration's own."""
+        if binding.comprehension or binding.site.order < at.order or loop not in binding.site.loops:
+            return False
+        header = self.loop_sites.get(id(loop))
+        return not any(
+            header is not None
+            and earlier.site.order < at.order
+            and earlier.site.loops
+            and earlier.site.loops[-1] is loop
+            and earlier.site.branches == header.branches
+            and not earlier.element
+            and not _reads_name(earlier.value, earlier.name)
+            for earlier in self.bindings.get(binding.name, ())
+        )
+
+    def ends_iteration(self, binding: Binding, loop: cst.CSTNode, given: Optional[Site]) -> bool:
+        """Whether ``binding`` gets round ``loop``'s back edge in an iteration that ran ``given``: no
+        binding of the name comes after it in the body whenever ``given`` ran."""
+        header = self.loop_sites.get(id(loop))
+        for later in self.bindings.get(binding.name, ()):
+            if later.site.order <= binding.site.order or loop not in later.site.loops or later.site.loops[-1] is not loop:
+                continue
+            if header is not None and later.site.branches == header.branches:
+                return False
+            if given is not None and later.site.order > given.order and given.branches[: len(later.site.branches)] == later.site.branches:
+                return False
+        return True
+
+    def runs_after(self, first: Site, then: Site) -> bool:
+        """Whether one pass can run ``then`` after ``first`` (``first`` precedes it in the code): not in
+        two arms of one ``if``, no jump between, in the same loops or one nested in the other's."""
+        if first.order >= then.order or first.exclusive_with(then) or self.leaves_after(first, then):
+            return False
+        shorter = min(len(first.loops), len(then.loops))
+        return first.loops[:shorter] == then.loops[:shorter]
+
+    def freeing_call(self, passes: Set[int], until: Site) -> Optional[BackwardCall]:
+        """The latest backward call that runs before ``until`` and freed the graph of one of the forward
+        passes ``passes`` (call ids), run before it."""
+        for call in sorted(self.backward_calls, key=lambda c: -c.site.order):
+            if not call.frees_graph or not self.runs_after(call.site, until):
+                continue
+            if any(id(root) in passes and site.order < call.site.order for root, site in self.graph_roots(call.tensor, call.site)):
+                return call
+        return None
+
+    def leaves_after(self, first: Site, then: Site) -> bool:
+        """Whether a pass that runs ``first`` cannot go on to ``then``: a ``break`` or ``continue`` of a
+        loop around ``then``, a ``return`` or a ``raise`` comes after ``first``, on its path, before ``then``."""
+        for kind, site in self.jumps:
+            if not first.order < site.order < then.order:
+                continue
+            if first.branches[: len(site.branches)] != site.branches or first.loops[: len(site.loops)] != site.loops:
+                continue  # in a branch or a loop ``first`` need not run through
+            if kind in ("return", "raise") or (site.loops and site.loops[-1] in then.loops):
+                return True
+        return False
+
+    def _compute(
+        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]
+    ) -> bool:
+        step = self.detaching_operand(expr)
+        if step is not None:
+            operand_carries = self._carries_expr(step, ACROSS_ARRAYS, at, visiting, origin)
+            # ``torch.tensor(0.5, requires_grad=True)`` is a new leaf; over a value with history, a cut
+            new_leaf = origin is None and isinstance(expr, cst.Call) and _requests_grad(expr)
+            if through:
+                return operand_carries or new_leaf
+            return new_leaf and not operand_carries
+        if isinstance(expr, cst.Name):
+            return self._name_carries(expr.value, through, at, visiting, origin)
+        if isinstance(expr, cst.Call):
+            return self._call_carries(expr, through, at, visiting, origin)
+        if isinstance(expr, cst.Attribute):
+            if expr.attr.value in NON_DIFFERENTIABLE_ATTRIBUTES:
+                return False
+            if isinstance(expr.value, cst.Name) and expr.value.value == "self":
+                return origin is None and expr.attr.value in self.class_attributes.parameters
+            # Only fields that name tensors (``out.logits``); ``results[0].speed`` is a dict of timings.
+            return bool(_TENSOR_FIELD.search(expr.attr.value)) and self._carries_expr(expr.value, through, at, visiting, origin)
+        if isinstance(expr, cst.Subscript):
+            return self._carries_expr(expr.value, through, at, visiting, origin)
+        if isinstance(expr, cst.BinaryOperation):
+            return self._carries_expr(expr.left, through, at, visiting, origin) or self._carries_expr(
+                expr.right, through, at, visiting, origin
+            )
+        if isinstance(expr, cst.UnaryOperation):
+            return not isinstance(expr.operator, cst.Not) and self._carries_expr(expr.expression, through, at, visiting, origin)
+        if isinstance(expr, (cst.Tuple, cst.List, cst.Set)):
+            return any(self._carries_expr(e.value, through, at, visiting, origin) for e in expr.elements)
+        if isinstance(expr, cst.Dict):
+            return any(
+                isinstance(e, cst.DictElement) and self._carries_expr(e.value, through, at, visiting, origin)
+                for e in expr.elements
+            )
+        if isinstance(expr, cst.IfExp):
+            return self._carries_expr(expr.body, through, at, visiting, origin) or self._carries_expr(
+                expr.orelse, through, at, visiting, origin
+            )
+        if isinstance(expr, (cst.ListComp, cst.GeneratorExp)):
+            return self._carries_expr(expr.elt, through, at, visiting, origin)
+        return False
+
+    def _name_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+        # Memoised per (name, point); a name met again while it is being answered (a loop
+        # carried dependency) counts as not carrying until its answer is known.
+        key = (name, through, at.order if at is not None else None, origin.key if origin is not None else None)
+        if key in self._names:
+            return self._names[key]
+        self._names[key] = False
+        result = self._name_value_carries(name, through, at, visiting, origin)
+        self._names[key] = result
+        return result
+
+    def _name_value_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+        reaching = self.reaching(name, at)
+        if origin is not None and origin.parameters and at is not None and not reaching and name in origin.parameters:
+            return True
+        for binding in reaching:
+            if binding.site.no_grad:
+                continue
+            if binding.leaf:
+                if origin is not None:
+                    continue
+                before = self._carries_expr(binding.value, True, binding.site if at is not None else None, visiting, None)
+                if through or not before:
+                    return True
+                continue
+            where = binding.site if at is not None else None
+            if origin is not None and origin.loop is not None and at is not None and self.from_previous_iteration(binding, at, origin.loop):
+                if self.ends_iteration(binding, origin.loop, origin.given) and self._carries_expr(
+                    binding.value, through, where, visiting, None
+                ):
+                    return True
+                continue
+            if self._carries_expr(binding.value, through, where, visiting, origin):
+                return True
+        # A list holds what it was fed: ``outs[0]``, ``for o in outs``.
+        for element, site in self.list_elements(name):
+            if at is not None and site.order >= at.order and not (at.loops and at.loops[-1] in site.loops):
+                continue
+            if not site.no_grad and self._carries_expr(element, through, site if at is not None else None, visiting, origin):
+                return True
+        return False
+
+    def _call_carries(self, call: cst.Call, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+        if self.sites.get(id(call)) is not None and self.sites[id(call)].no_grad:
+            return False
+        func = call.func
+        qualified = self.context.qualified_name(func)
+        args = [a.value for a in call.args]
+
+        def any_arg(mode: int = through) -> bool:
+            return any(self._carries_expr(a, mode, at, visiting, origin) for a in args)
+
+        if qualified is not None:
+            if qualified in PARAMETER_CLASSES:
+                return origin is None or any_arg()
+            # Through a cut, values that come back into torch (``torch.from_numpy(np.clip(a))``,
+            # ``torch.tensor(preds)`` over ``.item()`` values) bring what was cut before them; NumPy
+            # passes values on only on such a way back (an array returned as such is no tensor).
+            if through and (qualified in ARRAY_PASSING_FUNCTIONS or (qualified in REWRAP_FUNCTIONS and args and isinstance(args[0], cst.Name))):
+                return any_arg(ACROSS_ARRAYS)
+            if through == ACROSS_ARRAYS and qualified.startswith(ARRAY_LIBRARIES):
+                return any_arg()
+            if qualified in NON_DIFFERENTIABLE_FUNCTIONS or qualified in REWRAP_FUNCTIONS:
+                return False
+            if qualified in AUTOGRAD_GRAD:  # gradients have a history only when asked to (gradient penalties)
+                create = keyword_arg(call, "create_graph")
+                return create is not None and _truthy_literal(create.value) is not False and any_arg()
+            if qualified.startswith("torch.") or qualified.startswith("einops."):
+                if _is_nn_class(qualified):
+                    return False  # constructing a layer
+                if origin is None and _requests_grad(call):
+                    return True  # ``torch.zeros(3, requires_grad=True)``: a leaf
+                return any_arg()
+            return False  # numpy, math, other libraries
+        if self.is_module_call(call):
+            constructor = self.module_constructor(call)
+            if origin is not None or (constructor is not None and _passes_inputs_only(self.context, constructor)):
+                return any_arg()
+            return True
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = func.value
+            if isinstance(receiver, cst.Name) and receiver.value in ("self", "super"):
+                if origin is not None and method in self.class_attributes.methods:
+                    helper = self._own_function(method, method=True)
+                    return helper is not None and _passes_history(self.context, helper, self.class_def) and any_arg()
+                return looks_like_loss(method) and any_arg()
+            if method == "requires_grad_":
+                if origin is None and _requests_grad(call):
+                    return True
+                return self._carries_expr(receiver, through, at, visiting, origin)
+            if method in NON_DIFFERENTIABLE_METHODS:
+                return False
+            if _runs_the_module(method) and self.is_module_object(receiver):
+                return origin is None or any_arg()  # ``D.compute_loss(x)``: the module's parameters
+            if self._carries_expr(receiver, through, at, visiting, origin):
+                return True
+            if self._loss_of_an_object(func):
+                return origin is None or any_arg()
+            if method == "forward":  # ``loss_fn.forward(out, y)``
+                return any_arg()
+            # x.matmul(w), loss_fn.forward(out, y)
+            return (looks_like_loss(method) or _is_tensor_method_with_tensor_args(method)) and any_arg()
+        if isinstance(func, cst.Name):
+            if func.value in ("len", "print", "str", "repr", "isinstance", "range", "enumerate", "zip", "int", "bool", "round"):
+                return False
+            if func.value in VALUE_PASSING_BUILTINS and self.context.qualified_name(func) is None:
+                return any_arg()  # ``sum(losses)``, ``sorted(scores)``
+            if looks_like_loss(func.value):
+                return any_arg()
+            if origin is not None:
+                helper = self._own_function(func.value)
+                return helper is not None and _passes_history(self.context, helper) and any_arg()
+        return False
+
+    def detaching_operand(self, expr: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+        """``t`` for a graph-cutting step on ``t``: ``t.detach()``, ``t.item()``, ``t.tolist()``,
+        ``t.numpy()``, ``t.data``, ``float(t)``, ``torch.tensor(t, ...)``, ``Variable(t, ...)``."""
+        if isinstance(expr, cst.Attribute) and expr.attr.value == "data":
+            if not (isinstance(expr.value, cst.Name) and expr.value.value == "self"):
+                return expr.value
+            return None
+        if not isinstance(expr, cst.Call) or has_star_args(expr):
+            return None
+        func = expr.func
+        if isinstance(func, cst.Attribute) and func.attr.value in DETACHING_METHODS and not expr.args:
+            if self.context.qualified_name(func.value) is None:
+                return func.value
+            return None
+        if isinstance(func, cst.Name) and func.value == "float" and self.context.qualified_name(func) is None:
+            if len(expr.args) == 1 and not expr.args[0].keyword:
+                return expr.args[0].value
+            return None
+        qualified = self.context.qualified_name(func)
+        if qualified in REWRAP_FUNCTIONS or (qualified or "").endswith(".Variable"):
+            first = argument(expr, 0, "data")
+            if first is None or isinstance(first.value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+                return None
+            if isinstance(first.value, cst.Name) and first.value.value in self.list_feeds:
+                return None  # a list of tensors: graph-break-tensor-from-list's case
+            return first.value
+        return None
+
+    def detaching_steps(self, expr: cst.BaseExpression, at: Optional[Site] = None) -> List[cst.BaseExpression]:
+        """The graph-cutting steps through which a gradient would otherwise reach ``expr`` (at ``at``)."""
+        found: List[cst.BaseExpression] = []
+        seen: Set = set()
+
+        def walk(node: cst.BaseExpression, where: Optional[Site]) -> None:
+            key = (id(node), where.order if where is not None else None)
+            if key in seen:
+                return
+            seen.add(key)
+            operand = self.detaching_operand(node)
+            if operand is not None:
+                if self.carries_grad(operand, through_detach=True, at=where):
+                    found.append(node)
+                    walk(operand, where)  # an earlier step on the same path is reported too
+                return
+            if isinstance(node, cst.Name):
+                for binding in self.reaching(node.value, where):
+                    if not binding.site.no_grad:
+                        walk(binding.value, binding.site if where is not None else None)
+                for element, site in self.list_elements(node.value):  # ``preds.append(out.item())``
+                    if not site.no_grad and (where is None or site.order < where.order or (where.loops and where.loops[-1] in site.loops)):
+                        walk(element, site if where is not None else None)
+                return
+            for child in _dataflow_operands(node):
+                walk(child, where)
+
+        walk(expr, at)
+        return found
+
+    def _walk_graph(
+        self,
+        expr: cst.BaseExpression,
+        at: Optional[Site],
+        visit_node: Callable[[cst.BaseExpression, Optional[Site]], Optional[Sequence[cst.BaseExpression]]],
+        fresh: Optional[Callable[[cst.Name, Site], bool]] = None,
+    ) -> None:
+        """Walk back over the values ``expr`` at ``at`` is computed from: names through the bindings that
+        reach them (none made under ``no_grad``), never past a detaching step, each node once per site.
+        ``visit_node(node, site)`` returns the sub-expressions to go on with (None: all its operands);
+        ``fresh(name, site)`` stops the walk at a name."""
+        seen: Set = set()
+
+        def walk(node: cst.BaseExpression, where: Optional[Site]) -> None:
+            key = (id(node), where.order if where is not None else None)
+            if key in seen:
+                return
+            seen.add(key)
+            if self.detaching_operand(node) is not None:
+                return
+            if isinstance(node, cst.Name):
+                if fresh is not None and where is not None and fresh(node, where):
+                    return
+                for binding in self.reaching(node.value, where):
+                    if not binding.site.no_grad:
+                        walk(binding.value, binding.site if where is not None else None)
+                return
+            children = visit_node(node, where)
+            for child in _dataflow_operands(node) if children is None else children:
+                walk(child, where)
+
+        walk(expr, at)
+
+    def graph_roots(
+        self,
+        expr: cst.BaseExpression,
+        at: Optional[Site] = None,
+        opaque: FrozenSet[int] = frozenset(),
+        fresh: Optional[Callable[[cst.Name, Site], bool]] = None,
+    ) -> List[Tuple[cst.Call, Site]]:
+        """The forward passes (module calls, with their sites) ``expr`` at ``at`` was computed from, ordered;
+        the inputs of the calls whose ids are in ``opaque`` are not followed, nor the names read where
+        ``fresh(name, site)`` says."""
+        roots: Dict[int, Tuple[cst.Call, Site]] = {}
+
+        def visit_node(node: cst.BaseExpression, where: Optional[Site]) -> Optional[Sequence[cst.BaseExpression]]:
+            if not isinstance(node, cst.Call):
+                return None
+            if self._cuts_history(node):
+                return ()
+            if not self.is_forward_pass(node):
+                return None
+            site = self.sites.get(id(node))
+            constructor = self.module_constructor(node)
+            if site is not None and not site.no_grad and not (constructor is not None and _passes_inputs_only(self.context, constructor)):
+                roots[id(node)] = (node, site)
+            if id(node) in opaque:
+                return ()
+            if isinstance(node.func, cst.Attribute) and id(node) in roots and not self.is_module_call(node) and self.is_module_object(node.func.value):
+                return [arg.value for arg in node.args]  # ``model.loss(x)``: the receiver is the module, not a value computed
+            return None
+
+        self._walk_graph(expr, at, visit_node, fresh)
+        return sorted(roots.values(), key=lambda pair: pair[1].order)
+
+    def summands(self, expr: cst.BaseExpression, at: Site) -> List[Tuple[cst.BaseExpression, Site]]:
+        """The terms ``expr`` at ``at`` adds up (``a + b - c``, through names, ``+=`` and every binding
+        that may reach), each with the site it is evaluated at; a term is anything but ``+``/``-``."""
+        terms: List[Tuple[cst.BaseExpression, Site]] = []
+        seen: Set = set()
+
+        def walk(node: cst.BaseExpression, where: Site) -> None:
+            key = (id(node), where.order)
+            if key in seen:
+                return
+            seen.add(key)
+            if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract)):
+                walk(node.left, where)
+                walk(node.right, where)
+            elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+                walk(node.expression, where)
+            elif isinstance(node, cst.Name) and self.reaching(node.value, where):
+                for binding in self.reaching(node.value, where):
+                    if not binding.site.no_grad and not binding.element and not binding.leaf:
+                        walk(binding.value, binding.site)
+            else:
+                terms.append((node, where))
+
+        walk(expr, at)
+        return terms
+
+    def is_loss_value(self, expr: cst.BaseExpression, at: Optional[Site]) -> bool:
+        """Whether ``expr`` is a loss: named so, or computed by a loss (``criterion(...)``,
+        ``F.mse_loss(...)``, ``self.adv_loss(...)``, an ``nn.*Loss`` module) from what it holds."""
+        seen: Set = set()
+
+        def walk(node: cst.BaseExpression, where: Optional[Site], depth: int) -> bool:
+            key = (id(node), where.order if where is not None else None)
+            if key in seen or depth > 12:
+                return False
+            seen.add(key)
+            if isinstance(node, cst.Name):
+                if looks_like_loss(node.value):
+                    return True
+                return any(
+                    walk(b.value, b.site if where is not None else None, depth + 1) for b in self.reaching(node.value, where)
+                )
+            if isinstance(node, cst.Attribute) and looks_like_loss(node.attr.value):
+                return True  # ``outputs.loss``
+            if isinstance(node, cst.Call):
+                func = node.func
+                qualified = self.context.qualified_name(func) or ""
+                if qualified.startswith("torch.nn.functional.") and _is_loss_function(qualified.rsplit(".", 1)[-1]):
+                    return True
+                name = _last_name(func)
+                if not qualified and name is not None and looks_like_loss(name):
+                    return True
+                if self.is_module_call(node):
+                    constructor = self.module_constructor(node)
+                    if constructor is not None and _constructor_is_loss(self.context, constructor):
+                        return True
+            if isinstance(node, (cst.BinaryOperation, cst.UnaryOperation, cst.Subscript)) or (
+                isinstance(node, cst.Call) and self.detaching_operand(node) is not None
+            ):
+                return any(walk(child, where, depth + 1) for child in _dataflow_operands(node))
+            if isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+                return walk(node.func.value, where, depth + 1)  # ``loss.mean()``, ``loss.detach()``
+            return False
+
+        return walk(expr, at, 0)
+
+    def detached_inputs(self, expr: cst.BaseExpression, at: Site) -> List[Tuple[cst.Call, cst.BaseExpression, Site]]:
+        """``(D(...), step, site)`` for each forward pass on ``expr``'s paths that is handed a detached
+        value (``netD(fake.detach())``, or a name bound to one)."""
+        found: List[Tuple[cst.Call, cst.BaseExpression, Site]] = []
+
+        def detached(node: cst.BaseExpression, where: Site, depth: int) -> Optional[cst.BaseExpression]:
+            if self.detaching_operand(node) is not None:
+                return node
+            if isinstance(node, cst.Name) and depth < 3:
+                reaching = self.reaching(node.value, where)
+                if len(reaching) == 1 and not reaching[0].element:
+                    return detached(reaching[0].value, reaching[0].site, depth + 1)
+            return None
+
+        def visit_node(node: cst.BaseExpression, where: Optional[Site]) -> None:
+            if isinstance(node, cst.Call) and where is not None and self.is_forward_pass(node):
+                for arg in node.args:
+                    step = detached(arg.value, where, 0)
+                    if step is not None:
+                        found.append((node, step, where))
+
+        self._walk_graph(expr, at, visit_node)
+        return found
+
+    def nearest_forward_passes(self, expr: cst.BaseExpression, at: Site) -> List[Tuple[cst.Call, Site]]:
+        """The forward passes that made ``expr`` directly (``self.g(z)`` for ``fake``), not those
+        that made their inputs."""
+        passes: Dict[int, Tuple[cst.Call, Site]] = {}
+
+        def visit_node(node: cst.BaseExpression, where: Optional[Site]) -> Optional[Sequence[cst.BaseExpression]]:
+            if isinstance(node, cst.Call) and self.is_forward_pass(node):
+                site = self.sites.get(id(node))
+                if site is not None and not site.no_grad:
+                    passes[id(node)] = (node, site)
+                return ()
+            return None
+
+        self._walk_graph(expr, at, visit_node)
+        return list(passes.values())
+
+    def is_array_value(self, expr: cst.BaseExpression, at: Optional[Site]) -> bool:
+        """Whether ``expr`` at ``at`` is a NumPy (or other array library) value: an array library's call,
+        or a name every binding of which is one."""
+        if isinstance(expr, cst.Name):
+            reaching = self.reaching(expr.value, at)
+            return bool(reaching) and all(b.value is not None and self.is_array_value(b.value, b.site) for b in reaching)
+        if isinstance(expr, cst.Call):
+            return (self.context.qualified_name(expr.func) or "").startswith(ARRAY_LIBRARIES)
+        return False
+
+    def crosses_arrays(self, start: cst.BaseExpression, sink: cst.BaseExpression, at: Optional[Site] = None) -> bool:
+        """Whether the value of ``start`` goes through NumPy (``np.clip(a)``, ``torch.from_numpy(a)``) on
+        its way to ``sink``."""
+        reaching = self.flows_into(sink, at)
+        for call in self.calls:
+            if id(call) not in reaching:
+                continue
+            qualified = self.context.qualified_name(call.func) or ""
+            if qualified in ARRAY_PASSING_FUNCTIONS or qualified.startswith(ARRAY_LIBRARIES):
+                if id(start) in self.flows_into(call, self.sites.get(id(call))):
+                    return True
+        return False
+
+    def module_of(self, call: cst.Call) -> Optional[str]:
+        """The module a forward pass runs, as written: ``netD`` for ``netD(x)``, ``self.D`` for
+        ``self.D.compute_loss(x)`` or ``self.D.forward(x)``, ``self.blocks`` for ``self.blocks[i](x)``."""
+        func = call.func
+        if isinstance(func, cst.Subscript):
+            func = func.value
+        if isinstance(func, cst.Attribute) and not self.is_module_call(call):
+            func = func.value  # a method of the module
+        elif isinstance(func, cst.Attribute) and func.attr.value == "forward":
+            func = func.value
+        if isinstance(func, (cst.Name, cst.Attribute)):
+            return self.context.code(func).strip()
+        return None
+
+    def step_updates(self, step: StepCall, module: Optional[str]) -> Optional[str]:
+        """Whether ``step`` updates the parameters of ``module`` (see :meth:`module_of`): "built" when the
+        optimizer's construction in the file names that module's ``parameters()`` (or a module holding
+        it, or one it holds), "named" when only the names pair them (``optimizer_D`` and ``netD``, a
+        plain ``optimizer``), None when they do not."""
+        built = self._optimizer_modules(step)
+        if built is not None:
+            return "built" if module is not None and any(_dotted_related(module, m) for m in built) else None
+        optimizer = _last_name(step.optimizer.value if isinstance(step.optimizer, cst.Subscript) else step.optimizer) or ""
+        tag = _name_tag(optimizer, _OPTIMIZER_WORDS)
+        if not tag or module is None:
+            return "named"  # one optimizer for everything (``optimizer.step()``)
+        module_tag = _name_tag(module.rsplit(".", 1)[-1], _MODULE_WORDS)
+        if not module_tag or _tags_pair(tag, module_tag):
+            return "named"
+        return None
+
+    def _optimizer_modules(self, step: StepCall) -> Optional[FrozenSet[str]]:
+        """The modules (as written) whose ``parameters()`` built the optimizer ``step`` steps, or None unseen."""
+        optimizer = step.optimizer
+        values: List[cst.BaseExpression] = []
+        if isinstance(optimizer, cst.Name):
+            values = [b.value for b in self.reaching(optimizer.value, step.site) if not b.element]
+            if not values and not self.reaching(optimizer.value, step.site):
+                values = [
+                    value
+                    for target, value in _module_assignments(self.context)
+                    if isinstance(target, cst.Name) and target.value == optimizer.value
+                ]
+        elif isinstance(optimizer, cst.Attribute) and isinstance(optimizer.value, cst.Name) and optimizer.value.value == "self":
+            if self.class_def is not None:
+                value = _class_assignments(self.context, self.class_def).get(optimizer.attr.value)
+                values = [value] if value is not None else []
+        constructions = [v for v in values if isinstance(v, cst.Call) and (self.context.qualified_name(v.func) or "").startswith("torch.optim.")]
+        if not constructions or len(constructions) != len(values):
+            return None
+        found: Set[str] = set()
+        for construction in constructions:
+            for arg in construction.args:
+                found |= self._parameter_owners(arg.value, step.site, 0)
+        return frozenset(found) or None
+
+    def _parameter_owners(self, node: cst.BaseExpression, at: Site, depth: int) -> Set[str]:
+        """``{"D"}`` for ``D.parameters()`` anywhere inside ``node`` (names bound to such followed once)."""
+        found: Set[str] = set()
+
+        class _Owners(cst.CSTVisitor):
+            def visit_Call(inner, call: cst.Call) -> None:
+                func = call.func
+                if isinstance(func, cst.Attribute) and func.attr.value in ("parameters", "named_parameters"):
+                    found.add(self.context.code(func.value).strip())
+
+            def visit_Name(inner, name: cst.Name) -> None:
+                if depth < 2:
+                    for binding in self.reaching(name.value, at):
+                        found.update(self._parameter_owners(binding.value, binding.site, depth + 1))
+
+        visit(node, _Owners())
+        return found
+
+    def flags_on_the_way(self, sink: cst.BaseExpression, at: Optional[Site] = None) -> List[cst.SimpleStatementLine]:
+        """The lines ``x.requires_grad = True`` / ``x.requires_grad_()`` on the way to ``sink`` that a fix
+        can delete (whole lines, in blocks that keep other statements)."""
+        reaching = self.flows_into(sink, at)
+        lines = []
+        for bindings in self.bindings.values():
+            for binding in bindings:
+                if binding.leaf and id(binding.value) in reaching:
+                    line = self.lone_statements.get(id(self.flag_statements.get(id(binding.value))))
+                    if line is not None and id(line[0]) in self.removable_lines:
+                        lines.append(line[0])
+        return lines
+
+    def flows_into(self, sink: cst.BaseExpression, at: Optional[Site] = None) -> Set[int]:
+        """Ids of the expression nodes whose values flow into ``sink`` (evaluated at ``at``)."""
+        seen: Set = set()
+        nodes: Set[int] = set()
+
+        def walk(node: cst.BaseExpression, where: Optional[Site]) -> None:
+            key = (id(node), where.order if where is not None else None)
+            if key in seen:
+                return
+            seen.add(key)
+            nodes.add(id(node))
+            if isinstance(node, cst.Name):
+                for binding in self.reaching(node.value, where):
+                    walk(binding.value, binding.site if where is not None else None)
+                return
+            for child in _dataflow_operands(node):
+                walk(child, where)
+
+        walk(sink, at)
+        return nodes
+
+    def list_elements(self, name: str) -> List[Tuple[cst.BaseExpression, Site]]:
+        """What list ``name`` receives (``append``/``extend``/``insert``/``+=``/display/comprehension)."""
+        out = []
+        for feed in self.list_feeds.get(name, ()):
+            for element in feed.elements:
+                out.append((element, feed.site))
+            if feed.iterable is not None:
+                out.append((feed.iterable, feed.site))
+        return out
+
+    def element_shape(self, expr: cst.BaseExpression, depth: int = 0) -> Optional[str]:
+        """"scalar" (0-d), "one" (shape ``(1,)``), "number" (a Python number) or None (unknown).
+
+        For a value that must hold one element (what ``torch.tensor(list)`` accepts),
+        ``.squeeze()`` is 0-d and ``.view(-1)`` / ``.flatten()`` are ``(1,)``.
+        """
+        if depth > 8:
+            return None
+        if isinstance(expr, (cst.Integer, cst.Float)):
+            return "number"
+        if isinstance(expr, cst.Name):
+            shapes = {self.element_shape(b.value, depth + 1) for b in self.bindings.get(expr.value, ()) if not b.element}
+            elements = [b for b in self.bindings.get(expr.value, ()) if b.element]
+            return shapes.pop() if len(shapes) == 1 and not elements else None
+        if isinstance(expr, cst.BinaryOperation):
+            left, right = self.element_shape(expr.left, depth + 1), self.element_shape(expr.right, depth + 1)
+            shapes = {s for s in (left, right) if s != "number"}
+            if None in (left, right) or len(shapes) != 1:
+                return None
+            return shapes.pop()
+        if isinstance(expr, cst.UnaryOperation):
+            return self.element_shape(expr.expression, depth + 1)
+        if not isinstance(expr, cst.Call) or has_star_args(expr):
+            return None
+        func = expr.func
+        qualified = self.context.qualified_name(func)
+        if qualified is not None:
+            name = qualified.rsplit(".", 1)[-1]
+            if qualified.startswith("torch.") and name in REDUCTION_METHODS and len(expr.args) == 1:
+                return "scalar"
+            if qualified.startswith("torch.nn.functional.") and _is_loss_function(name):
+                return "scalar" if _reduces(expr) else None
+            return None
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            positional = positional_args(expr)
+            if method in REDUCTION_METHODS and not expr.args:
+                return "scalar"
+            if method == "squeeze" and not expr.args:
+                return "scalar"
+            if method in FLAT_ONE_METHODS and not expr.args:
+                return "one"
+            if method in ("view", "reshape") and len(positional) == 1 and not isinstance(positional[0].value, cst.Tuple):
+                value = positional[0].value
+                literal = value.evaluated_value if isinstance(value, cst.Integer) else None
+                if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus) and isinstance(value.expression, cst.Integer):
+                    literal = -int(value.expression.value)
+                if literal in (1, -1):
+                    return "one"
+                return None
+            if method == "unsqueeze" and len(positional) == 1 and self.element_shape(func.value, depth + 1) == "scalar":
+                return "one"
+            if self.is_module_call(expr):
+                constructor = self.module_constructor(expr)
+                if constructor is not None and _constructor_is_loss(self.context, constructor):
+                    return "scalar" if _reduces(constructor) else None
+            return None
+        return None
+
+
+class _CallScanner(cst.CSTVisitor):
+    """Records, inside one statement's expressions, list feeds, backward calls and module-call sites."""
+
+    def __init__(self, flow: FunctionFlow, site: Site) -> None:
+        super().__init__()
+        self.flow = flow
+        self.site = site
+
+    def visit_Lambda(self, node: cst.Lambda) -> bool:
+        return False
+
+    def visit_ListComp(self, node: cst.ListComp) -> None:
+        self.flow._bind_comprehension(node, self.site)
+
+    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
+        self.flow._bind_comprehension(node, self.site)
+
+    def visit_Call(self, node: cst.Call) -> None:
+        flow = self.flow
+        flow.sites[id(node)] = self.site
+        flow.calls.append(node)
+        func = node.func
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            receiver = func.value
+            if method in ("append", "insert", "extend") and isinstance(receiver, cst.Name) and not has_star_args(node):
+                positional = positional_args(node)
+                wanted = 1 if method == "insert" else 0
+                if len(positional) > wanted:
+                    value = positional[wanted].value
+                    name = receiver.value
+                    if method == "extend":
+                        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
+                            flow._record_feed(name, value, self.site)
+                        else:
+                            flow.list_feeds.setdefault(name, []).append(ListFeed((), self.site, value))
+                    else:
+                        flow.list_feeds.setdefault(name, []).append(ListFeed((value,), self.site))
+            elif method in BACKWARD_METHODS and flow.context.qualified_name(func) is None:
+                positional = positional_args(node)
+                if method == "manual_backward" or _BACKWARD_RUNNER.search(_last_name(receiver) or ""):
+                    # ``accelerator.backward(loss)``, ``self.manual_backward(loss)``: the loss is the argument
+                    if positional:
+                        flow.backward_calls.append(BackwardCall(node, positional[0].value, self.site, _frees_graph(node, 99)))
+                else:
+                    flow.backward_calls.append(BackwardCall(node, _unscaled(receiver), self.site, _frees_graph(node)))
+            elif method == "step" and not node.args:
+                flow.step_sites.append(self.site)
+            if (method == "step" or method.endswith("_step")) and not has_star_args(node):
+                # ``optimizer.step()``, ``scaler.step(optimizer)``, SAM's ``optimizer.first_step()``
+                stepped = _stepped_optimizer(node)
+                if stepped is not None:
+                    flow.step_calls.append(StepCall(node, stepped, self.site))
+                    if node.args:
+                        flow.step_sites.append(self.site)
+        qualified = flow.context.qualified_name(func)
+        if qualified == "torch.autograd.backward":
+            first = argument(node, 0, "tensors")
+            if first is not None:
+                flow.backward_calls.append(BackwardCall(node, first.value, self.site, _frees_graph(node, 2)))
+        elif qualified in AUTOGRAD_GRAD:
+            first = argument(node, 0, "outputs")
+            if first is not None:
+                flow.backward_calls.append(BackwardCall(node, first.value, self.site, _frees_graph(node, 3), kind="grad"))
+
+
+def _unscaled(receiver: cst.BaseExpression) -> cst.BaseExpression:
+    """``loss`` for ``scaler.scale(loss)`` (GradScaler) and ``accelerator``-style wrappers."""
+    if (
+        isinstance(receiver, cst.Call)
+        and isinstance(receiver.func, cst.Attribute)
+        and receiver.func.attr.value == "scale"
+        and len(receiver.args) == 1
+    ):
+        return receiver.args[0].value
+    return receiver
+
+
+def _frees_graph(call: cst.Call, flags_at: int = 1) -> bool:
+    """No ``retain_graph``/``create_graph`` that could keep the graph (a non-literal value may).
+
+    ``flags_at``: the position of ``retain_graph`` when passed positionally (1 for ``Tensor.backward``,
+    2 for ``torch.autograd.backward``, 3 for ``torch.autograd.grad``)."""
+    if has_star_args(call):
+        return False
+    for name in ("retain_graph", "create_graph"):
+        arg = keyword_arg(call, name)
+        if arg is not None and _truthy_literal(arg.value) is not False:
+            return False
+    # Tensor.backward(gradient, retain_graph, create_graph), torch.autograd.backward(tensors,
+    # grad_tensors, retain_graph, create_graph), torch.autograd.grad(outputs, inputs, grad_outputs,
+    # retain_graph, create_graph): positional forms
+    positional = positional_args(call)
+    if len(positional) > flags_at:
+        return all(_truthy_literal(p.value) is False for p in positional[flags_at : flags_at + 2])
+    return True
+
+
+def _stepped_optimizer(call: cst.Call) -> Optional[cst.BaseExpression]:
+    """``optimizer`` for ``optimizer.step()`` / ``optimizer.step(closure)`` and ``scaler.step(optimizer)``;
+    None for what steps no parameters (``scheduler.step()``, ``env.step(action)``)."""
+    receiver = call.func.value
+    positional = positional_args(call)
+    name = _last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
+    if _SCALER_NAME.search(name) and len(positional) == 1:
+        return positional[0].value
+    if _OPTIMIZER_NAME.search(name) and not _SCHEDULER_NAME.search(name) and len(positional) <= 1:
+        return receiver
+    return None
+
+
+# Module methods that make a fresh state rather than run the module (``model.init_hidden(bsz)``).
+_STATE_INITIALISER = re.compile(r"^(?:init|initial|reset|zero|empty|new)(?:_|[A-Z]|$)")
+
+
+def _reads_name(node: Optional[cst.CSTNode], name: str) -> bool:
+    """Whether ``name`` is read in ``node`` (``entropy + x`` reads ``entropy``; ``0`` does not)."""
+    if node is None:
+        return True
+    found = []
+
+    class _Reads(cst.CSTVisitor):
+        def visit_Name(self, visited: cst.Name) -> None:
+            if visited.value == name:
+                found.append(visited)
+
+    visit(node, _Reads())
+    return bool(found)
+
+
+def _runs_the_module(method: str) -> bool:
+    """Whether ``module.method(...)`` computes with the module's parameters."""
+    return method not in NON_FORWARD_MODULE_METHODS and not _STATE_INITIALISER.match(method)
+
+
+_OPTIMIZER_WORDS = re.compile(r"optimizers?|optim|opts?|_")
+_MODULE_WORDS = re.compile(r"networks?|nets?|models?|_")
+
+
+def _name_tag(name: str, words: "re.Pattern[str]") -> str:
+    """What tells one optimizer or module from another: ``d`` for ``optimizer_D``, ``netD``, ``D``."""
+    return words.sub("", name.lower())
+
+
+def _tags_pair(first: str, second: str) -> bool:
+    """``d`` and ``discriminator``, ``gen`` and ``generator``, ``vae`` and ``vae``."""
+    shorter, longer = sorted((first, second), key=len)
+    return longer.startswith(shorter) and (len(shorter) == 1 or len(shorter) >= 3 or shorter == longer)
+
+
+def _dotted_related(first: str, second: str) -> bool:
+    """``model`` and ``model.encoder``: one holds the other (or they are the same)."""
+    return first == second or first.startswith(second + ".") or second.startswith(first + ".")
+
+
+def _module_assignments(context: "FileContext") -> List[Tuple[cst.BaseExpression, cst.BaseExpression]]:
+    from torchlint.analysis.model.scope import assignments
+
+    return context.memoized("gradflow.module-assignments", context.module, lambda module: list(assignments(module.body)))
+
+
+def _class_assignments(context: "FileContext", class_def: cst.ClassDef) -> Dict[str, cst.BaseExpression]:
+    from torchlint.analysis.model.scope import self_attributes
+
+    return context.memoized("gradflow.class-assignments", class_def, self_attributes)
+
+
+def _tests_not_none(test: Optional[cst.BaseExpression], name: str) -> bool:
+    """``name is not None`` (or a bare ``name``): the test fails only when ``name`` holds no tensor."""
+    if isinstance(test, cst.Name):
+        return test.value == name
+    return (
+        isinstance(test, cst.Comparison)
+        and isinstance(test.left, cst.Name)
+        and test.left.value == name
+        and len(test.comparisons) == 1
+        and isinstance(test.comparisons[0].operator, cst.IsNot)
+        and isinstance(test.comparisons[0].comparator, cst.Name)
+        and test.comparisons[0].comparator.value == "None"
+    )
+
+
+def _updated_value(update: cst.AugAssign) -> cst.BaseExpression:
+    """``loss + aux`` for ``loss += aux``: the name keeps what it held (evaluated where the update runs)."""
+    operator = getattr(cst, type(update.operator).__name__[: -len("Assign")], None)
+    if not isinstance(update.target, cst.Name) or operator is None:
+        return update.value
+    return cst.BinaryOperation(left=cst.Name(update.target.value), operator=operator(), right=update.value)
+
+
+def _requests_grad(call: cst.Call) -> bool:
+    """``requires_grad=True`` (factories, ``torch.tensor``, ``Variable``), ``t.requires_grad_()`` / ``(True)``."""
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
+        arg = argument(call, 0, "requires_grad")
+        return arg is None or _truthy_literal(arg.value) is True
+    arg = keyword_arg(call, "requires_grad")
+    return arg is not None and _truthy_literal(arg.value) is True
+
+
+_in_progress: Set[int] = set()
+
+
+def _passes_history(context: "FileContext", function: cst.FunctionDef, class_def: Optional[cst.ClassDef] = None) -> bool:
+    """Whether a helper of the file returns a value with the history of what it is handed
+    (``compute_diversity(phi)`` returning an eigendecomposition of it; not ``repackage(h)``
+    returning ``h.detach()``).  A helper met again while it is being answered (recursion) does not."""
+
+    def compute(node: cst.FunctionDef) -> bool:
+        if id(node) in _in_progress:
+            return False
+        _in_progress.add(id(node))
+        try:
+            params = node.params
+            names = frozenset(
+                p.name.value for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
+            ) - {"self", "cls"}
+            flow = flow_for(context, node, class_def)
+            return any(flow.carries_from_parameters(value, site, names) for value, site in flow.returns)
+        finally:
+            _in_progress.discard(id(node))
+
+    return context.memoized("gradflow.passes-history", function, compute)
+
+
+def _is_tensor_method_with_tensor_args(method: str) -> bool:
+    return method in {"matmul", "mm", "bmm", "mul", "add", "sub", "div", "dot", "expand_as", "view_as", "type_as", "where"}
+
+
+def _is_loss_function(name: str) -> bool:
+    return name.endswith("loss") or name in {
+        "cross_entropy", "binary_cross_entropy", "binary_cross_entropy_with_logits", "kl_div", "nll_loss",
+        "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "margin_ranking_loss", "cosine_embedding_loss",
+    }
+
+
+# ``torch.nn`` layers without parameters: their output has the history of their inputs, nothing more.
+PARAMETERLESS_LAYERS = frozenset(
+    {
+        "ReLU", "ReLU6", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish", "Sigmoid", "Tanh", "Softplus",
+        "Softsign", "Hardtanh", "Hardsigmoid", "Hardswish", "LogSigmoid", "Softmax", "LogSoftmax", "Softmin",
+        "Softmax2d", "Threshold", "Tanhshrink", "Softshrink", "Hardshrink", "GLU", "Identity", "Flatten", "Unflatten",
+        "Dropout", "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "CosineSimilarity", "PairwiseDistance",
+        "MaxPool1d", "MaxPool2d", "MaxPool3d", "AvgPool1d", "AvgPool2d", "AvgPool3d", "AdaptiveAvgPool1d",
+        "AdaptiveAvgPool2d", "AdaptiveAvgPool3d", "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "AdaptiveMaxPool3d",
+        "Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d", "PixelShuffle", "PixelUnshuffle", "ZeroPad2d",
+        "ConstantPad1d", "ConstantPad2d", "ConstantPad3d", "ReflectionPad1d", "ReflectionPad2d", "ReplicationPad1d",
+        "ReplicationPad2d", "ChannelShuffle", "Fold", "Unfold",
+    }
+)
+
+
+def _passes_inputs_only(context: "FileContext", constructor: cst.Call) -> bool:
+    """A loss module or a layer without parameters: calling it starts no graph of its own."""
+    qualified = context.qualified_name(constructor.func) or ""
+    return _constructor_is_loss(context, constructor) or (
+        qualified.startswith("torch.nn.") and qualified.rsplit(".", 1)[-1] in PARAMETERLESS_LAYERS
+    )
+
+
+def _constructor_is_loss(context: "FileContext", constructor: cst.Call) -> bool:
+    qualified = context.qualified_name(constructor.func) or ""
+    return qualified.startswith("torch.nn.") and qualified.endswith("Loss")
+
+
+def _reduces(call: cst.Call) -> bool:
+    """No ``reduction=`` or a reducing one ("mean", "sum", "batchmean")."""
+    arg = keyword_arg(call, "reduction")
+    if arg is None:
+        return True
+    return isinstance(arg.value, cst.SimpleString) and arg.value.evaluated_value in ("mean", "sum", "batchmean")
+
+
+def _dataflow_operands(node: cst.BaseExpression) -> Iterator[cst.BaseExpression]:
+    """The sub-expressions whose values flow into ``node``'s value."""
+    if isinstance(node, cst.Call):
+        if isinstance(node.func, cst.Attribute):
+            yield node.func.value
+        for arg in node.args:
+            yield arg.value
+    elif isinstance(node, cst.Attribute):
+        if node.attr.value not in NON_DIFFERENTIABLE_ATTRIBUTES:
+            yield node.value
+    elif isinstance(node, cst.Subscript):
+        yield node.value
+    elif isinstance(node, cst.BinaryOperation):
+        yield node.left
+        yield node.right
+    elif isinstance(node, cst.UnaryOperation):
+        yield node.expression
+    elif isinstance(node, (cst.Tuple, cst.List, cst.Set)):
+        for element in node.elements:
+            yield element.value
+    elif isinstance(node, cst.Dict):
+        for element in node.elements:
+            if isinstance(element, cst.DictElement):
+                yield element.value
+    elif isinstance(node, cst.IfExp):
+        yield node.body
+        yield node.orelse
+    elif isinstance(node, (cst.ListComp, cst.GeneratorExp)):
+        yield node.elt
+
+
+def read_names(node: cst.CSTNode) -> Set[str]:
+    """The plain names read in ``node`` (``z`` and ``z_q`` in ``(z_q - z).detach()``; not attribute names)."""
+    found: Set[str] = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.add(name.value)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            visit(attribute.value, self)
+            return False
+
+    visit(node, _Names())
+    return found
+
+
+def contains(root: cst.CSTNode, node: cst.CSTNode) -> bool:
+    """Whether ``node`` is ``root`` or inside it."""
+    found = False
+
+    class _Find(cst.CSTVisitor):
+        def on_visit(self, candidate: cst.CSTNode) -> bool:
+            nonlocal found
+            found = found or candidate is node
+            return not found
+
+    visit(root, _Find())
+    return found
+
+
+def differentiates(context: "FileContext", call: cst.Call, grad: bool = True) -> bool:
+    """``t.backward()``, ``accelerator.backward(loss)``, ``self.manual_backward(loss)``,
+    ``torch.autograd.backward(t)`` and (``grad=True``) ``torch.autograd.grad(t, ...)``: what
+    :class:`FunctionFlow` records as backward calls."""
+    func = call.func
+    qualified = context.qualified_name(func)
+    if isinstance(func, cst.Attribute) and func.attr.value in BACKWARD_METHODS and qualified is None:
+        return True
+    return qualified == "torch.autograd.backward" or (grad and qualified in AUTOGRAD_GRAD)
+
+
+# -- entry points --------------------------------------------------------------------------------
+
+_class_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_flow_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _class_attributes_for(context: "FileContext", class_def: Optional[cst.ClassDef]) -> ClassAttributes:
+    if class_def is None:
+        return ClassAttributes({}, set(), set())
+    table = _class_cache.setdefault(context, {})
+    key = id(class_def)
+    if key not in table:
+        table[key] = module_attributes(context, class_def)
+    return table[key]
+
+
+def enclosing_function(context: "FileContext") -> Tuple[Optional[cst.FunctionDef], Optional[cst.ClassDef]]:
+    """The innermost function around the visited node and the class it is a method of (if any)."""
+    ancestors = context.ancestors
+    for index in range(len(ancestors) - 1, -1, -1):
+        node = ancestors[index]
+        if isinstance(node, cst.FunctionDef):
+            class_def = None
+            for outer in range(index - 1, -1, -1):
+                if isinstance(ancestors[outer], cst.ClassDef):
+                    class_def = ancestors[outer]
+                    break
+                if isinstance(ancestors[outer], cst.FunctionDef):
+                    break
+            return node, class_def
+    return None, None
+
+
+def flow_for(
+    context: "FileContext", function: Union[cst.FunctionDef, cst.Module], class_def: Optional[cst.ClassDef]
+) -> FunctionFlow:
+    """The (cached, per file) flow of ``function``."""
+    table = _flow_cache.setdefault(context, {})
+    key = id(function)
+    flow = table.get(key)
+    if flow is None:
+        flow = table[key] = FunctionFlow(context, function, class_def)
+    return flow
+
+
+def built_flows(context: "FileContext") -> List[FunctionFlow]:
+    """The flows built so far in this file (every function a rule asked about), in no set order."""
+    return list(_flow_cache.get(context, {}).values())
+
+
+def current_flow(context: "FileContext") -> Optional[FunctionFlow]:
+    """The flow of the function around the visited node, or of the module for top-level code."""
+    function, class_def = enclosing_function(context)
+    if function is None:
+        if any(isinstance(node, cst.ClassDef) for node in context.ancestors):
+            return None  # class bodies hold definitions, not training code
+        return flow_for(context, context.module, None)
+    return flow_for(context, function, class_def)

@@ -1,0 +1,158 @@
+"""Checkpoints: ``torch.load`` / ``torch.save`` calls, where their files come from, and what they hold.
+
+TL401, TL402 and TL406 ask these questions of a ``torch.load`` call:
+
+- :func:`is_project_path`: is the file named in the code itself (a literal, ``Path("...")``, a join of
+  literals or of ``os.path.dirname(__file__)``, a name bound once to one of these)?  Such a file is taken
+  as the project's own, to be trusted; a variable path as untrusted.
+- :func:`whole_object`: does ``torch.save(obj, ...)`` write a whole object (a module, an optimizer) rather
+  than tensors and containers of them (``state_dict()``, a dict of them)?  Since torch 2.6 ``torch.load``
+  restricts unpickling to tensors, containers and allow-listed types (``weights_only=True`` by default), so
+  loading a whole object raises "Weights only load failed".
+- :data:`MODULE_METHODS`: calls on a loaded value that only a module or an optimizer answers (``.eval()``,
+  ``.parameters()``, ``.zero_grad()``): the checkpoint held a whole object.
+"""
+from __future__ import annotations
+
+import ast
+from typing import TYPE_CHECKING, FrozenSet, Optional
+
+import libcst as cst
+
+from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.model.names import dotted_name
+from torchlint.analysis.model.scope import assignments
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.analysis.model.file_context import FileContext
+
+LOAD_FUNCTIONS: FrozenSet[str] = frozenset({"torch.load", "torch.serialization.load"})
+SAVE_FUNCTIONS: FrozenSet[str] = frozenset({"torch.save", "torch.serialization.save"})
+# torch.load has defaulted to weights_only=True since this release.
+WEIGHTS_ONLY_DEFAULT_SINCE = (2, 6)
+# Calls that let weights_only unpickle the types they name.
+ALLOW_LISTS: FrozenSet[str] = frozenset(
+    {"torch.serialization.add_safe_globals", "torch.serialization.safe_globals"}
+)
+# Methods and attributes only a module or an optimizer has (a tensor, a dict or a list answers none of them).
+MODULE_METHODS: FrozenSet[str] = frozenset(
+    {
+        "eval", "train", "parameters", "named_parameters", "modules", "named_modules", "children", "named_children",
+        "forward", "state_dict", "load_state_dict", "zero_grad", "step", "param_groups", "apply", "requires_grad_",
+        "buffers", "named_buffers", "register_forward_hook",
+    }
+)
+# Calls that return the module they are called on.
+# Where whole-object classes come from when they are not the project's own.
+_MODULE_NAMESPACES = ("torch.nn.", "torch.optim.", "torchvision.models.", "timm.")
+
+# Calls that build a path from their arguments without adding anything of their own.
+PATH_BUILDERS = frozenset(
+    {"os.path.join", "os.path.abspath", "os.path.dirname", "os.path.expanduser", "os.path.realpath", "pathlib.Path", "pathlib.PurePath"}
+)
+PATH_METHODS = frozenset({"joinpath", "with_suffix", "with_name", "resolve", "absolute", "expanduser"})
+
+
+def is_project_path(context: "FileContext", node: cst.BaseExpression, depth: int = 0) -> bool:
+    """A path spelled in the code: literals, joins of literals, paths next to ``__file__``, names bound to one."""
+    if depth > 5:
+        return False
+    if isinstance(node, (cst.SimpleString, cst.ConcatenatedString)):
+        return True
+    if isinstance(node, cst.FormattedString):
+        return all(
+            is_project_path(context, part.expression, depth + 1)
+            for part in node.parts
+            if isinstance(part, cst.FormattedStringExpression)
+        )
+    if isinstance(node, cst.Name):
+        if node.value == "__file__":
+            return True
+        value = bound_value(context, node.value)
+        return value is not None and is_project_path(context, value, depth + 1)
+    if isinstance(node, cst.Attribute) and node.attr.value == "parent":
+        return is_project_path(context, node.value, depth + 1)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, cst.Add)):
+        return is_project_path(context, node.left, depth + 1) and is_project_path(context, node.right, depth + 1)
+    if isinstance(node, cst.Call) and not has_star_args(node) and node.args:
+        qualified = context.qualified_name(node.func)
+        if qualified in PATH_BUILDERS or (qualified or "").startswith("pathlib.Path."):
+            return all(arg.keyword is None and is_project_path(context, arg.value, depth + 1) for arg in node.args)
+        if qualified is None and isinstance(node.func, cst.Attribute) and node.func.attr.value in PATH_METHODS:
+            return is_project_path(context, node.func.value, depth + 1) and all(
+                is_project_path(context, arg.value, depth + 1) for arg in node.args
+            )
+    return False
+
+
+def bound_value(context: "FileContext", name: str) -> Optional[cst.BaseExpression]:
+    """The value of the single assignment to ``name`` in the enclosing function, else in the module
+    (None for a parameter, or a name bound more than once: which binding reaches the use is not known)."""
+    function = context.enclosing(cst.FunctionDef)
+    if function is not None and any(p.name.value == name for p in _parameters(function)):
+        return None
+    scopes = ([function.body.body] if function is not None else []) + [context.module.body]
+    for body in scopes:
+        values = [value for target, value in assignments(body) if dotted_name(target) == name]
+        if len(values) == 1:
+            return values[0]
+        if values:
+            return None
+    return None
+
+
+def _parameters(function: cst.FunctionDef):
+    params = function.params
+    every = list(params.params) + list(params.kwonly_params) + list(params.posonly_params)
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return every
+
+
+def path_key(context: "FileContext", node: cst.BaseExpression) -> Optional[str]:
+    """What a checkpoint path is, to match a save with a load: the text of a literal (or of a name bound
+    once to one), else the dotted name (``args.model_path``, ``MODEL_PATH``); None otherwise."""
+    if isinstance(node, cst.SimpleString):
+        return repr(node.evaluated_value)
+    dotted = dotted_name(node)
+    if dotted is None:
+        return None
+    if isinstance(node, cst.Name):
+        value = bound_value(context, node.value)
+        if isinstance(value, cst.SimpleString):
+            return repr(value.evaluated_value)
+    return dotted
+
+
+def is_module_class(qualified: Optional[str], is_project_class: bool) -> bool:
+    """A class whose instances are whole objects to pickle: one of the project's, or a torch.nn / torch.optim
+    class (``nn.Linear``), a torchvision or timm model builder."""
+    if is_project_class:
+        return True
+    if not qualified:
+        return False
+    if not qualified.startswith(_MODULE_NAMESPACES):
+        return False
+    last = qualified.rsplit(".", 1)[-1]
+    return last[:1].isupper() or qualified.startswith(("torchvision.models.", "timm."))
+
+
+def ast_path_key(node: ast.expr, local: Optional[dict] = None, module: Optional[dict] = None) -> Optional[str]:
+    """:func:`path_key` read with ``ast``: ``local`` and ``module`` map the names assigned once in the function
+    and at the module's top level to their values."""
+    if isinstance(node, ast.Name):
+        value = (local or {}).get(node.id)
+        if value is None and node.id not in (local or {}):
+            value = (module or {}).get(node.id)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return repr(value.value)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return repr(node.value)
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        return ".".join([node.id] + list(reversed(parts)))
+    return None

@@ -1,0 +1,376 @@
+"""Local dataflow for the guard analysis: every binding of a name that may reach a use.
+
+``analysis/model/bindings.py`` answers "which single assignment produced this
+value?" (None as soon as anything is uncertain): the right question when a
+fix rewrites the value.  The guard analysis asks a different one, "may this
+name hold a value the author guarded?", and needs what ``bindings.py``
+deliberately refuses: ``d += eps`` and ``d.clamp_(min=eps)`` (updates of
+the value), ``d[d == 0] = 1`` (masked repairs), bindings made on some paths
+only (``if``/``for``/``try``), parameters with defaults and module constants.
+
+A :class:`Site` is a position in the tree: the innermost enclosing function
+and, for every enclosing block inside it, the block's statements and the
+index of the statement holding the position.  Build one from the engine's
+ancestor list with :func:`site_of`; a binding found earlier comes with the
+site of its own statement, so its value can be analysed in turn.
+
+:func:`bindings` returns what reaches the site, latest first:
+
+- ``assign``: ``d = value`` (also annotated); unconditional, ends the search;
+- ``update``: ``d += v`` given as the equivalent expression ``d + v``
+  evaluated at the statement (its ``d`` refers to the binding before it);
+  ends the search;
+- ``inplace``: ``d.clamp_(min=eps)`` / ``d.add_(eps)``, given as the
+  out-of-place call ``d.clamp(min=eps)``; ends the search;
+- ``masked``: ``d[cond] = value`` (the value may hold only for some elements);
+  the search goes on;
+- ``conditional``: a binding inside an earlier ``if``/``for``/``while``/``try``
+  (it may not run); the search goes on;
+- ``param``: a parameter of the function (``value`` is its default, if any);
+- ``module``: the last module-level assignment (constants), used when the
+  function itself does not bind the name;
+- ``unpack``: ``a, b = value`` (``value`` is the whole right-hand side, of
+  which the name holds one element: :func:`unpacked_element` gives it when
+  both sides are tuples of the same length); ends the search;
+- ``each``: a lambda's parameter, one binding per element of ``(a, b)`` in
+  ``map(lambda t: ..., (a, b))`` (the name holds each in turn);
+- ``opaque``: ``with ... as``, loop targets, imports, nested ``def``, a
+  lambda's parameter otherwise: a value this module cannot see; ends the search.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import libcst as cst
+
+from torchlint.analysis.model.bindings import all_params
+
+# A block's statements and the index of the one holding the position.
+Frame = Tuple[Sequence[cst.CSTNode], int]
+
+
+@dataclass(frozen=True)
+class Site:
+    function: Optional[cst.FunctionDef]
+    frames: Tuple[Frame, ...]
+    module: Optional[cst.Module] = None
+    # The parameters of the lambdas around the position, innermost last: (name, the lambda, the
+    # values ``map(lambda t: ..., (a, b))`` hands it with their site, or None when they are unknown).
+    lambda_params: Tuple[Tuple[str, cst.Lambda, Optional[Tuple[Tuple[cst.BaseExpression, ...], "Site"]]], ...] = ()
+
+    def at(self, frames: Tuple[Frame, ...]) -> "Site":
+        return Site(self.function, frames, self.module)  # a statement: outside any lambda
+
+
+@dataclass(frozen=True)
+class Binding:
+    kind: str
+    value: Optional[cst.BaseExpression]
+    site: Optional[Site]
+    node: cst.CSTNode
+
+
+def _statements_of(node: cst.CSTNode) -> Optional[Sequence[cst.CSTNode]]:
+    if isinstance(node, (cst.Module, cst.IndentedBlock, cst.SimpleStatementSuite, cst.SimpleStatementLine)):
+        return node.body
+    return None
+
+
+def site_of(ancestors: Sequence[cst.CSTNode]) -> Site:
+    """The site of a node whose enclosing nodes (outermost first) are ``ancestors``."""
+    function: Optional[cst.FunctionDef] = None
+    module = ancestors[0] if ancestors and isinstance(ancestors[0], cst.Module) else None
+    frames: List[Frame] = []
+    lambdas: List[Tuple[str, cst.Lambda, object]] = []
+    for position, node in enumerate(ancestors):
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            function = node if isinstance(node, cst.FunctionDef) else None
+            frames = []
+            lambdas = []
+            continue
+        if isinstance(node, cst.Lambda):
+            names = [param.name.value for param in all_params(node.params)]
+            mapped = _mapped_values(ancestors, position) if len(names) == 1 else None
+            lambdas.extend((name, node, mapped) for name in names)
+            continue
+        body = _statements_of(node)
+        if body is None or position + 1 >= len(ancestors):
+            continue
+        child = ancestors[position + 1]
+        for index, statement in enumerate(body):
+            if statement is child:
+                frames.append((body, index))
+                break
+    return Site(function, tuple(frames), module, tuple(lambdas))
+
+
+def _mapped_values(ancestors: Sequence[cst.CSTNode], position: int):
+    """For the lambda at ``ancestors[position]``: the elements of ``(a, b)`` in ``map(lambda t: ..., (a, b))``
+    and the site of the call, else None."""
+    if position < 2:
+        return None
+    arg, call = ancestors[position - 1], ancestors[position - 2]
+    if not (isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "map"):
+        return None
+    if len(call.args) != 2 or call.args[0] is not arg or any(a.keyword is not None or a.star for a in call.args):
+        return None
+    sequence = call.args[1].value
+    if not isinstance(sequence, (cst.Tuple, cst.List)) or not sequence.elements:
+        return None
+    if any(isinstance(element, cst.StarredElement) for element in sequence.elements):
+        return None
+    return tuple(element.value for element in sequence.elements), site_of(ancestors[: position - 2])
+
+
+def bindings(site: Site, name: str) -> List[Binding]:
+    """The bindings of ``name`` that may reach ``site``, latest first (see the module docs)."""
+    found: List[Binding] = []
+    for parameter, lambda_node, mapped in reversed(site.lambda_params):
+        if parameter == name:
+            if mapped is None:
+                return [Binding("opaque", None, None, lambda_node)]
+            values, at = mapped
+            return [Binding("each", value, at, value) for value in values]
+    frames = site.frames
+    for depth in range(len(frames) - 1, -1, -1):
+        body, index = frames[depth]
+        prefix = frames[:depth]
+        for position in range(index - 1, -1, -1):
+            here = site.at(prefix + ((body, position),))
+            if _bindings_in_statement(body[position], name, here, found):
+                return found
+    if site.function is not None:
+        param = _parameter(site.function, name)
+        if param is not None:
+            found.append(Binding("param", param.default, None, param))
+            return found
+        if site.module is not None:
+            constant = _module_binding(site.module, name)
+            if constant is not None:
+                found.append(constant)
+    return found
+
+
+def _bindings_in_statement(statement: cst.CSTNode, name: str, here: Site, found: List[Binding]) -> bool:
+    """Append the bindings of ``name`` made by ``statement``; True when one is unconditional."""
+    if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        for position in range(len(statement.body) - 1, -1, -1):
+            inner = here.at(here.frames + ((statement.body, position),))
+            if _small_binding(statement.body[position], name, inner, found):
+                return True
+        return False
+    if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+        if statement.name.value == name:
+            found.append(Binding("opaque", None, None, statement))
+            return True
+        return False
+    if isinstance(statement, cst.With):
+        if any(item.asname is not None and _names_in_target(item.asname.name, name) for item in statement.items):
+            found.append(Binding("opaque", None, None, statement))
+            return True
+        body = statement.body
+        if isinstance(body, cst.IndentedBlock):
+            # A with-block runs straight through: search it from its end.
+            for position in range(len(body.body) - 1, -1, -1):
+                inner = here.at(here.frames + ((body.body, position),))
+                if _bindings_in_statement(body.body[position], name, inner, found):
+                    return True
+        return False
+    # if / for / while / try: what they bind may not happen.
+    if isinstance(statement, cst.For) and _names_in_target(statement.target, name):
+        found.append(Binding("conditional", None, None, statement))
+    for block in _blocks(statement):
+        for position in range(len(block) - 1, -1, -1):
+            inner = here.at(here.frames + ((block, position),))
+            nested: List[Binding] = []
+            _bindings_in_statement(block[position], name, inner, nested)
+            for binding in nested:
+                found.append(Binding("conditional", binding.value, binding.site, binding.node))
+            if nested:
+                break
+    return False
+
+
+def _small_binding(small: cst.CSTNode, name: str, here: Site, found: List[Binding]) -> bool:
+    if isinstance(small, cst.Assign):
+        for target in small.targets:
+            if isinstance(target.target, cst.Name) and target.target.value == name:
+                found.append(Binding("assign", small.value, here, small))
+                return True
+            if _names_in_target(target.target, name):
+                # ``a, b = x.chunk(2)`` / ``B, N, C = x.shape``: an element of the value.
+                found.append(Binding("unpack", small.value, here, small))
+                return True
+            if (
+                isinstance(target.target, cst.Subscript)
+                and isinstance(target.target.value, cst.Name)
+                and target.target.value.value == name
+            ):
+                found.append(Binding("masked", small.value, here, small))
+        return False
+    if isinstance(small, cst.AnnAssign):
+        if isinstance(small.target, cst.Name) and small.target.value == name and small.value is not None:
+            found.append(Binding("assign", small.value, here, small))
+            return True
+        return False
+    if isinstance(small, cst.AugAssign):
+        if isinstance(small.target, cst.Name) and small.target.value == name:
+            operator = _BINARY_FOR_AUGMENTED.get(type(small.operator))
+            if operator is None:
+                found.append(Binding("opaque", None, None, small))
+            else:
+                value = cst.BinaryOperation(left=cst.Name(name), operator=operator, right=small.value)
+                found.append(Binding("update", value, here, small))
+            return True
+        return False
+    if isinstance(small, cst.Expr) and isinstance(small.value, cst.Call):
+        call = small.value
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute)
+            and isinstance(func.value, cst.Name)
+            and func.value.value == name
+            and func.attr.value.endswith("_")
+            and not func.attr.value.startswith("_")
+        ):
+            out_of_place = call.with_changes(func=func.with_changes(attr=cst.Name(func.attr.value[:-1])))
+            found.append(Binding("inplace", out_of_place, here, small))
+            return True
+        return False
+    if isinstance(small, (cst.Import, cst.ImportFrom)):
+        names = small.names
+        if isinstance(names, cst.ImportStar):
+            return False
+        for alias in names:
+            bound = alias.evaluated_alias or alias.evaluated_name
+            if bound.split(".", 1)[0] == name:
+                found.append(Binding("opaque", None, None, small))
+                return True
+    return False
+
+
+_BINARY_FOR_AUGMENTED = {
+    cst.AddAssign: cst.Add(),
+    cst.SubtractAssign: cst.Subtract(),
+    cst.MultiplyAssign: cst.Multiply(),
+    cst.DivideAssign: cst.Divide(),
+    cst.PowerAssign: cst.Power(),
+}
+
+
+def _names_in_target(target: cst.CSTNode, name: str) -> bool:
+    if isinstance(target, cst.Name):
+        return target.value == name
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return any(_names_in_target(element.value, name) for element in target.elements)
+    if isinstance(target, cst.StarredElement):
+        return _names_in_target(target.value, name)
+    return False
+
+
+def _blocks(statement: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
+    body = getattr(statement, "body", None)
+    if isinstance(body, (cst.IndentedBlock, cst.SimpleStatementSuite)):
+        yield body.body
+    for handler in getattr(statement, "handlers", ()) or ():
+        yield from _blocks(handler)
+    orelse = getattr(statement, "orelse", None)
+    if isinstance(orelse, cst.If):
+        yield [orelse]
+    elif isinstance(orelse, cst.Else):
+        yield from _blocks(orelse)
+    final = getattr(statement, "finalbody", None)
+    if isinstance(final, cst.Finally):
+        yield from _blocks(final)
+
+
+def _parameter(function: cst.FunctionDef, name: str) -> Optional[cst.Param]:
+    for param in all_params(function.params):
+        if param.name.value == name:
+            return param
+    return None
+
+
+def _module_binding(module: cst.Module, name: str) -> Optional[Binding]:
+    last: Optional[Binding] = None
+    for position, statement in enumerate(module.body):
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)):
+            if statement.name.value == name:
+                last = Binding("opaque", None, None, statement)
+            continue
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            target = None
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+            elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                target = small.target
+            if isinstance(target, cst.Name) and target.value == name:
+                last = Binding("module", small.value, Site(None, ((module.body, position),), module), small)
+    return last
+
+
+def sole_assignment(site: Optional[Site], name: str) -> Optional[Binding]:
+    """The one plain assignment of ``name`` that reaches ``site`` (``denom = s.sum()``), or None when
+    another binding may reach it too (a parameter, an update, a binding on some paths)."""
+    if site is None:
+        return None
+    reaching = bindings(site, name)
+    if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
+        return reaching[0]
+    return None
+
+
+def unpacked_element(binding: Binding, name: str) -> Optional[cst.BaseExpression]:
+    """For ``a, m = x, x.ne(pad)`` (an ``unpack`` binding of a tuple of the same length), the element ``name``
+    receives (``x.ne(pad)`` for ``m``); None for anything else (``a, b = x.chunk(2)``, starred targets)."""
+    if binding.kind != "unpack" or not isinstance(binding.node, cst.Assign) or len(binding.node.targets) != 1:
+        return None
+    target, value = binding.node.targets[0].target, binding.node.value
+    if not isinstance(target, (cst.Tuple, cst.List)) or not isinstance(value, (cst.Tuple, cst.List)):
+        return None
+    if len(target.elements) != len(value.elements):
+        return None
+    for target_element, value_element in zip(target.elements, value.elements):
+        if isinstance(target_element, cst.StarredElement) or isinstance(value_element, cst.StarredElement):
+            return None
+    for target_element, value_element in zip(target.elements, value.elements):
+        if isinstance(target_element.value, cst.Name) and target_element.value.value == name:
+            return value_element.value
+    return None
+
+
+def unpack_position(binding: Binding, name: str) -> Optional[Tuple[int, int]]:
+    """For ``mag, phase = self.stft(x)`` (an ``unpack`` binding into a flat tuple of names), the index
+    ``name`` takes and the tuple's length; None for starred or nested targets."""
+    if binding.kind != "unpack" or not isinstance(binding.node, cst.Assign) or len(binding.node.targets) != 1:
+        return None
+    target = binding.node.targets[0].target
+    if not isinstance(target, (cst.Tuple, cst.List)):
+        return None
+    if any(isinstance(element, cst.StarredElement) for element in target.elements):
+        return None
+    for index, element in enumerate(target.elements):
+        if isinstance(element.value, cst.Name) and element.value.value == name:
+            return index, len(target.elements)
+    return None
+
+
+def later_statements(site: Site) -> Iterator[Tuple[cst.CSTNode, Site]]:
+    """Statements after the site's statement in its enclosing blocks of the same function, nearest first."""
+    for depth in range(len(site.frames) - 1, -1, -1):
+        body, index = site.frames[depth]
+        prefix = site.frames[:depth]
+        for position in range(index + 1, len(body)):
+            yield body[position], site.at(prefix + ((body, position),))
+
+
+def earlier_statements(site: Site) -> Iterator[Tuple[cst.CSTNode, Site]]:
+    """Statements before the site's statement in its enclosing blocks of the same function, nearest first."""
+    for depth in range(len(site.frames) - 1, -1, -1):
+        body, index = site.frames[depth]
+        prefix = site.frames[:depth]
+        for position in range(index - 1, -1, -1):
+            yield body[position], site.at(prefix + ((body, position),))

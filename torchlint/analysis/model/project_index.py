@@ -1,0 +1,816 @@
+"""The project index: dataset classes across the files of one run, and how they are imported.
+
+A ``DataLoader(ds, batch_size=32)`` usually sits in a training script while
+``ds``'s class lives in another module of the same project.  The index answers
+"which class is ``pkg.data.TextDataset`` and what does its ``__getitem__``
+return?" for every file of the run, and is built once per run (the CLI) or
+once per project root (the flake8 plugin), lazily, on the first question.
+
+Cost: building it costs nothing until a rule asks; each file's module name
+comes from its path (climbing through ``__init__.py`` packages), and a module
+is read and parsed with ``ast`` (about a twelfth of LibCST's cost) only when
+a lookup reaches it: the module a ``DataLoader``'s dataset class is imported
+from, a package ``__init__.py`` that re-exports it, the module of a base
+class.  A run over a large tree therefore parses only the few modules that
+its DataLoaders' datasets come from, once each.
+
+Star imports (``from utils import *``) bind what the module exports
+(:meth:`ProjectIndex.star_lookup`, name by name: its public names or
+``__all__``, following its own star imports); a star import of a library
+binds every name the file binds nowhere else (analysis/ast_names.StarImports).  The same resolver
+serves the LibCST import table, the pre-pass and this index.
+
+What the index cannot see: classes created at run time (``type(...)``,
+factories returning a class or a dataset), datasets of other libraries
+beyond those analysis/model/dataset_items.py knows, modules outside the run's
+files, and ``__getitem__`` inherited from a class outside the project.
+"""
+from __future__ import annotations
+
+import ast
+import contextlib
+import contextvars
+import functools
+import os
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+
+from torchlint.analysis.model.ast_names import (
+    StarImports,
+    ast_bound_names,
+    ast_dotted_name,
+    every_node,
+    import_bindings,
+    library_lookup,
+    star_modules,
+)
+from torchlint.analysis.model.dataset_items import ItemShape, item_shape
+
+if TYPE_CHECKING:  # pragma: no cover
+    import libcst as cst
+
+    from torchlint.analysis.model.file_context import AnalysisSettings, FileContext
+
+# How many import / inheritance hops a lookup follows.
+MAX_HOPS = 8
+
+
+@dataclass(frozen=True)
+class DatasetClass:
+    module: str
+    name: str
+    path: str
+    # Base classes as qualified names (resolved through the defining module's imports).
+    bases: Tuple[str, ...]
+    defines_getitem: bool
+    # The parameters of its own ``__init__`` after ``self``, in order (empty without one).
+    init_parameters: Tuple[str, ...] = ()
+    node: Optional[ast.ClassDef] = field(default=None, repr=False, compare=False)
+    facts: Optional["_ModuleFacts"] = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def item(self) -> Optional[ItemShape]:
+        """What ``__getitem__`` returns when its items vary in length; None when it is absent or they do not
+        (read on the first question: most classes of a module are never asked about)."""
+        if self.node is None:
+            return None
+        getitem = _method(self.node, "__getitem__")
+        return item_shape(getitem, self.facts, self.node) if getitem is not None else None
+
+
+# -- module names ------------------------------------------------------------------
+
+
+def _has_init(directory: str) -> bool:
+    return os.path.isfile(os.path.join(directory, "__init__.py"))
+
+
+def module_name(path: str, is_package_dir: Callable[[str], bool] = _has_init) -> str:
+    """``pkg.data.text`` for ``.../pkg/data/text.py`` (climbing while ``__init__.py`` says it is a package)."""
+    path = os.path.abspath(path)
+    directory, filename = os.path.split(path)
+    stem = filename.rsplit(".", 1)[0]
+    parts = [] if stem == "__init__" else [stem]
+    while is_package_dir(directory):
+        directory, package = os.path.split(directory)
+        parts.append(package)
+        if not package:
+            break
+    parts.reverse()
+    return ".".join(p for p in parts if p) or stem
+
+
+def _packages_of(directory: str, is_package_dir: Callable[[str], bool]) -> Tuple[str, ...]:
+    """The package names ``module_name`` climbs through from ``directory``, outermost first."""
+    names = []
+    while is_package_dir(directory):
+        directory, package = os.path.split(directory)
+        names.append(package)
+        if not package:
+            break
+    return tuple(reversed(names))
+
+
+def resolve_relative(current_module: str, is_package: bool, level: int, target: Optional[str]) -> Optional[str]:
+    """The absolute module of ``from <level dots><target> import ...`` written in ``current_module``."""
+    parts = current_module.split(".")
+    if not is_package:
+        parts = parts[:-1]
+    if level > 1:
+        if level - 1 > len(parts):
+            return None
+        parts = parts[: len(parts) - (level - 1)]
+    if target:
+        parts = parts + target.split(".")
+    return ".".join(parts) or None
+
+
+# -- the per-file analysis (ast) -----------------------------------------------------
+
+
+# How many folders without __init__.py a module's name may climb (``utils.optim`` for ``utils/optim.py``).
+_NAMESPACE_LEVELS = 2
+
+
+class _ModuleFacts:
+    """Imports and top-level classes of one parsed module."""
+
+    def __init__(self, tree: ast.Module, module: str, path: str, project: Optional["ProjectIndex"] = None) -> None:
+        self.module = module
+        self.path = path
+        # The index whose modules this one's star imports may name (None: only its own names are known).
+        self.project = project
+        self._stars: Optional[StarImports] = None
+        is_package = os.path.basename(path) == "__init__.py"
+        # local name -> qualified name
+        self.imports: Dict[str, str] = {}
+        self.classes: Dict[str, DatasetClass] = {}
+        # The top-level definitions themselves, for analyses that read bodies (analysis/project/module_outputs.py).
+        self.class_nodes: Dict[str, ast.ClassDef] = {}
+        self.functions: Dict[str, ast.FunctionDef] = {}
+        # Names assigned exactly once at the top level (``model = Net()``), and their values.
+        self.values: Dict[str, ast.expr] = {}
+        # Facts other analyses computed about this module's definitions, kept as long as the module is.
+        self.memo: Dict[object, object] = {}
+        self.tree = tree
+
+        def relative_base(stmt: ast.ImportFrom) -> Optional[str]:
+            return resolve_relative(module, is_package, stmt.level, stmt.module)
+
+        for node in tree.body:
+            for stmt in _guarded(node):
+                self.imports.update(import_bindings(stmt, relative_base))
+        self.star_modules = star_modules(tree, relative_base)
+        assigned: Dict[str, List[ast.expr]] = {}
+        for node in tree.body:
+            if isinstance(node, ast.ClassDef):
+                self.classes[node.name] = self._class(node)
+                self.class_nodes[node.name] = node
+            elif isinstance(node, ast.FunctionDef):
+                self.functions[node.name] = node
+            elif isinstance(node, ast.Assign):
+                for target in node.targets:
+                    for name in _target_names(target):
+                        assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else None)
+        self.values = {name: values[0] for name, values in assigned.items() if len(values) == 1 and values[0] is not None}
+
+    def stars(self) -> Optional[StarImports]:
+        """What this module's ``from m import *`` statements bind, through the project's modules (None without any)."""
+        if not self.star_modules:
+            return None
+        if self._stars is None:
+            lookup = self.project.star_lookup if self.project is not None else library_lookup
+            self._stars = StarImports(self.star_modules, ast_bound_names(self.tree), lookup)
+        return self._stars
+
+    def imported(self, dotted: Optional[str]) -> Optional[str]:
+        """``torch.tensor`` for ``T.tensor`` (``import torch as T``) or ``tensor`` (``from torch import *``): a
+        name this module imports, qualified; None for its own names and locals."""
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        qualified = self.imports.get(head)
+        if qualified is None and head not in self.classes and head not in self.functions and head not in self.values:
+            stars = self.stars()
+            qualified = stars.resolve(head) if stars is not None else None
+        if qualified is None:
+            return None
+        return f"{qualified}.{rest}" if rest else qualified
+
+    def qualify(self, node: ast.expr) -> Optional[str]:
+        return self.qualify_dotted(_dotted(node))
+
+    def qualify_dotted(self, dotted: Optional[str]) -> Optional[str]:
+        """``pkg.data.TextDataset`` for ``TextDataset`` as this module names it (imports, relative ones too)."""
+        if dotted is None:
+            return None
+        head, _, rest = dotted.partition(".")
+        if head in self.classes:
+            qualified = f"{self.module}.{head}"
+        else:
+            qualified = self.imports.get(head) or self.imported(head) or f"{self.module}.{head}"
+        return f"{qualified}.{rest}" if rest else qualified
+
+    def _class(self, node: ast.ClassDef) -> DatasetClass:
+        bases = tuple(q for q in (self.qualify(base) for base in node.bases) if q)
+        init = _method(node, "__init__")
+        parameters = tuple(a.arg for a in init.args.posonlyargs + init.args.args + init.args.kwonlyargs)[1:] if init else ()
+        return DatasetClass(self.module, node.name, self.path, bases, _method(node, "__getitem__") is not None, parameters, node, self)
+
+
+def _method(node: ast.ClassDef, name: str) -> Optional[ast.FunctionDef]:
+    return next((s for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name), None)
+
+
+def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
+    """A top-level statement, looking into ``try:`` / ``if`` blocks (guarded imports)."""
+    if isinstance(node, ast.Try):
+        for block in [node.body, *[h.body for h in node.handlers], node.orelse, node.finalbody]:
+            for stmt in block:
+                yield from _guarded(stmt)
+    elif isinstance(node, ast.If):
+        for stmt in node.body + node.orelse:
+            yield from _guarded(stmt)
+    else:
+        yield node
+
+
+_dotted = ast_dotted_name
+
+
+def _target_names(target: ast.expr) -> Iterable[str]:
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _target_names(element)
+
+
+def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
+    """Classes and imports of the file being linted, from its current text (whatever the index holds)."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        return None
+    return _ModuleFacts(tree, _module_of_path(path), path, active_project())
+
+
+def definition(
+    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"]
+) -> Optional[Tuple[_ModuleFacts, str]]:
+    """The module facts defining ``qualified`` and its name there: the linted file's own first, then the project's."""
+    module, _, name = qualified.rpartition(".")
+    if local is not None and module == local.module:
+        if name in local.classes or name in local.functions or name in local.values:
+            return local, name
+        target = local.imports.get(name) or local.imported(name)
+        if target is not None and target != qualified:
+            qualified = target
+        elif project is None:
+            return None
+    return project.locate(qualified) if project is not None else None
+
+
+def file_facts(context) -> Optional[_ModuleFacts]:
+    """The linted file's imports and top-level definitions, read with ``ast`` from its whole text once per file
+    (``context`` is a FileContext: rules share the answer; the pre-pass's tree is reused when there is one)."""
+
+    def compute(_) -> Optional[_ModuleFacts]:
+        tree = getattr(context, "ast_tree", None)
+        if tree is None:
+            return facts_of_source(context.source, context.path)
+        return facts_of_tree(tree, context.path)
+
+    return context.memoized("project.file_facts", context.module, compute)
+
+
+def star_imports_of(tree: ast.Module, path: str, written: Optional[Sequence[str]] = None) -> Optional[StarImports]:
+    """What the file at ``path`` (read as ``tree``) binds through its star imports, resolved through the active
+    project index; ``written``: the star-imported modules as the file writes them (``.utils``), when known."""
+    module = _module_of_path(path)
+    is_package = os.path.basename(path) == "__init__.py"
+    if written is None:
+        modules = star_modules(tree, lambda node: resolve_relative(module, is_package, node.level, node.module))
+    else:
+        modules = []
+        for name in written:
+            level = len(name) - len(name.lstrip("."))
+            resolved = resolve_relative(module, is_package, level, name[level:] or None) if level else name
+            if resolved:
+                modules.append(resolved)
+    if not modules:
+        return None
+    project = active_project()
+    return StarImports(modules, ast_bound_names(tree), project.star_lookup if project is not None else library_lookup)
+
+
+def facts_of_tree(tree: ast.Module, path: str) -> _ModuleFacts:
+    """Classes and imports of a file from its ``ast`` (a pre-pass's tree)."""
+    return _ModuleFacts(tree, _module_of_path(path), path, active_project())
+
+
+def _module_of_path(path: str) -> str:
+    return module_name(path) if path not in ("-", "") else "__main__"
+
+
+_IMPORT_LINE = re.compile(rb"^[ \t]*(?:from[ \t]+(\.*)([\w.]*)[ \t]+import[ \t]+([^#\n]*)|import[ \t]+([^#\n]+))", re.MULTILINE)
+
+
+def _imported_modules(module: str, data: bytes, path: str) -> Iterator[str]:
+    """The modules (and candidate submodules) a module's import lines name, read from its text."""
+    is_package = os.path.basename(path) == "__init__.py"
+    for match in _IMPORT_LINE.finditer(data):
+        dots, base, names, plain = match.groups()
+        if plain is not None:
+            for part in plain.decode("utf-8", "replace").split(","):
+                name = part.strip().split(" ", 1)[0]
+                if name:
+                    yield name
+            continue
+        target = base.decode("utf-8", "replace") or None
+        absolute = resolve_relative(module, is_package, len(dots), target) if dots else target
+        if not absolute:
+            continue
+        yield absolute
+        for part in names.decode("utf-8", "replace").strip("()\\ \t\r").split(","):
+            name = part.strip().split(" ", 1)[0]
+            if name.isidentifier():
+                yield f"{absolute}.{name}"
+
+
+def _package_root(directory: str) -> str:
+    """The folder holding the outermost package ``directory`` is in (``directory`` itself when it is no package)."""
+    while _has_init(directory):
+        parent = os.path.dirname(directory)
+        if parent == directory:
+            break
+        directory = parent
+    return directory
+
+
+def _declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
+    """The names of a module's ``__all__`` when it is a literal list or tuple of strings."""
+    declared = facts.values.get("__all__")
+    if isinstance(declared, (ast.List, ast.Tuple)) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in declared.elts
+    ):
+        return [e.value for e in declared.elts]
+    return None
+
+
+def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> Iterator[Tuple[str, str]]:
+    """(path key, what) for each ``torch.save(obj, path)`` of a module where ``obj`` is built, in the same
+    function, from a class of the project or a torch.nn / torch.optim class.  The key is
+    checkpoints.ast_path_key's: a literal's text, a dotted name (``args.model_path``) otherwise."""
+    from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS, ast_path_key
+
+    found: List[Tuple[str, str]] = facts.memo.get("project.whole_saves")  # type: ignore[assignment]
+    if found is None:
+        found = []
+        module_single = _single_assignments(facts.tree)
+        for scope in every_node(facts.tree):
+            if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+                continue
+            statements = list(_own_statements(scope))
+            # A function reads the module's names too (``args = parser.parse_args()`` of a script), unless it
+            # binds them itself.
+            own = _single_assignments(scope)
+            shadowed = _bound_names(scope) if scope is not facts.tree else set()
+            single = {**{k: v for k, v in module_single.items() if k not in shadowed}, **own}
+            for node in statements:
+                for call in _header_nodes(node):
+                    if not (isinstance(call, ast.Call) and facts.qualify(call.func) in SAVE_FUNCTIONS and len(call.args) >= 2):
+                        continue
+                    key = ast_path_key(call.args[1], single, facts.values)
+                    if key is None:
+                        continue
+                    saved = call.args[0]
+                    if isinstance(saved, ast.Name):
+                        saved = single.get(saved.id, saved)
+                    # A checkpoint dict pickles each value: one whole object among the tensors is enough.
+                    values = saved.values if isinstance(saved, ast.Dict) else [saved]
+                    for value in values:
+                        described = _whole_object(facts, project, single.get(value.id, value) if isinstance(value, ast.Name) else value)
+                        if described:
+                            where = " in a checkpoint dict" if isinstance(saved, ast.Dict) else ""
+                            found.append((key, f"{described}{where} (in {facts.module})"))
+                            break
+        facts.memo["project.whole_saves"] = found
+    return iter(found)
+
+
+def _bound_names(function: ast.AST) -> Set[str]:
+    """The names a function binds: its parameters and every assignment target."""
+    names = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)} if hasattr(function, "args") else set()
+    for node in _own_statements(function):
+        for target in getattr(node, "targets", None) or [getattr(node, "target", None)]:
+            if target is not None:
+                names.update(inner.id for inner in ast.walk(target) if isinstance(inner, ast.Name))
+    return names
+
+
+def _single_assignments(scope: ast.AST) -> Dict[str, ast.expr]:
+    """The names ``scope`` binds exactly once by a plain assignment, with the value."""
+    built: Dict[str, List[ast.expr]] = {}
+    for node in _own_statements(scope):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            built.setdefault(node.targets[0].id, []).append(node.value)
+    return {name: values[0] for name, values in built.items() if len(values) == 1}
+
+
+def _whole_object(facts: _ModuleFacts, project: Optional["ProjectIndex"], saved: ast.expr) -> Optional[str]:
+    """What ``saved`` is when ``weights_only`` cannot load it: a module or optimizer built here, or the
+    ``argparse.Namespace`` of parsed options."""
+    from torchlint.analysis.model.checkpoints import is_module_class
+    from torchlint.analysis.model.ops import MODULE_MOVES
+
+    while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in MODULE_MOVES:
+        saved = saved.func.value
+    if not isinstance(saved, ast.Call):
+        return None
+    if isinstance(saved.func, ast.Attribute) and saved.func.attr == "parse_args":
+        return "an `argparse.Namespace`"
+    qualified = facts.qualify(saved.func)
+    defined = definition(qualified, facts, project) if qualified and not qualified.startswith("torch.") else None
+    if is_module_class(qualified, defined is not None and defined[1] in defined[0].class_nodes):
+        return f"a whole `{ast_dotted_name(saved.func)}`"
+    return None
+
+
+def _header_nodes(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes of a statement outside its nested blocks (a loop's target and iterable, not its body)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return
+    pending: List[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        yield node
+        for name, value in ast.iter_fields(node):
+            if node is statement and name in ("body", "orelse", "finalbody", "handlers"):
+                continue
+            if isinstance(value, list):
+                pending.extend(v for v in value if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST):
+                pending.append(value)
+
+
+def _own_statements(scope: ast.AST) -> Iterator[ast.stmt]:
+    """The statements of a function or module, nested blocks included, nested functions and classes not."""
+    pending = list(getattr(scope, "body", ()))
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            pending.extend(child for child in getattr(node, block, ()) or () if isinstance(child, (ast.stmt, ast.excepthandler)))
+
+
+def constructor_parameters(
+    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
+) -> Tuple[str, ...]:
+    """The parameters (after ``self``) of the ``__init__`` that building class ``qualified`` runs: its own, or
+    the first of its bases' in the file or the project that has one; empty when none is seen."""
+    found = definition(qualified, local, project) if depth <= MAX_HOPS else None
+    if found is None or found[1] not in found[0].classes:
+        return ()
+    cls = found[0].classes[found[1]]
+    if cls.node is not None and _method(cls.node, "__init__") is not None:
+        return cls.init_parameters
+    for base in cls.bases:
+        parameters = constructor_parameters(base, found[0], project, depth + 1)
+        if parameters:
+            return parameters
+    return ()
+
+
+def dataset_item(
+    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
+) -> Optional[Tuple[DatasetClass, ItemShape]]:
+    """The class ``qualified`` and its variable item shape, looking in the linted file first, then the project.
+
+    A class without ``__getitem__`` takes it from its first base (in order)
+    that the file or the project defines.
+    """
+    if depth > MAX_HOPS:
+        return None
+    cls = None
+    module, _, name = qualified.rpartition(".")
+    if local is not None and module == local.module:
+        cls = local.classes.get(name)
+    if cls is None and project is not None:
+        cls = project.find_class(qualified)
+    if cls is None:
+        return None
+    if cls.defines_getitem:
+        return (cls, cls.item) if cls.item is not None else None
+    for base in cls.bases:
+        found = dataset_item(base, local, project, depth + 1)
+        if found is not None:
+            return cls, found[1]
+    return None
+
+
+# -- the index ------------------------------------------------------------------------
+
+
+class ProjectIndex:
+    """Dataset classes of a set of files, found lazily on the first question.
+
+    ``files`` is the run's file list, or a callable returning it (the flake8
+    plugin walks the project root only when a rule first asks).
+    """
+
+    def __init__(self, files: "Sequence[str] | Callable[[], Sequence[str]]") -> None:
+        self._files_source = files
+        self._lock = threading.RLock()
+        self._modules: Optional[Dict[str, str]] = None  # module name -> path
+        self._facts: Dict[str, Optional[_ModuleFacts]] = {}
+        self._whole_saves: Dict[Tuple[str, str], Optional[str]] = {}
+        self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
+        self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
+        # key -> (value, the modules whose text or facts computing it read)
+        self._facts_of_project: Dict[str, Tuple[object, frozenset]] = {}
+        self._reading: Optional[set] = None
+        self.parsed_files = 0
+
+    # -- building ---------------------------------------------------------------
+
+    def _ensure(self) -> Dict[str, str]:
+        if self._modules is None:
+            with self._lock:
+                if self._modules is None:
+                    files = self._files_source() if callable(self._files_source) else self._files_source
+                    modules: Dict[str, str] = {}
+                    # module_name's climb through __init__.py packages, done once per directory however many
+                    # files it holds (a warm cached run over a large tree builds this map and little else).
+                    is_package_dir = functools.lru_cache(maxsize=None)(_has_init)
+                    packages_of = functools.lru_cache(maxsize=None)(lambda d: _packages_of(d, is_package_dir))
+                    for path in files:
+                        if path.endswith(".py"):
+                            directory, filename = os.path.split(os.path.abspath(path))
+                            stem = filename.rsplit(".", 1)[0]
+                            parts = packages_of(directory) + (() if stem == "__init__" else (stem,))
+                            modules.setdefault(".".join(p for p in parts if p) or stem, path)
+                    # Folders without __init__.py are namespace packages: a script beside ``utils/`` imports
+                    # ``utils.optim``.  Their names come second: a regular package's name wins.
+                    for path in files:
+                        if path.endswith(".py") and not path.endswith("__init__.py"):
+                            directory, filename = os.path.split(os.path.abspath(path))
+                            name = filename.rsplit(".", 1)[0]
+                            for _ in range(_NAMESPACE_LEVELS):
+                                directory, folder = os.path.split(directory)
+                                if not folder.isidentifier() or is_package_dir(os.path.join(directory, folder)):
+                                    break
+                                name = f"{folder}.{name}"
+                                modules.setdefault(name, path)
+                    self._modules = modules
+        return self._modules
+
+    def _module_facts(self, module: str) -> Optional[_ModuleFacts]:
+        """One module's classes and imports, parsed with ``ast`` the first time a lookup reaches it."""
+        self._read(module)
+        if module in self._facts:
+            return self._facts[module]
+        path = self._ensure().get(module)
+        facts = None
+        if path is not None:
+            try:
+                with open(path, "rb") as handle:
+                    data = handle.read()
+            except OSError:
+                data = b""
+            if data.strip():  # an empty module (a bare ``__init__.py``) defines nothing
+                try:
+                    tree = ast.parse(data)
+                except (SyntaxError, ValueError, RecursionError):
+                    tree = None
+                if tree is not None:
+                    self.parsed_files += 1
+                    facts = _ModuleFacts(tree, module, path, self)
+        self._facts[module] = facts
+        return facts
+
+    def _module_bytes(self, module: str) -> bytes:
+        """A module's text, read each time it is asked for (the questions that read it memoize their answers)."""
+        self._read(module)
+        path = self._ensure().get(module)
+        if path is None:
+            return b""
+        try:
+            with open(path, "rb") as handle:
+                return handle.read()
+        except OSError:
+            return b""
+
+    # -- questions ----------------------------------------------------------------
+
+    def fact(self, key: str, compute: Callable[[], object]):
+        """A fact about the whole project (``compute()``), computed once per index: an analysis asks it of
+        every file, the project answers it once.  Every asker is told (:meth:`_read`) which modules the
+        answer rests on, as if it had read them itself (the cache keys a file's result on them)."""
+        if key not in self._facts_of_project:
+            with self._lock:
+                outer, self._reading = self._reading, set()
+                try:
+                    value = compute()
+                    read = frozenset(self._reading)
+                finally:
+                    self._reading = outer
+                self._facts_of_project.setdefault(key, (value, read))
+        value, read = self._facts_of_project[key]
+        for module in read:
+            self._read(module)
+        return value
+
+    def _read(self, module: str) -> None:
+        """Hook: ``module``'s text or facts went into an answer (the run's index records it for the cache)."""
+        if self._reading is not None:
+            self._reading.add(module)
+
+    def module_texts(self) -> Iterator[bytes]:
+        """The text of every module of the project, read one at a time (for facts read from text first)."""
+        for module in sorted(self._ensure()):
+            yield self._module_bytes(module)
+
+    def reaches_words(self, module: str, words: Tuple[bytes, ...]) -> bool:
+        """Whether ``module``, or a project module it imports (directly or through others), holds one of ``words``
+        in its text: a necessary condition, from the text alone (nothing is parsed), for a definition of the
+        module to use something written with those words."""
+        key = (module, words)
+        if key not in self._reaches:
+            pending, seen, found = [module], {module}, False
+            while pending and not found:
+                current = pending.pop()
+                data = self._module_bytes(current)
+                if any(word in data for word in words):
+                    found = True
+                    break
+                for imported in _imported_modules(current, data, self._ensure().get(current, "")):
+                    if imported not in seen and self.is_module(imported):
+                        seen.add(imported)
+                        pending.append(imported)
+            self._reaches[key] = found
+        return self._reaches[key]
+
+    def is_module(self, module: str) -> bool:
+        """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
+        return module in self._ensure()
+
+    def module_facts(self, module: str) -> Optional[_ModuleFacts]:
+        """Imports and top-level definitions of project module ``module`` (None outside the project)."""
+        return self._module_facts(module)
+
+    def whole_object_saves(self, near: str, literal: str) -> Optional[str]:
+        """What a module near file ``near`` writes whole to the checkpoint path ``literal`` (the text of a string
+        literal, quotes included), when some ``torch.save(model, "<that path>")`` of a module or optimizer does
+        (``model = Net()`` in the same function), else None.  Near: the files under the package ``near`` belongs
+        to (its folder when it is in none); only those whose bytes hold the path are parsed (and count as looked
+        up), once per path and folder."""
+        folder = _package_root(os.path.dirname(os.path.abspath(near)))
+        key = (folder, literal)
+        if key not in self._whole_saves:
+            found = None
+            needle = ast.literal_eval(literal).encode("utf-8", "replace")
+            prefix = folder + os.sep
+            for module, path in sorted(self._ensure().items()):
+                if not os.path.abspath(path).startswith(prefix):
+                    continue
+                try:
+                    with open(path, "rb") as handle:
+                        data = handle.read()
+                except OSError:
+                    continue
+                if needle not in data or b"save" not in data:
+                    continue
+                facts = self._module_facts(module)
+                if facts is not None:
+                    found = next((what for saved, what in whole_saves_in(facts, self) if saved == literal), None)
+                    if found:
+                        break
+            self._whole_saves[key] = found
+        return self._whole_saves[key]
+
+    def module_of(self, path: str) -> Optional[str]:
+        """The module name of a file of the run (None when it is not one of them)."""
+        name = module_name(path)
+        return name if self._ensure().get(name) is not None else None
+
+    def find_class(self, qualified: str) -> Optional[DatasetClass]:
+        """The class named ``qualified`` (``pkg.data.TextDataset``), following re-exports."""
+        found = self.locate(qualified)
+        if found is None:
+            return None
+        facts, name = found
+        return facts.classes.get(name)
+
+    def locate(self, qualified: str) -> Optional[Tuple[_ModuleFacts, str]]:
+        """The module that defines ``qualified`` (a class, a function or a name assigned once at its top
+        level) and the name it has there, following re-exports; None outside the project."""
+        for _ in range(MAX_HOPS):
+            module, _, name = qualified.rpartition(".")
+            if not module:
+                return None
+            facts = self._module_facts(module)
+            if facts is None:
+                return None
+            if name in facts.classes or name in facts.functions or name in facts.values:
+                return facts, name
+            target = facts.imports.get(name) or facts.imported(name)
+            if target is None or target == qualified:
+                return None
+            qualified = target
+        return None
+
+    def star_lookup(self, module: str, name: str, _seen: Optional[frozenset] = None) -> Tuple[bool, Optional[str]]:
+        """What ``from <module> import *`` binds ``name`` to: (whether the module is the project's, what the name
+        is there or None).  Reads only the modules on the way: the module's own definitions and imports, then
+        its star imports, later ones first; ``__all__`` limits what it exports."""
+        key = (module, name)
+        if key in self._star_names:
+            return self._star_names[key]
+        if not self.is_module(module):
+            return False, None
+        facts = self._module_facts(module)
+        if facts is None:
+            return True, None  # empty, or unreadable: it binds nothing we can know
+        seen = (_seen or frozenset()) | {module}
+        found: Optional[str] = None
+        public = _declared_all(facts)
+        if (public is None and not name.startswith("_")) or (public is not None and name in public):
+            if name in facts.classes or name in facts.functions or name in facts.values:
+                found = f"{module}.{name}"
+            elif name in facts.imports:
+                found = facts.imports[name]
+            else:
+                for star in reversed(facts.star_modules):
+                    if star in seen:
+                        continue
+                    known, qualified = self.star_lookup(star, name, seen)
+                    if qualified is not None or not known:
+                        found = qualified or f"{star}.{name}"
+                        break
+            if found is None and public is not None:
+                found = f"{module}.{name}"
+        self._star_names[key] = (True, found)
+        return True, found
+
+
+
+def mentioned_in_project(context, key: str, pattern: "re.Pattern[bytes]") -> bool:
+    """Whether the file of ``context`` or any module of its project matches ``pattern`` (read as text, once
+    per run and key): a fact about how the project runs (it traces models, it chooses its device) that no
+    single file needs to show."""
+    if pattern.search(context.source.encode("utf-8", "replace")):
+        return True
+    project = context.project
+    if project is None:
+        return False
+    return bool(project.fact(key, lambda: any(pattern.search(data) for data in project.module_texts())))
+
+
+def files_under(root: str) -> List[str]:
+    """Python files under ``root``, skipping the usual non-source folders (for the flake8 plugin)."""
+    skip = {".git", ".hg", ".venv", "venv", ".tox", ".nox", "__pycache__", "build", "dist", "node_modules", "site-packages", ".eggs"}
+    found = []
+    for directory, subdirs, names in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if d not in skip and not d.endswith(".egg-info"))
+        found.extend(os.path.join(directory, n) for n in sorted(names) if n.endswith(".py"))
+    return found
+
+
+# -- the run's index ----------------------------------------------------------------
+
+_ACTIVE: "contextvars.ContextVar[Optional[ProjectIndex]]" = contextvars.ContextVar("torchlint_project", default=None)
+
+
+def active_project() -> Optional[ProjectIndex]:
+    """The index of the run in progress (None when a text is linted on its own)."""
+    return _ACTIVE.get()
+
+
+@contextlib.contextmanager
+def activated(index: Optional[ProjectIndex]) -> Iterator[Optional[ProjectIndex]]:
+    """Make ``index`` the one every FileContext created inside the block sees as ``context.project``."""
+    token = _ACTIVE.set(index)
+    try:
+        yield index
+    finally:
+        _ACTIVE.reset(token)
+
+
+def file_context(path: str, source: str, module: "cst.Module", settings: "AnalysisSettings") -> "FileContext":
+    """The analysis's context for one file of the run in progress: it sees the active project index, and
+    its star imports resolve through it."""
+    # Imported here: the index serves warm runs that read the cache alone and never load LibCST.
+    from torchlint.analysis.model.file_context import FileContext
+
+    index = active_project()
+
+    def resolve(tree: ast.Module, file: str, written: Sequence[str]) -> Optional[StarImports]:
+        with activated(index):
+            return star_imports_of(tree, file, written)
+
+    return FileContext(path, source, module, settings, project=index, star_imports=resolve)

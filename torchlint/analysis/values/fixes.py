@@ -1,0 +1,83 @@
+"""Fix builders shared by the TL1xx rules: guard the operand, not the result.
+
+``eps_text(context)``
+    The configured ``[tool.torchlint] eps`` rendered as a short literal
+    (``1e-6``).  The default, 1e-6 (``config.DEFAULT_EPS``), survives float16:
+    the smallest float16 subnormal is about 6e-8, so 1e-8 or 1e-10 round to 0
+    there and guard nothing, while 1e-6 stays about 1.0e-6; in bfloat16 and
+    float32 it is far above the smallest normal.  ``sqrt(1e-6) = 1e-3`` and
+    ``log(1e-6) = -13.8`` are finite in every dtype.
+
+``clamped(operand, minimum)``
+    ``operand.clamp_min(minimum)`` as a node, parenthesising the operand when
+    a method call would otherwise bind to part of it (``(a - b).clamp_min(eps)``).
+
+``clamp_operand_fix(context, op, minimum, message)``
+    The FixSpec replacing ``op.operand`` by ``clamped(op.operand, minimum)``
+    (Applicability.NUMERICS): ``torch.sqrt(x)`` -> ``torch.sqrt(x.clamp_min(1e-6))``,
+    ``x ** 0.5`` -> ``x.clamp_min(1e-6) ** 0.5``, ``a / m.sum()`` -> ``a / m.sum().clamp_min(1)``.
+
+``functional_reference(context)``
+    ``(text, imports)`` naming ``torch.nn.functional`` (an existing alias
+    such as ``F`` is reused; otherwise ``import torch.nn.functional as F`` is
+    requested once through ``context.reference``).
+
+A clamp has zero gradient below its minimum: where the original produced
+NaN/Inf (0 or negative operands) the fixed code produces a finite value and
+a zero gradient; above the minimum it computes exactly what the original did.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Tuple, Union
+
+import libcst as cst
+
+from torchlint.findings import Applicability, FixSpec, ImportRequirement, Replacement
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.analysis.values.domain import DomainOp
+    from torchlint.analysis.model.file_context import FileContext
+
+# Nodes a trailing ``.method()`` binds to as a whole, without parentheses.
+_ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.List, cst.Tuple, cst.Dict, cst.Set)
+
+
+def eps_text(context: "FileContext") -> str:
+    return float_literal(context.settings.eps)
+
+
+def float_literal(value: float) -> str:
+    """``1e-6`` for 1e-06, ``1e-4`` for 0.0001, ``0.01`` for 1e-2: the shortest exact rendering."""
+    value = float(value)
+    if value != 0 and abs(value) < 1e-3:
+        for digits in range(16):
+            text = f"{value:.{digits}e}"
+            if float(text) == value:
+                mantissa, exponent = text.split("e")
+                sign = "-" if exponent.startswith("-") else ""
+                return f"{mantissa}e{sign}{exponent.lstrip('+-').lstrip('0') or '0'}"
+    return repr(value)
+
+
+def clamped(operand: cst.BaseExpression, minimum: Union[str, cst.BaseExpression]) -> cst.Call:
+    """``operand.clamp_min(minimum)``."""
+    value = operand
+    if not isinstance(operand, _ATOMS) and not getattr(operand, "lpar", None):
+        value = operand.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    elif isinstance(operand, (cst.Integer, cst.Float)):
+        value = operand.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    low = cst.parse_expression(minimum) if isinstance(minimum, str) else minimum
+    return cst.Call(func=cst.Attribute(value=value, attr=cst.Name("clamp_min")), args=[cst.Arg(low)])
+
+
+def clamp_operand_fix(context: "FileContext", op: "DomainOp", minimum: str, message: str) -> FixSpec:
+    return FixSpec(
+        Applicability.NUMERICS,
+        message,
+        (Replacement(op.operand, clamped(op.operand, minimum)),),
+    )
+
+
+def functional_reference(context: "FileContext") -> Tuple[str, Tuple[ImportRequirement, ...]]:
+    reference, requirement = context.reference("torch.nn.functional", "F")
+    return reference, tuple(r for r in (requirement,) if r is not None)

@@ -1,0 +1,229 @@
+"""What a value is: a tensor, a Python number, a NumPy array, or a constant tensor of configuration values.
+
+``value_kind(context, expr, site) -> "tensor" | "number" | "array" | "unknown"``: Python numbers
+(literals, ``math.*``, ``len``, ``.size(i)``, ``.shape[i]``, ``numel()``, ``.item()``), NumPy values
+(``np.*``), tensors (``torch.*`` calls, tensor methods, parameters annotated ``Tensor``, ``forward``
+arguments).  :func:`is_not_tensor` is the "never flag" test; operator forms (``x ** 0.5``) are
+reported only when the operand is known to be a tensor.  :func:`is_constant_tensor`:
+``torch.tensor(alpha)``, ``torch.FloatTensor([0.5]).to(device)``, names bound to them and
+arithmetic of them with Python numbers hold configuration values.
+"""
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Optional
+
+import libcst as cst
+
+from torchlint.analysis.model.calls import argument
+from torchlint.analysis.model.dataflow import Site, bindings, sole_assignment
+from torchlint.analysis.values.domain import constant_value
+from torchlint.analysis.model.ops import without_shape_steps
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.analysis.model.file_context import FileContext
+
+MAX_DEPTH = 8
+
+
+# -- what a value is --------------------------------------------------------------
+
+
+NUMBER_BUILTINS = frozenset({"len", "int", "float", "round", "range", "pow"})
+NUMBER_METHODS = frozenset({"size", "numel", "nelement", "dim", "ndimension", "item", "tolist", "element_size", "get_device", "count", "index"})
+_NUMBER_ATTRIBUTES = frozenset({"ndim", "shape", "itemsize", "real_size"})
+FINFO_ATTRIBUTES = frozenset({"eps", "tiny", "max", "min", "smallest_normal", "resolution"})
+_NOT_TENSOR_TORCH = frozenset({
+    "torch.numel", "torch.is_tensor", "torch.finfo", "torch.iinfo", "torch.Size", "torch.get_default_dtype",
+    "torch.device", "torch.is_floating_point", "torch.is_grad_enabled",
+})
+_TENSOR_METHODS = frozenset({
+    "sum", "mean", "norm", "std", "var", "pow", "sqrt", "rsqrt", "exp", "log", "abs", "clamp", "clamp_min", "clip",
+    "float", "double", "half", "bfloat16", "to", "type_as", "detach", "view", "reshape", "unsqueeze", "squeeze",
+    "expand", "expand_as", "permute", "transpose", "matmul", "softmax", "sigmoid", "masked_fill", "cumsum",
+    "amax", "amin", "square", "contiguous", "flatten", "count_nonzero", "nansum", "mul", "add", "sub", "div",
+    "relu", "exp2", "logsumexp", "prod", "gather", "index_select", "new_zeros", "new_ones", "new_full",
+})
+_TENSOR_ANNOTATIONS = re.compile(r"\bTensor\b|\bFloatTensor\b|\bLongTensor\b|\bBoolTensor\b")
+_NUMBER_ANNOTATIONS = re.compile(r"^(int|float|Optional\[(int|float)\]|Union\[int, float\])$")
+
+
+# Array frameworks other than torch: a file that imports one of them and not torch computes with its values.
+_OTHER_FRAMEWORKS = frozenset({"tensorflow", "jax", "mxnet", "paddle", "keras", "theano", "chainer", "cupy", "mindspore"})
+
+
+def computes_with_other_framework(context: "FileContext") -> bool:
+    """The file imports another array framework (TensorFlow, JAX, ...) and not torch: its values are that
+    framework's arrays (a GAN written twice, once per framework, keeps its TensorFlow twin beside the torch one)."""
+
+    def compute(module: cst.Module) -> bool:
+        roots = {qualified.split(".", 1)[0] for qualified in context.imports.bindings.values() if qualified}
+        return "torch" not in roots and not roots.isdisjoint(_OTHER_FRAMEWORKS)
+
+    return context.memoized("kinds.other-framework", context.module, compute)
+
+
+def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], _depth: int = 0) -> str:
+    """"tensor", "number", "array" (NumPy's, or another framework's in a file that computes with one) or
+    "unknown" (see module docs)."""
+    if _depth > MAX_DEPTH:
+        return "unknown"
+    if _depth == 0 and computes_with_other_framework(context):
+        return "array"
+    again = _depth + 1
+    if constant_value(node) is not None or isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
+        return "number"
+    if isinstance(node, cst.Name):
+        if node.value in ("True", "False", "None"):
+            return "number"
+        if site is None:
+            return "unknown"
+        kinds = set()
+        for binding in bindings(site, node.value):
+            if binding.kind == "param":
+                kinds.add(_parameter_kind(binding.node, site))
+            elif binding.value is not None and binding.kind in ("assign", "update", "inplace", "module", "conditional", "each"):
+                kinds.add(value_kind(context, binding.value, binding.site, again))
+            elif binding.kind == "unpack" and binding.value is not None:
+                # B, N, C = x.shape: numbers; q, k = x.chunk(2): tensors.
+                whole = value_kind(context, binding.value, binding.site, again)
+                shape = isinstance(binding.value, cst.Attribute) and binding.value.attr.value == "shape"
+                kinds.add("number" if shape or whole == "number" else "tensor" if whole == "tensor" else "unknown")
+            elif binding.kind == "opaque":
+                kinds.add("unknown")
+        if len(kinds) == 1:
+            return kinds.pop()
+        return "tensor" if "tensor" in kinds else "unknown"
+    if isinstance(node, cst.Attribute):
+        if node.attr.value in _NUMBER_ATTRIBUTES:
+            return "number"
+        if node.attr.value in FINFO_ATTRIBUTES and isinstance(node.value, cst.Call):
+            if context.qualified_name(node.value.func) in ("torch.finfo", "torch.iinfo", "numpy.finfo", "numpy.iinfo"):
+                return "number"
+        qualified = context.qualified_name(node)
+        if qualified is not None:
+            if qualified.startswith(("math.", "numpy.")):
+                return "number"
+            return "unknown"
+        if node.attr.value in ("data", "grad", "weight", "bias", "T", "mT", "values"):
+            inner = value_kind(context, node.value, site, again)
+            return "tensor" if inner == "tensor" or node.attr.value in ("grad",) else "unknown"
+        if _is_config(node.value):
+            return "number"  # config.sigma_data: a hyperparameter
+        if isinstance(node.value, cst.Name) and node.value.value == "self":
+            value = context.self_attribute_value(node.attr.value)
+            if isinstance(value, cst.Attribute) and _is_config(value.value):
+                return "number"  # self.sigma_data = config.sigma_data
+        return "unknown"
+    if isinstance(node, cst.Subscript):
+        inner = node.value
+        if isinstance(inner, cst.Attribute) and inner.attr.value == "shape":
+            return "number"
+        if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "size":
+            return "number"
+        kind = value_kind(context, inner, site, again)
+        return kind if kind in ("tensor", "array") else "unknown"
+    if isinstance(node, cst.Call):
+        func = node.func
+        qualified = context.qualified_name(func)
+        if qualified is not None:
+            if qualified in _NOT_TENSOR_TORCH:
+                return "number"
+            if qualified.startswith("torch."):
+                return "tensor"
+            if qualified.startswith("math."):
+                return "number"
+            if qualified.startswith("numpy."):
+                return "array"
+            return "unknown"
+        if isinstance(func, cst.Name):
+            if func.value in NUMBER_BUILTINS:
+                return "number"
+            if func.value in ("abs", "max", "min", "sum") and node.args:
+                kinds = {value_kind(context, arg.value, site, again) for arg in node.args if arg.keyword is None}
+                return kinds.pop() if len(kinds) == 1 else "unknown"
+            return "unknown"
+        if isinstance(func, cst.Attribute):
+            method = func.attr.value
+            if method in NUMBER_METHODS:
+                return "number"
+            receiver = value_kind(context, func.value, site, again)
+            if receiver in ("number", "array"):
+                return receiver
+            if receiver == "tensor" or method in _TENSOR_METHODS:
+                return "tensor"
+        return "unknown"
+    if isinstance(node, cst.BinaryOperation):
+        left = value_kind(context, node.left, site, again)
+        right = value_kind(context, node.right, site, again)
+        if "tensor" in (left, right):
+            return "tensor"
+        if "array" in (left, right):
+            return "array"
+        if left == right == "number":
+            return "number"
+        return "unknown"
+    if isinstance(node, cst.UnaryOperation):
+        return value_kind(context, node.expression, site, again)
+    if isinstance(node, cst.IfExp):
+        body = value_kind(context, node.body, site, again)
+        return body if body == value_kind(context, node.orelse, site, again) else "unknown"
+    return "unknown"
+
+
+def _parameter_kind(param: cst.Param, site: Site) -> str:
+    if param.annotation is not None:
+        text = cst.Module(body=[]).code_for_node(param.annotation.annotation)
+        if _TENSOR_ANNOTATIONS.search(text):
+            return "tensor"
+        if _NUMBER_ANNOTATIONS.match(text.replace(" ", "").replace(",", ", ")):
+            return "number"
+    if param.default is not None and constant_value(param.default) is not None:
+        return "number"
+    function = site.function
+    if function is not None and function.name.value == "forward" and param.name.value not in ("self", "cls"):
+        return "tensor"
+    return "unknown"
+
+
+_CONFIG_WORD = re.compile(r"(^|_)(config|cfg)$", re.IGNORECASE)
+
+
+def _is_config(node: cst.BaseExpression) -> bool:
+    """``config``, ``self.config``, ``diffusion_config``: a model's configuration object."""
+    word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
+    return bool(_CONFIG_WORD.search(word))
+
+
+def is_not_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
+    """Python numbers and NumPy values: never flagged."""
+    return value_kind(context, node, site) in ("number", "array")
+
+
+_CONSTANT_CONSTRUCTORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.Tensor", "torch.FloatTensor"})
+
+
+def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None, depth: int = 0) -> bool:
+    """``torch.tensor(d)`` built from a Python value: a constant with no gradient, sized by the author; also
+    arithmetic of such tensors and Python numbers, and names bound once to either (``alpha_t =
+    torch.tensor(alpha)``, then ``log(1 - alpha_t)``): a configuration value, judged as the number it holds."""
+    if depth > MAX_DEPTH:
+        return False
+    node = without_shape_steps(context, node)  # torch.FloatTensor([0.5]).to(x.device)
+    if isinstance(node, cst.Name):
+        assignment = sole_assignment(site, node.value)
+        return assignment is not None and is_constant_tensor(context, assignment.value, assignment.site, depth + 1)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)):
+        sides = (node.left, node.right)
+        tensors = [is_constant_tensor(context, side, site, depth + 1) for side in sides]  # each side judged once
+        return any(tensors) and all(
+            tensor or value_kind(context, side, site) == "number" for tensor, side in zip(tensors, sides)
+        )
+    if not isinstance(node, cst.Call):
+        return False
+    if context.qualified_name(node.func) not in _CONSTANT_CONSTRUCTORS:
+        return False
+    data = argument(node, 0, "data")
+    return data is not None and value_kind(context, data.value, site) != "tensor"
+
+
