@@ -290,8 +290,6 @@ def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> Optional[cst.Functio
     return None
 
 
-
-
 @dataclass
 class _Instances:
     holders: Dict[str, Set[Tuple[int, str]]]  # class name -> (id of the class holding it, attribute)

@@ -35,7 +35,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from torchlint.analysis.model.ast_names import (
     StarImports,
@@ -401,6 +401,23 @@ def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> It
     return iter(found)
 
 
+def saved_paths_in(facts: _ModuleFacts) -> FrozenSet[str]:
+    """The path keys (checkpoints.ast_path_key's) of every ``torch.save(obj, path)`` of a module."""
+    from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS, ast_path_key
+
+    found = facts.memo.get("project.saved_paths")
+    if found is None:
+        module_single = _single_assignments(facts.tree)
+        keys = set()
+        for node in every_node(facts.tree):
+            if isinstance(node, ast.Call) and len(node.args) >= 2 and facts.qualify(node.func) in SAVE_FUNCTIONS:
+                key = ast_path_key(node.args[1], module_single, facts.values)
+                if key is not None:
+                    keys.add(key)
+        found = facts.memo["project.saved_paths"] = frozenset(keys)
+    return found  # type: ignore[return-value]
+
+
 def _bound_names(function: ast.AST) -> Set[str]:
     """The names a function binds: its parameters and every assignment target."""
     names = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)} if hasattr(function, "args") else set()
@@ -531,6 +548,8 @@ class ProjectIndex:
         self._whole_saves: Dict[Tuple[str, str], Optional[str]] = {}
         self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
         self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
+        self._imports: Dict[str, FrozenSet[str]] = {}
+        self._literal_savers: Dict[Tuple[str, str], Tuple[str, ...]] = {}
         # key -> (value, the modules whose text or facts computing it read)
         self._facts_of_project: Dict[str, Tuple[object, frozenset]] = {}
         self._reading: Optional[set] = None
@@ -654,6 +673,71 @@ class ProjectIndex:
                         pending.append(imported)
             self._reaches[key] = found
         return self._reaches[key]
+
+    def module_bytes(self, module: str) -> bytes:
+        """The text of a project module (empty when unreadable); the answer it goes into rests on it."""
+        return self._module_bytes(module)
+
+    def modules_saving_literal(self, near: str, literal: str) -> Tuple[str, ...]:
+        """The modules near file ``near`` (see :meth:`whole_object_saves`) with a ``torch.save(obj, <literal>)``
+        (``literal``: a string literal's text, quotes included)."""
+        folder = _package_root(os.path.dirname(os.path.abspath(near)))
+        key = (folder, literal)
+        if key not in self._literal_savers:
+            found = []
+            needle = ast.literal_eval(literal).encode("utf-8", "replace")
+            prefix = folder + os.sep
+            for module, path in sorted(self._ensure().items()):
+                if not os.path.abspath(path).startswith(prefix):
+                    continue
+                data = self._module_bytes(module)
+                if needle not in data or b"save" not in data:
+                    continue
+                facts = self._module_facts(module)
+                if facts is not None and literal in saved_paths_in(facts):
+                    found.append(module)
+            self._literal_savers[key] = tuple(found)
+        return self._literal_savers[key]
+
+    def imports_of(self, module: str) -> FrozenSet[str]:
+        """The project modules ``module``'s import lines name (read from its text; nothing is parsed)."""
+        found = self._imports.get(module)
+        if found is None:
+            data = self._module_bytes(module)
+            found = frozenset(
+                imported for imported in _imported_modules(module, data, self._ensure().get(module, ""))
+                if imported != module and self.is_module(imported)
+            )
+            self._imports[module] = found
+        else:
+            self._read(module)  # an answer built on it rests on that module's text, cached or not
+        return found
+
+    def program_of(self, module: str) -> FrozenSet[str]:
+        """The modules that can run in one process with ``module``: every module that imports it (directly or
+        through others), and every module any of those imports. A repository of several scripts that share
+        nothing is several programs; a helper every script imports runs in all of them."""
+
+        def compute() -> FrozenSet[str]:
+            importers: Dict[str, Set[str]] = {}
+            for name in self._ensure():
+                for imported in self.imports_of(name):
+                    importers.setdefault(imported, set()).add(name)
+            above, pending = {module}, [module]
+            while pending:
+                for importer in importers.get(pending.pop(), ()):
+                    if importer not in above:
+                        above.add(importer)
+                        pending.append(importer)
+            program, pending = set(above), list(above)
+            while pending:
+                for imported in self.imports_of(pending.pop()):
+                    if imported not in program:
+                        program.add(imported)
+                        pending.append(imported)
+            return frozenset(program)
+
+        return self.fact(f"program:{module}", compute)
 
     def is_module(self, module: str) -> bool:
         """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
