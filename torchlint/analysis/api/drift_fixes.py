@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 
 import libcst as cst
 
-from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.model.calls import has_star_args, literal_bool
 from torchlint.analysis.model.names import dotted_name
 from torchlint.findings import Applicability, FixSpec, ImportRequirement, Replacement
 
@@ -92,12 +92,6 @@ def bind(call: cst.Call, positional: Sequence[str], keyword_only: Sequence[str] 
             return None
         bound[name] = arg.value
     return bound
-
-
-def literal_bool(node: Optional[cst.BaseExpression]) -> Optional[bool]:
-    if isinstance(node, cst.Name) and node.value in ("True", "False"):
-        return node.value == "True"
-    return None
 
 
 def _integer(node: Optional[cst.BaseExpression]) -> Optional[int]:

@@ -74,9 +74,6 @@ NO_DEVICE_FACTS = DeviceFacts()
 def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]]) -> DeviceFacts:
     """What a module's code says about devices (``qualify``: its import-resolved name of an expression)."""
     chooses = uses = built = False
-    # Strings that name no device: docstrings, and what a comparison tests (``"cuda" in device.type``).
-    docstrings = {id(node.value) for node in every_node(tree) if isinstance(node, ast.Expr)}
-    docstrings |= {id(side) for node in every_node(tree) if isinstance(node, ast.Compare) for side in [node.left, *node.comparators]}
     for node in every_node(tree):
         if isinstance(node, ast.Call):
             func = node.func
@@ -90,15 +87,34 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
                 )
             if isinstance(func, ast.Attribute) and func.attr == "cuda":
                 uses = True
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
-            # A device named in code (``device = "cuda" if ... else "cpu"``), not in a docstring.
-            kind = node.value.split(":")[0]
-            chooses = chooses or kind == "cpu"
-            uses = uses or kind == "cuda"
+        for named in _device_names(node, qualify):
+            chooses = chooses or named == "cpu"
+            uses = uses or named == "cuda"
     for statement in _unconditional_statements(tree):
         if isinstance(statement, ast.Assign) and _built_on_gpu(statement.value, qualify):
             built = True
     return DeviceFacts(chooses, uses or built, built)
+
+
+def _device_names(node: ast.AST, qualify: Callable[[ast.expr], Optional[str]]) -> Iterable[str]:
+    """The device types (``"cuda"``, ``"cpu"``) that ``node`` names where a device goes: the argument of
+    ``torch.device(...)`` and ``x.to(...)``, a ``device=``/``map_location=`` keyword, a value assigned or
+    given as a default (``device = "cuda" if ... else "cpu"``, ``def f(device="cuda")``)."""
+    places: List[ast.expr] = []
+    if isinstance(node, ast.Call):
+        if qualify(node.func) == "torch.device" or (isinstance(node.func, ast.Attribute) and node.func.attr == "to"):
+            places += node.args[:1]
+        places += [keyword.value for keyword in node.keywords if keyword.arg in ("device", "map_location", "default")]
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        places.append(node.value)
+    elif isinstance(node, ast.arguments):
+        places += [default for default in node.defaults + node.kw_defaults if default is not None]
+    while places:
+        place = places.pop()
+        if isinstance(place, ast.IfExp):
+            places += [place.body, place.orelse]
+        elif isinstance(place, ast.Constant) and isinstance(place.value, str):
+            yield place.value.split(":")[0]
 
 
 def _built_on_gpu(value: ast.expr, qualify: Callable[[ast.expr], Optional[str]]) -> bool:

@@ -12,7 +12,7 @@ from torchlint.analysis.api.api_drift import (
     legacy_reduction,
 )
 from torchlint.analysis.model.calls import add_keyword, has_star_args, keyword_arg, without_args
-from torchlint.analysis.api.drift_fixes import literal_bool
+from torchlint.analysis.model.calls import literal_bool
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
