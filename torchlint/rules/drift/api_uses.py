@@ -169,9 +169,24 @@ class ApiUseRule(Rule):
         for alias in node.names:
             name = f"{module}.{alias.evaluated_name}"
             change = self.changed(name)
-            if change is not None:
-                self.report(alias, self.describe(change, name, "from-import"), statement_fix, confidence=self.level(change))
-                statement_fix = None  # one fix per statement, on its first finding
+            if change is None:
+                continue
+            if self.status is Status.DEPRECATED and not self._read_in_file(alias.evaluated_alias or alias.evaluated_name):
+                continue  # a deprecated name warns when it is used; imported and never used, nothing warns
+            self.report(alias, self.describe(change, name, "from-import"), statement_fix, confidence=self.level(change))
+            statement_fix = None  # one fix per statement, on its first finding
+
+    def _read_in_file(self, local: str) -> bool:
+        """Whether the file reads the name ``local`` anywhere (read with ``ast``: code, not comments)."""
+
+        def compute(_) -> FrozenSet[str]:
+            try:
+                tree = self.context.ast_tree if self.context.ast_tree is not None else ast.parse(self.context.source)
+            except (SyntaxError, ValueError, RecursionError):
+                return frozenset()
+            return frozenset(node.id for node in every_node(tree) if isinstance(node, ast.Name))
+
+        return local in self.context.memoized("api-uses.read-names", self.context.module, compute)
 
     def _import_fix(self, node: cst.ImportFrom, module: str) -> Optional[FixSpec]:
         return rename_import(node, module, self.renames())
