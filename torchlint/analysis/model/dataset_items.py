@@ -36,7 +36,7 @@ from torchlint.analysis.model.tokenizers import TOKENIZER_KEYWORDS, TOKENIZER_ME
 # How many steps (names, calls, attributes, helpers) a question follows: a bound for odd code, not a budget.
 MAX_STEPS = 40
 
-HIGH, MEDIUM = "high", "medium"
+HIGH, MEDIUM, LOW = "high", "medium", "low"
 
 
 @dataclass(frozen=True)
@@ -390,7 +390,11 @@ class _Reader:
     # -- one sequence ---------------------------------------------------------------------
 
     def varies(self, node: ast.expr, scope: _Scope, depth: int) -> Optional[_Variation]:
-        """Why the sequence (or image) ``node`` has an item-dependent length (or size), or None."""
+        """Why the sequence (or image) ``node`` has an item-dependent length (or size), or None; a call of a
+        callable nothing identifies on the item's own element is a low suspect when nothing else explains it."""
+        return self._varies(node, scope, depth) or self._suspect_call(node)
+
+    def _varies(self, node: ast.expr, scope: _Scope, depth: int) -> Optional[_Variation]:
         if depth > MAX_STEPS:
             return None
         depth += 1
@@ -666,6 +670,23 @@ class _Reader:
             return node
         return None
 
+    def _suspect_call(self, node: ast.expr) -> Optional[_Variation]:
+        """A callable the analysis cannot identify, applied to the item's own element (``self.f(self.texts[i])``)
+        and giving no padding: a suspect (low), asked only when nothing else explains the item."""
+        if not isinstance(node, ast.Call) or self._tokenizer_call(node) is not None:
+            return None
+        name = ast_dotted_name(node.func)
+        if name is None or self.qualify(node.func) != name or not self._reads_the_item(node):
+            return None
+        return _Variation("the output of a callable the code does not identify, applied to each item's own element", LOW)
+
+    def _reads_the_item(self, call: ast.Call) -> bool:
+        """``f(self.texts[idx])``: an argument indexes a collection with the item's index."""
+        return any(
+            isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Name) and inner.slice.id in self.index_names
+            for arg in call.args for inner in ast.walk(arg)
+        )
+
     def _built_as_tokenizer(self, receiver: ast.expr) -> bool:
         """``self.tok`` assigned ``AutoTokenizer.from_pretrained(...)`` in the dataset class (or ``tok`` at the
         module's top level): a tokenizer whatever it is called."""
@@ -748,7 +769,7 @@ def _strongest(found: List[ItemShape]) -> Optional[ItemShape]:
     medium), else every constructor parameter some part depends on."""
     settled = [shape for shape in found if not shape.parameters]
     if settled:
-        return min(settled, key=lambda shape: shape.confidence != HIGH)
+        return min(settled, key=lambda shape: (HIGH, MEDIUM, LOW).index(shape.confidence))
     if not found:
         return None
     return replace(found[0], parameters=tuple(dict.fromkeys(p for shape in found for p in shape.parameters)))
