@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -145,14 +146,15 @@ def number_value(node: cst.BaseExpression) -> Optional[float]:
 
 
 def is_eps_like(node: cst.BaseExpression) -> bool:
-    """A small positive literal (``1e-8``) or a name that says eps (``eps``, ``self.eps``, ``EPS``, ``log_eps``)."""
+    """A small positive literal (``1e-8``), or (a naming convention: analysis/model/conventions.py) a name that
+    says eps (``eps``, ``self.eps``, ``EPS``, ``log_eps``)."""
     value = number_value(node)
     if value is not None:
         return 0 < value <= EPS_LITERAL_LIMIT
     if isinstance(node, cst.Name):
-        return bool(_EPS_NAME.match(node.value))
+        return conventions.says(bool(_EPS_NAME.match(node.value)))
     if isinstance(node, cst.Attribute):
-        return bool(_EPS_NAME.match(node.attr.value))
+        return conventions.says(bool(_EPS_NAME.match(node.attr.value)))
     return False
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import argument, keyword_arg, literal_bool
 from torchlint.analysis.model.dataflow import Site, bindings, site_of, sole_assignment
 from torchlint.analysis.values.domain import constant_value
@@ -192,7 +193,7 @@ _CONFIG_WORD = re.compile(r"(^|_)(config|cfg)$", re.IGNORECASE)
 def _is_config(node: cst.BaseExpression) -> bool:
     """``config``, ``self.config``, ``diffusion_config``: a model's configuration object."""
     word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
-    return bool(_CONFIG_WORD.search(word))
+    return conventions.says(bool(_CONFIG_WORD.search(word)))
 
 
 def is_not_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
