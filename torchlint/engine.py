@@ -21,11 +21,15 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from torchlint import prepass, registry, walk_order
 from torchlint.config import Settings
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.codegen import statement_positions
 from torchlint.analysis.model.file_context import FileContext
 from torchlint.analysis.model.project_index import file_context
 from torchlint.noqa import NoqaIndex, is_skipped_file
 from torchlint.rule import (
+    DEFAULT_CONFIDENCE_FLOOR,
+    Applicability,
+    Confidence,
     Diagnostic,
     Edit,
     Finding,
@@ -84,6 +88,8 @@ class _Traversal(cst.CSTVisitor):
         self.context = context
         self.diagnostics = diagnostics
         self.crashed: Set[str] = set()
+        # Rules a naming convention decided something for (analysis/model/conventions.py).
+        self.decided_by_names: Set[str] = set()
         self._visit: Dict[str, List[Tuple[Optional[Rule], Callable]]] = {}
         self._leave: Dict[str, List[Tuple[Optional[Rule], Callable]]] = {}
         # Imports inside a function join the import table as the walk reaches them and
@@ -111,8 +117,11 @@ class _Traversal(cst.CSTVisitor):
             return
         if rule.code in self.crashed:
             return
+        before = conventions.decisions
         try:
             method(node)
+            if conventions.decisions != before:
+                self.decided_by_names.add(rule.code)
         except Exception as exc:  # one rule's bug must not stop the others
             self.crashed.add(rule.code)
             rule.reports.clear()
@@ -228,6 +237,7 @@ def lint_text(
     except RecursionError:
         result.diagnostics.append(Diagnostic(path, "file nested too deeply to analyse", 1, 1, "internal"))
         return result
+    _judge_conventions(context, module, rules, traversal, result.diagnostics)
     floor = settings.confidence_floor
     pending = [
         report
@@ -244,6 +254,60 @@ def lint_text(
         result.findings = [f for f in result.findings if not index.suppresses(f.code, f.location.line)]
     result.findings.sort(key=lambda f: f.sort_key)
     return result
+
+
+_LEVELS = [Confidence.LOW, Confidence.MEDIUM, Confidence.HIGH]
+
+
+def _judge_conventions(
+    context: FileContext, module: cst.Module, rules: Sequence[Rule], traversal: "_Traversal", diagnostics: List[Diagnostic]
+) -> None:
+    """For each rule a naming convention decided something for in this file, walk the file again with that
+    rule alone and conventions off: the facts decide which nodes are reported, the names move each one's
+    level by one (analysis/model/conventions.py). Rules that judge conventions themselves are left alone."""
+    named = [
+        rule for rule in rules
+        if rule.code in traversal.decided_by_names and rule.code not in traversal.crashed and not rule.judges_names
+    ]
+    if not named:
+        return
+    blind = []
+    for rule in named:
+        try:
+            blind.append(type(rule)(context))
+        except Exception as exc:
+            diagnostics.append(rule_crash(context.path, type(rule), exc))
+            return
+    with conventions.disabled():
+        again = _Traversal(context, blind, diagnostics)
+        try:
+            again.walk(module) if walk_order.available() else module.visit(again)
+        except RecursionError:
+            return
+    for rule, facts_only in zip(named, blind):
+        if facts_only.code in again.crashed:
+            continue
+        rule.reports = _moved_reports(rule.reports, facts_only.reports)
+
+
+def _moved_reports(by_names: List[PendingReport], by_facts: List[PendingReport]) -> List[PendingReport]:
+    def key(report: PendingReport):
+        return (id(report.node), report.message)
+
+    named = {key(report): report for report in by_names}
+    factual = {key(report): report for report in by_facts}
+    out = []
+    for report_key in list(factual) + [k for k in named if k not in factual]:
+        on, off = named.get(report_key), factual.get(report_key)
+        level = conventions.moved(off.confidence if off else None, on.confidence if on else None, _LEVELS)
+        if level is None:
+            continue
+        base = on if on is not None else off
+        fix = base.fix
+        if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
+            fix = replace(fix, applicability=Applicability.UNSAFE)
+        out.append(replace(base, confidence=level, fix=fix))
+    return out
 
 
 def _materialize(

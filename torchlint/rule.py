@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
     from torchlint.prepass import Scan, Seeds
 
-from torchlint.findings import (  # noqa: F401 (re-exported: a rule imports what it needs from here)
+from torchlint.findings import (
     WHOLE_FILE,
     Confidence,
     DEFAULT_CONFIDENCE_FLOOR,
@@ -36,6 +36,13 @@ from torchlint.findings import (  # noqa: F401 (re-exported: a rule imports what
     Finding,
     Diagnostic,
 )
+
+# The shared types a rule imports from here with the base class.
+__all__ = [
+    "WHOLE_FILE", "Confidence", "DEFAULT_CONFIDENCE_FLOOR", "Applicability", "ImportRequirement", "Replacement",
+    "FixSpec", "Edit", "Fix", "Location", "NotebookCell", "Finding", "Diagnostic", "PendingReport", "Rule",
+    "handler_names",
+]
 
 
 @dataclass
@@ -78,6 +85,9 @@ class Rule:
     # The rule asks what a function's same-file callers pass it (torchlint/analysis/flow/callers.py): the
     # pre-pass then keeps, with its seeds, the regions that mention a function defined in them.
     reads_callers: ClassVar[bool] = False
+    # The rule weighs naming conventions itself, per op (analysis/project/guards.py assess): the engine does not
+    # walk the file again for it with conventions off (analysis/model/conventions.py).
+    judges_names: ClassVar[bool] = False
 
     def __init__(self, context: "FileContext") -> None:
         self.context = context

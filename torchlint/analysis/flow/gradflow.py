@@ -85,6 +85,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterator, List, Opt
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.model.names import dotted_name
 from torchlint.walk_order import visit
@@ -202,8 +203,8 @@ _TEST_PATH = re.compile(r"(?:^|[\\/])(?:tests?|testing)[\\/]|(?:^|[\\/])(?:test_
 
 
 def is_test_path(path: str) -> bool:
-    """``tests/...``, ``test_x.py``, ``x_test.py``, ``conftest.py``."""
-    return bool(_TEST_PATH.search(path))
+    """``tests/...``, ``test_x.py``, ``x_test.py``, ``conftest.py`` (a naming convention)."""
+    return conventions.says(bool(_TEST_PATH.search(path)))
 
 
 # Names of functions that hand back a model rather than run one (``accelerator.unwrap_model(m)``).
@@ -423,7 +424,7 @@ def in_debug_condition(context: "FileContext") -> bool:
             if _is_runtime_condition(node.test):
                 return True
         elif isinstance(node, cst.FunctionDef):
-            if _DEBUG_WORD.search(node.name.value):
+            if conventions.says(bool(_DEBUG_WORD.search(node.name.value))):
                 return True
     return False
 

@@ -24,11 +24,17 @@ _RECORD: contextvars.ContextVar[Optional[List[bool]]] = contextvars.ContextVar("
 
 L = TypeVar("L")
 
+# How many times a convention decided, ever (read before and after a step to see whether one did: cheaper
+# than a recording around every step of a traversal).
+decisions = 0
+
 
 def says(matched: bool) -> bool:
     """A naming convention's verdict: ``matched`` while conventions apply (noting that one decided), else False."""
+    global decisions
     if not matched or not _ACTIVE.get():
         return False
+    decisions += 1
     record = _RECORD.get()
     if record is not None:
         record.append(True)
@@ -41,6 +47,8 @@ def active() -> bool:
 
 def noted() -> None:
     """Note that a convention decided, for an answer reused from a memo that one had decided."""
+    global decisions
+    decisions += 1
     record = _RECORD.get()
     if record is not None:
         record.append(True)

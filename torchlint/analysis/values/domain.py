@@ -51,7 +51,8 @@ import libcst as cst
 
 from torchlint.analysis.model import conventions
 from torchlint.analysis.model.dataflow import Site, bindings, sole_assignment
-from torchlint.analysis.model.ops import is_eps_like, is_value_receiver, number_value
+from torchlint.analysis.model.literals import number_value
+from torchlint.analysis.model.ops import is_eps_like, is_value_receiver
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -248,61 +249,6 @@ def constant_value(node: cst.BaseExpression) -> Optional[float]:
     return None
 
 
-def literal_behind(context: "FileContext", term: cst.BaseExpression, site: Optional[Site]) -> Optional[cst.BaseExpression]:
-    """The numeric literal ``term`` is or holds, read at ``site``: itself, the one assignment of a local or
-    module name, a parameter's default, a class constant read as ``self.eps``, or ``self.eps`` set in the
-    class from a literal or from a default of ``__init__``. None when the code does not show one."""
-    if number_value(term) is not None:
-        return term
-    if isinstance(term, cst.Name):
-        if site is None:
-            return None
-        reaching = bindings(site, term.value)
-        if len(reaching) == 1 and reaching[0].kind in ("assign", "module", "param") and reaching[0].value is not None:
-            value = reaching[0].value
-            return value if number_value(value) is not None else None
-        return None
-    if isinstance(term, cst.Attribute) and isinstance(term.value, cst.Name) and term.value.value == "self":
-        value = context.self_attribute_value(term.attr.value)
-        if value is None:
-            value = _class_constant(context, term.attr.value)
-        if value is not None and number_value(value) is not None:
-            return value
-        if isinstance(value, cst.Name):
-            return init_default(context, value.value)
-    return None
-
-
-def _class_constant(context: "FileContext", name: str) -> Optional[cst.BaseExpression]:
-    """``eps = 1e-6`` in the body of the enclosing class."""
-    class_def = context.enclosing(cst.ClassDef)
-    if class_def is None:
-        return None
-    found = None
-    for statement in class_def.body.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.Assign) and any(
-                    isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets
-                ):
-                    found = small.value
-    return found
-
-
-def init_default(context: "FileContext", parameter: str) -> Optional[cst.BaseExpression]:
-    """The literal default of ``parameter`` in the enclosing class's ``__init__`` (``def __init__(self, eps=1e-12)``)."""
-    class_def = context.enclosing(cst.ClassDef)
-    if class_def is None:
-        return None
-    for statement in class_def.body.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
-            params = statement.params
-            for param in list(params.params) + list(params.kwonly_params):
-                if param.name.value == parameter and param.default is not None and number_value(param.default) is not None:
-                    return param.default
-    return None
-
-
 # Smoothing terms (``smooth``, ``self.smooth_dr``, ``SMOOTH_NR``), ``tiny`` and ``small_val``: positive constants by convention.
 # ``self.minimum_scale`` / ``min_std`` (a floor added to a variance) and ``log_domain_offset`` (an offset
 # added before a log) say the same.
@@ -314,9 +260,10 @@ _EXTRA_GUARD_WORDS = re.compile(
 _EPS_KEY = re.compile(r"^['\"](eps|EPS|epsilon|smooth[a-z_]*)['\"]$")
 
 
-def is_guard_constant(node: cst.BaseExpression) -> bool:
-    """A positive literal or a name that says eps (``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``)."""
-    if is_eps_like(node):
+def is_guard_constant(node: cst.BaseExpression, context: Optional["FileContext"] = None) -> bool:
+    """A positive literal, a name the code shows holds a small positive literal (with ``context``), or (naming
+    conventions) a name that says eps (``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``)."""
+    if is_eps_like(node, context):
         return True
     value = constant_value(node)
     if value is not None:

@@ -26,9 +26,8 @@ import libcst as cst
 
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node, import_bindings
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.model.dataflow import site_of
-from torchlint.analysis.values.domain import literal_behind
-from torchlint.analysis.model.ops import EPS_LITERAL_LIMIT, is_eps_like, is_value_receiver, number_value
+from torchlint.analysis.model.literals import number_value
+from torchlint.analysis.model.ops import is_eps_like, is_value_receiver
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -334,13 +333,7 @@ def computed_in_float32_under_autocast(context: "FileContext", node: cst.BaseExp
 def is_guard_term(context: "FileContext", node: cst.BaseExpression) -> bool:
     """A term added to stay off zero: a numeric literal, a name or ``self`` attribute the code shows holds a
     small positive literal, or (the naming convention) one named like an eps (``eps``, ``self.eps``, ``EPS``)."""
-    if number_value(node) is not None or is_eps_like(node):
-        return True
-    if not isinstance(node, (cst.Name, cst.Attribute)):
-        return False
-    literal = literal_behind(context, node, site_of(list(context.ancestors)))
-    value = number_value(literal) if literal is not None else None
-    return value is not None and 0 < value <= EPS_LITERAL_LIMIT
+    return number_value(node) is not None or is_eps_like(node, context)
 
 
 def added_guard(context: "FileContext", node: cst.CSTNode) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:

@@ -10,7 +10,7 @@ from torchlint.analysis.model.calls import NOT_A_LITERAL, add_keyword, argument,
 from torchlint.analysis.model.dataflow import Site, bindings, site_of
 from torchlint.analysis.model.dataset_items import ItemShape, collection_varies, library_items, mapped_tokenizer_varies
 from torchlint.analysis.model.names import dotted_name
-from torchlint.analysis.model.ops import number_value
+from torchlint.analysis.model.literals import number_value
 from torchlint.analysis.model.project_index import constructor_parameters, dataset_item, file_facts
 from torchlint.analysis.model.returns import called_function, returned_values
 from torchlint.analysis.model.scope import assignments

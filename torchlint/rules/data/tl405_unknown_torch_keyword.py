@@ -10,6 +10,7 @@ import libcst as cst
 from torchlint.analysis.api import api_table
 from torchlint.analysis.api.api_table import Version, keyword_at, keyword_varies
 from torchlint.analysis.api.api_drift import version_text
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import has_star_args, literal_bool
 from torchlint.analysis.model.names import ImportTable, dotted_name
 from torchlint.analysis.model.scope import statements
@@ -123,6 +124,7 @@ class UnknownTorchKeyword(Rule):
   differs from the value written (a parameter, a layer's `.weight`, a loop over `parameters()`; a tensor a
   factory built); **medium** when the code does not show the flag; not reported when the flag already has
   the value written (`torch.zeros(n).require_grad = False` changes nothing that matters).
+- **low**: `.backward(...)` on a value the code does not show to be a tensor.
 - **medium**: `.backward(...)` on a value whose name says it is a loss (`loss.backward(...)` where `loss`
   is a model's output): the receiver is assumed to be a tensor.
 """
@@ -163,8 +165,11 @@ class UnknownTorchKeyword(Rule):
             if accepted_keywords(method) is not None and misspelt_keywords(method, node):
                 if is_tensor(self.context, node.func.value):
                     qualified = method
-                elif node.func.attr.value == "backward" and _LOSS_NAME.search(dotted_name(node.func.value) or ""):
-                    qualified, confidence = method, Confidence.MEDIUM
+                elif node.func.attr.value == "backward":
+                    # ``.backward(retain_variables=True)`` on a value the code does not show to be a tensor: a
+                    # suspect; a receiver named for a loss is one level more (a naming convention).
+                    named = conventions.says(bool(_LOSS_NAME.search(dotted_name(node.func.value) or "")))
+                    qualified, confidence = method, Confidence.MEDIUM if named else Confidence.LOW
         if qualified is None or accepted_keywords(qualified) is None:
             return
         misspelt = misspelt_keywords(qualified, node)

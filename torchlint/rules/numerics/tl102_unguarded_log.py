@@ -62,6 +62,7 @@ class UnguardedLog(Rule):
     TL101`). Silence one line with `# noqa: TL102`.
     """
 
+    judges_names = True  # guards.assess weighs naming conventions per op
     code = "TL102"
     name = "unguarded-log"
     message = "log of a value that can be 0 or negative: -inf/NaN and an infinite gradient; clamp the operand"

@@ -7,10 +7,10 @@ from typing import FrozenSet, Optional
 import libcst as cst
 
 from torchlint.analysis.model.dataflow import bindings, site_of
-from torchlint.analysis.values.domain import literal_behind
+from torchlint.analysis.model.literals import literal_behind, number_value
 from torchlint.analysis.flow.grad_need import gradient_flows
 from torchlint.analysis.values.kinds import computes_with_other_framework
-from torchlint.analysis.model.ops import is_value_receiver, match_unary, number_value
+from torchlint.analysis.model.ops import is_value_receiver, match_unary
 from torchlint.analysis.values.precision import (
     FLOAT16_ONE_MINUS_LIMIT,
     FLOAT16_TEXT_MARKERS,

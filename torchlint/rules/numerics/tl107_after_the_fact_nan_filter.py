@@ -180,7 +180,7 @@ class AfterTheFactNanFilter(Rule):
             return
         name = target.value.value
         bound = _lower_bound_test(index.value, name)
-        if bound is None or not structurally_equal(bound, node.value) or not is_guard_constant(node.value):
+        if bound is None or not structurally_equal(bound, node.value) or not is_guard_constant(node.value, self.context):
             return
         if gradient_unlikely(self.context) or in_no_grad_code(self.context, self.context.ancestors):
             return

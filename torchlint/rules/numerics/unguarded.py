@@ -25,6 +25,7 @@ class UnguardedOpRule(Rule):
 
     op_kinds: ClassVar[FrozenSet[str]] = frozenset()
     reads_callers = True
+    judges_names = True  # guards.assess weighs naming conventions per op
     fix_message: ClassVar[str] = "Clamp the operand to eps"
     # Divisors are classified by what the enclosing function bound them to: only they need the site.
     needs_site: ClassVar[bool] = False
