@@ -50,7 +50,6 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set
 
 import libcst as cst
 
-from torchlint.analysis.model import conventions
 from torchlint.analysis.model.dataflow import Site, site_of
 from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.model.returns import classes_of_methods, called_function
@@ -77,7 +76,9 @@ def judged_by_callers(function_name: str, nested: bool) -> bool:
     called with length masks).  A public helper (``get_timestep_embedding``) serves other modules too,
     and keeping every such callers' region for LibCST made a cold run over diffusers 15% slower."""
     private = function_name.startswith("_") and not function_name.startswith("__")
-    return nested or private or conventions.says(bool(_LOSS_WORD.search(function_name)))
+    # A cost gate, not evidence: which functions' callers are read at all (the pre-pass keeps their regions).
+    # What the callers pass is the fact; a public helper's callers left unread leave it unguarded.
+    return nested or private or bool(_LOSS_WORD.search(function_name))
 
 
 def judged_by_instances(class_name: str) -> bool:
@@ -85,7 +86,7 @@ def judged_by_instances(class_name: str) -> bool:
     which a model calls with predictions it prepared (``self.criterion(sigma.clamp_min(eps), ...)``).
     A layer's ``forward`` gets activations no caller bounds; keeping its callers for LibCST would cost
     much of a model file for nothing (a sample of transformers: 38% of its characters parsed instead of 31%)."""
-    return conventions.says(bool(_LOSS_WORD.search(class_name)))
+    return bool(_LOSS_WORD.search(class_name))  # a cost gate, as judged_by_callers
 
 
 @dataclass(frozen=True)
