@@ -193,17 +193,20 @@ def lint_text(
     honour_noqa: bool = True,
     use_prepass: bool = True,
     tree: Optional[ast.Module] = None,
+    use_triggers: bool = True,
 ) -> LintResult:
     """Findings for one decoded file (no fixes applied).
 
-    ``use_prepass=False`` parses and walks the whole file with every triggered rule: the
-    findings are the same (tested), only slower; tests and bench/ compare the two.
+    ``use_prepass=False`` parses and walks the whole file with every triggered rule, and
+    ``use_triggers=False`` runs the rules whose trigger text the file lacks too: the findings are
+    the same (tested), only slower; tests and bench/ compare them.
     ``tree``: the file's ``ast`` when the caller has it (flake8 does), so the pre-pass need not parse.
     """
     result = LintResult()
     if is_skipped_file(source):
         return result
-    rule_classes = select_rules(source, settings.codes_for(path) if codes is None else codes)
+    enabled = settings.codes_for(path) if codes is None else codes
+    rule_classes = select_rules(source, enabled) if use_triggers else list(registry.rules_for_codes(enabled))
     if not rule_classes:
         return result
     parsed_text, line_map, plan = source, [], None
@@ -748,12 +751,17 @@ def _fix_key(finding: Finding) -> Tuple:
 
 
 def fix_text(
-    source: str, path: str, settings: Settings, unsafe: Optional[bool] = None, frozen: Sequence[Tuple[int, int]] = ()
+    source: str,
+    path: str,
+    settings: Settings,
+    unsafe: Optional[bool] = None,
+    frozen: Sequence[Tuple[int, int]] = (),
+    use_triggers: bool = True,
 ) -> FixResult:
     """Apply fixes in passes until none applies; never produce text that does not parse.
 
     ``frozen``: spans of ``source`` that no applied fix may touch (see ``touches_frozen``);
-    the result says where they stand in the fixed text.
+    the result says where they stand in the fixed text. ``use_triggers``: as for :func:`lint_text`.
     """
     unsafe = settings.unsafe_fixes if unsafe is None else unsafe
     applied: List[str] = []
@@ -761,7 +769,7 @@ def fix_text(
     extra: List[Diagnostic] = []
     current = source
     frozen = tuple(frozen)
-    result = lint_text(current, path, settings)
+    result = lint_text(current, path, settings, use_triggers=use_triggers)
     for _ in range(MAX_FIX_PASSES):
         chosen = _choose_fixes(result.findings, unsafe, rejected, frozen)
         if not chosen:
@@ -792,6 +800,6 @@ def fix_text(
         current = candidate
         if frozen:
             frozen = _moved(frozen, sorted({e for f in chosen for e in f.fix.edits}, key=lambda e: (e.start, e.end)))
-        result = lint_text(current, path, settings)
+        result = lint_text(current, path, settings, use_triggers=use_triggers)
     result.diagnostics.extend(extra)
     return FixResult(current, tuple(applied), result, frozen)

@@ -41,7 +41,7 @@ from torchlint.findings import (
 __all__ = [
     "WHOLE_FILE", "Confidence", "DEFAULT_CONFIDENCE_FLOOR", "Applicability", "ImportRequirement", "Replacement",
     "FixSpec", "Edit", "Fix", "Location", "NotebookCell", "Finding", "Diagnostic", "PendingReport", "Rule",
-    "handler_names",
+    "handler_names", "ANY_TEXT",
 ]
 
 
@@ -61,6 +61,9 @@ class PendingReport:
     confidence: Confidence = Confidence.HIGH
 
 
+# The trigger every text holds: the rule's ast pre-pass alone decides where it runs.
+ANY_TEXT: Tuple[str, ...] = ("",)
+
 _CODE_RE = re.compile(r"^TL[1-9][0-9]{2}$")
 _NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 
@@ -78,8 +81,10 @@ class Rule:
     confidence: ClassVar[Confidence] = Confidence.HIGH
     # What decides the level of this rule's findings when it varies (a few lines, markdown; for the docs page).
     confidence_levels: ClassVar[str] = ""
-    # Substrings of which at least one must occur in a file for the rule to fire there;
-    # the engine skips parsing files that contain no trigger of any enabled rule.
+    # Substrings of which at least one must occur in a file for the rule to fire there; the engine skips
+    # parsing files that contain no trigger of any enabled rule. A necessary condition of every report,
+    # whatever the spelling (spaces, aliases, star imports): words, not punctuation-bound fragments
+    # (tests/test_generated.py checks findings with and without it are the same). ANY_TEXT: no condition.
     triggers: ClassVar[Tuple[str, ...]] = ()
     default_enabled: ClassVar[bool] = True
     # The rule asks what a function's same-file callers pass it (torchlint/analysis/flow/callers.py): the

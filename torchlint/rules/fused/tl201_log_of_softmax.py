@@ -87,7 +87,7 @@ class LogOfSoftmax(Rule):
 - **low**: `log(softmax(x) + eps)` with an eps the precision keeps: nothing becomes infinite, the form is
   only inexact (high when float16 rounds the eps to 0 in a project that runs in float16).
 """
-    triggers = ("softmax", "Softmax", "log(")  # log(: a model of another module may end in one
+    triggers = ("softmax", "Softmax", "log")  # log: a model of another module may end in one
 
     @classmethod
     def prepass(cls, scan):

@@ -135,7 +135,7 @@ class AfterTheFactNanFilter(Rule):
     name = "after-the-fact-nan-filter"
     message = "filtering NaN/Inf after the op fixes the forward value only: the op's gradient at the bad input is still NaN/Inf; guard the input instead"
     fix_applicability = Applicability.NUMERICS
-    triggers = ("nan_to_num", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "] = ")
+    triggers = ("nan_to_num", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "[")
     reads_callers = True
 
     @classmethod
