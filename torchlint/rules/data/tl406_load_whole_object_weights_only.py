@@ -20,7 +20,8 @@ from torchlint.analysis.model.checkpoints import (
 from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES
-from torchlint.analysis.model.project_index import file_facts, whole_saves_in
+from torchlint.analysis.model.project_index import file_facts, refused_saves_in
+from torchlint.analysis.model.saved_values import ADVICE
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.analysis.flow.callers import framework_called
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
@@ -138,13 +139,17 @@ class LoadWholeObjectWeightsOnly(Rule):
             return  # misspelt: TL405 renames it
         if self._allow_lists():
             return
-        evidence = self._used_as_module(node, list(self.context.ancestors), 0) or self._saved_whole(node)
-        if evidence is None:
-            return
+        used = self._used_as_module(node, list(self.context.ancestors), 0)
+        if used is not None:
+            holds, advice = f"a whole object ({used})", ADVICE["module"]
+        else:
+            saved = self._saved_refused(node)
+            if saved is None:
+                return
+            holds, advice = saved
         message = (
-            f"torch.load loads weights only by default since torch 2.6, and this checkpoint holds a whole object "
-            f"({evidence}): loading raises 'Weights only load failed'; save and load state_dict(), or pass "
-            "weights_only=False for a file you trust"
+            f"torch.load loads weights only by default since torch 2.6, and this checkpoint holds {holds}: "
+            f"loading raises 'Weights only load failed'; {advice}, or pass weights_only=False for a file you trust"
         )
         self.report(node, message, self._fix(node, given))
 
@@ -205,25 +210,26 @@ class LoadWholeObjectWeightsOnly(Rule):
             isinstance(node, ast.Call) and facts.imported(ast_dotted_name(node.func)) in ALLOW_LISTS for node in ast.walk(facts.tree)
         )
 
-    # -- the same path saved whole ---------------------------------------------------------------------
+    # -- what a save to the same path writes ---------------------------------------------------------
 
-    def _saved_whole(self, node: cst.Call) -> Optional[str]:
-        """What a ``torch.save`` of a module or an optimizer writes to the path this load reads, in the file
-        (the same literal, constant or dotted name) or, for a literal, near it in the project."""
+    def _saved_refused(self, node: cst.Call) -> Optional[Tuple[str, str]]:
+        """What a ``torch.save`` to the path this load reads writes that weights_only refuses, and what to save
+        instead: a save in the file (the same literal, constant or dotted name) or, for a literal, near it in
+        the project (analysis/model/saved_values.py decides what a saved value holds)."""
         path = argument(node, 0, "f")
         key = path_key(self.context, path.value) if path is not None else None
         if key is None:
             return None
         facts = file_facts(self.context)
         if facts is not None and _SAVE_CALL.search(self.context.source):
-            described = next((what for saved, what in whole_saves_in(facts, self.context.project) if saved == key), None)
-            if described:
-                return f"`torch.save` writes {described.split(' (in ')[0]} there"
+            save = next((save for save in refused_saves_in(facts, self.context.project) if save.key == key), None)
+            if save is not None:
+                return save.describe(elsewhere=False), save.value.advice
         project = self.context.project
         if project is not None and key.startswith(("'", '"')) and self.context.path not in ("-", ""):
-            elsewhere = project.whole_object_saves(self.context.path, key)
-            if elsewhere:
-                return f"`torch.save` writes {elsewhere} there"
+            save = project.refused_save_near(self.context.path, key)
+            if save is not None:
+                return save.describe(elsewhere=True), save.value.advice
         return None
 
     # -- the fix -------------------------------------------------------------------------------------------
