@@ -668,9 +668,12 @@ class ProjectIndex:
             found = None
             needle = ast.literal_eval(literal).encode("utf-8", "replace")
             prefix = folder + os.sep
-            for module, path in sorted(self._ensure().items()):
-                if not os.path.abspath(path).startswith(prefix) or os.path.abspath(path) == os.path.abspath(near):
+            seen = {os.path.abspath(near)}
+            # Shorter names first: a file that a namespace folder names twice is read under its own name.
+            for module, path in sorted(self._ensure().items(), key=lambda item: (item[0].count("."), item[0])):
+                if not os.path.abspath(path).startswith(prefix) or os.path.abspath(path) in seen:
                     continue
+                seen.add(os.path.abspath(path))
                 try:
                     with open(path, "rb") as handle:
                         data = handle.read()

@@ -187,19 +187,20 @@ class Refused:
 @dataclass(frozen=True)
 class RefusedSave:
     """A ``torch.save`` whose file weights_only cannot load: the path key (checkpoints.ast_path_key's), what
-    it holds, the function (``Class.method``, or None at the top level) and the module holding the save."""
+    it holds, the function (``Class.method``, or None at the top level), the module and file holding it."""
 
     key: str
     value: Refused
     saver: Optional[str]
     module: str
+    path: str
 
-    def describe(self, elsewhere: bool) -> str:
-        """``NumPy arrays (np.random.get_state() in save_state)``; with the module when ``elsewhere``."""
-        if self.saver is None:
-            where = f"at the top level of {self.module}" if elsewhere else "at the top level"
-        else:
-            where = f"in {self.module}.{self.saver}" if elsewhere else f"in {self.saver}"
+    def describe(self, shown_path: Optional[str] = None) -> str:
+        """``NumPy arrays (np.random.get_state() in save_state)``; ``shown_path``: the saving file, named when
+        it is not the loading one (``... in save_state, trainer/state.py``)."""
+        where = "at the top level" if self.saver is None else f"in {self.saver}"
+        if shown_path:
+            where = f"{where}, {shown_path}"
         return f"{self.value.label} ({self.value.shown} {where})"
 
 
@@ -674,6 +675,6 @@ def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
                     continue
                 value = refused_value(call.args[0], scope, call.lineno)
                 if value is not None:
-                    found.append(RefusedSave(key, value, scope.name, facts.module))
+                    found.append(RefusedSave(key, value, scope.name, facts.module, facts.path))
     found.sort(key=lambda save: (save.key, save.saver or ""))
     return found

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 from typing import List, Optional, Tuple
 
@@ -224,12 +225,12 @@ class LoadWholeObjectWeightsOnly(Rule):
         if facts is not None and _SAVE_CALL.search(self.context.source):
             save = next((save for save in refused_saves_in(facts, self.context.project) if save.key == key), None)
             if save is not None:
-                return save.describe(elsewhere=False), save.value.advice
+                return save.describe(), save.value.advice
         project = self.context.project
         if project is not None and key.startswith(("'", '"')) and self.context.path not in ("-", ""):
             save = project.refused_save_near(self.context.path, key)
             if save is not None:
-                return save.describe(elsewhere=True), save.value.advice
+                return save.describe(_relative(save.path, self.context.path)), save.value.advice
         return None
 
     # -- the fix -------------------------------------------------------------------------------------------
@@ -243,6 +244,15 @@ class LoadWholeObjectWeightsOnly(Rule):
         else:
             replacement = Replacement(node, add_keyword(node, "weights_only", cst.Name("False")))
         return FixSpec(Applicability.UNSAFE, "Load it as a whole object (`weights_only=False`): only for a file you trust", (replacement,))
+
+
+def _relative(path: str, near: str) -> str:
+    """``path`` as seen from the folder of ``near`` (``trainer/state.py``)."""
+    try:
+        shown = os.path.relpath(path, os.path.dirname(os.path.abspath(near)))
+    except ValueError:  # another drive
+        shown = path
+    return shown.replace(os.sep, "/")
 
 
 def _is_true(node: cst.BaseExpression) -> bool:
