@@ -36,29 +36,53 @@ _SAVE_CALL = re.compile(r"\bsave\s*\(")
 class LoadWholeObjectWeightsOnly(Rule):
     """
     ## What it does
-    Flags `torch.load(f)` without `weights_only=False` when the file holds a
-    whole pickled object rather than tensors: the loaded value is used as a
-    module or an optimizer (called, `.eval()`, `.parameters()`,
+    Flags `torch.load(f)` without `weights_only=False` when the file holds
+    objects that weights-only loading refuses. Either the loaded value is
+    used as a module or an optimizer (called, `.eval()`, `.parameters()`,
     `.zero_grad()`, also after `.to(device)`, through the name it is bound
-    to, or through a same-file helper that returns it), or the same path is
-    written by `torch.save(model, path)` of a module or an optimizer (in the
-    same file, or as the same literal path in another module of the
-    project: of the package the file belongs to, or of its folder). Follows `target-torch-version`: below 2.6 nothing is reported.
+    to, or through a same-file helper that returns it), or a `torch.save` to
+    the same path shows what the file holds (in the same file, or as the same
+    literal path in another module of the project: of the package the file
+    belongs to, or of its folder):
+
+    - a whole module, optimizer or LR scheduler (`torch.save(model, path)`);
+    - NumPy arrays and scalars: `np.random.get_state()`, `np.float64(acc)`,
+      `np.array(xs)`, what a NumPy function computes (`np.mean(losses)`),
+      `tensor.numpy()`, and arithmetic, indexing and methods of them;
+    - an object of one of the project's own classes (a vocabulary, a
+      tokenizer, a corpus), or its `self.__dict__` when a field is one of
+      these;
+    - the `argparse.Namespace` of parsed options, a `collections.defaultdict`
+      or `deque`, a `frozenset`, a `pathlib.Path`, a `datetime`, a NumPy
+      random generator, a function of the project.
+
+    The saved value is followed through dict, list and tuple literals, names
+    bound once in the saving function (or at the module's top level), entries
+    added before the save (`ckpt["args"] = args`) and `copy.deepcopy`. What
+    the analysis knows of each kind, checked against torch 2.13, is written
+    down in `torchlint/analysis/model/saved_values.py`. Follows
+    `target-torch-version`: below 2.6 nothing is reported.
 
     ## Why is this bad?
     Since torch 2.6 `torch.load` defaults to `weights_only=True`: it
-    unpickles tensors, primitive containers and allow-listed types only. A
-    checkpoint written by `torch.save(model, path)` pickles the model's class
-    and every submodule, so loading it raises `_pickle.UnpicklingError:
-    Weights only load failed ... Unsupported global: GLOBAL
-    torch.nn.modules.linear.Linear`: code that worked for years breaks on an
-    upgrade, typically at inference time.
+    unpickles tensors, Python numbers and strings, dicts, lists, tuples,
+    sets, `OrderedDict`, `Counter` and a few torch types only. A checkpoint
+    written by `torch.save(model, path)` pickles the model's class and every
+    submodule; one that holds `np.random.get_state()` pickles NumPy's array
+    class; one that holds `args` pickles `argparse.Namespace`. Loading any of
+    them raises `_pickle.UnpicklingError: Weights only load failed ...
+    Unsupported global: GLOBAL torch.nn.modules.linear.Linear` (or
+    `numpy._core.multiarray._reconstruct`, `argparse.Namespace`): code that
+    worked for years breaks on an upgrade, typically when a run resumes.
 
     ## Example
     ```python
     torch.save(model, "model.pt")          # train.py
     model = torch.load("model.pt")         # predict.py
     model.eval()
+
+    torch.save({"model": model.state_dict(), "rng": np.random.get_state()}, "last.pt")
+    state = torch.load("last.pt")          # fails: the file holds NumPy arrays
     ```
 
     ## Use instead
@@ -67,8 +91,10 @@ class LoadWholeObjectWeightsOnly(Rule):
     model = Net()
     model.load_state_dict(torch.load("model.pt"))
     model.eval()
+
+    torch.save({"model": model.state_dict(), "args": vars(args), "loss": float(np.mean(losses))}, "last.pt")
     ```
-    or, for a file you trust: `torch.load("model.pt", weights_only=False)`.
+    or, for a file you trust: `torch.load("last.pt", weights_only=False)`.
 
     ## Fix safety
     Unsafe. The fix adds `weights_only=False` (or turns `weights_only=True`
@@ -76,23 +102,42 @@ class LoadWholeObjectWeightsOnly(Rule):
     path is written in the code (a literal, a path next to `__file__`), the
     project's own file; elsewhere the finding has no fix (TL402 would
     rightly flag `weights_only=False` on a path that comes from outside).
-    The better fix, saving and loading `state_dict()`, needs the model's
-    class at the load and is left to the author.
+    The same fix serves every kind, decided kind by kind:
+
+    - modules, optimizers, schedulers: `weights_only=False` loads the object
+      as before 2.6. Saving `state_dict()` is better but needs the model's
+      class at the load: left to the author.
+    - NumPy values and generators: `weights_only=False` is right for a file
+      the project writes itself. The narrower allow-list
+      (`torch.serialization.safe_globals([np.ndarray, np.dtype, ...,
+      np._core.multiarray._reconstruct])`) names NumPy internals that moved
+      between NumPy 1 and 2 (`numpy.core` -> `numpy._core`), so it is not
+      written for you; converting before the save (`.tolist()`, `.item()`,
+      `torch.from_numpy`) is the author's choice.
+    - objects of the project's classes, functions: `weights_only=False`
+      (the class is the project's own and importable where it loads);
+      `safe_globals([Vocabulary])` works too when every field is allowed.
+    - `argparse.Namespace`, `defaultdict`, `deque`, paths, dates:
+      `weights_only=False`; `safe_globals([argparse.Namespace])` is the
+      narrower alternative, `vars(args)` / `dict(counts)` at the save the
+      cleaner one: both change other code, left to the author.
 
     Not reported: a call with `pickle_module=` (then `weights_only` defaults
     to `False`), `weights_only=False` or a variable, files that allow-list
     types (`torch.serialization.add_safe_globals`, `safe_globals`), loaded
-    values used only as dicts or tensors. Not seen: whole objects saved in
-    another module under a path that is not a literal, and uses of the
-    loaded value in other functions than the one holding the load or the
-    helper's callers.
+    values used only as dicts or tensors, a `lambda` in a checkpoint (pickle
+    cannot save one: the save fails first). Not seen: objects saved in
+    another module under a path that is not a literal, values a helper
+    saves for its callers (`def save_checkpoint(state, path)`), values that
+    only one branch binds, and uses of the loaded value in other functions
+    than the one holding the load or the helper's callers.
     """
 
     code = "TL406"
     name = "load-whole-object-weights-only"
     message = (
-        "torch.load loads weights only by default since torch 2.6: a checkpoint holding a whole module "
-        "or optimizer raises 'Weights only load failed'"
+        "torch.load loads weights only by default since torch 2.6: a checkpoint holding a whole module, "
+        "NumPy arrays or other pickled objects raises 'Weights only load failed'"
     )
     fix_applicability = Applicability.UNSAFE
     triggers = ("load",)
