@@ -9,9 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg
 from torchlint.analysis.flow.callers import every_call_site
-from torchlint.analysis.model.ast_names import ast_dotted_name
 from torchlint.analysis.model.checkpoints import (
-    ALLOW_LISTS,
     LOAD_FUNCTIONS,
     MODULE_METHODS,
     WEIGHTS_ONLY_DEFAULT_SINCE,
@@ -23,6 +21,7 @@ from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.model.project_index import file_facts, refused_saves_in
 from torchlint.analysis.model.saved_values import ADVICE
+from torchlint.analysis.project.allow_lists import allow_lists_types
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.analysis.flow.callers import framework_called
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
@@ -124,7 +123,10 @@ class LoadWholeObjectWeightsOnly(Rule):
 
     Not reported: a call with `pickle_module=` (then `weights_only` defaults
     to `False`), `weights_only=False` or a variable, files that allow-list
-    types (`torch.serialization.add_safe_globals`, `safe_globals`), loaded
+    types (`torch.serialization.add_safe_globals`, `safe_globals`) and
+    programs where another module calls `add_safe_globals` (it holds for the
+    whole process: a module the loading file imports, or one importing it;
+    another script of the repository does not count), loaded
     values used only as dicts or tensors, a `lambda` in a checkpoint (pickle
     cannot save one: the save fails first). Not seen: objects saved in
     another module under a path that is not a literal, values a helper
@@ -183,7 +185,7 @@ class LoadWholeObjectWeightsOnly(Rule):
             return
         if given is None and gives_keyword(qualified, node, "weights_only"):
             return  # misspelt: TL405 renames it
-        if self._allow_lists():
+        if allow_lists_types(self.context):
             return
         used = self._used_as_module(node, list(self.context.ancestors), 0)
         if used is not None:
@@ -246,15 +248,6 @@ class LoadWholeObjectWeightsOnly(Rule):
             if found:
                 return f"{found}, where `{function.name.value}` returns it"
         return None
-
-    def _allow_lists(self) -> bool:
-        """Whether the file allow-lists types for weights_only (``torch.serialization.add_safe_globals([...])``)."""
-        if "safe_globals" not in self.context.source:
-            return False
-        facts = file_facts(self.context)
-        return facts is not None and any(
-            isinstance(node, ast.Call) and facts.imported(ast_dotted_name(node.func)) in ALLOW_LISTS for node in ast.walk(facts.tree)
-        )
 
     # -- what a save to the same path writes ---------------------------------------------------------
 
