@@ -326,6 +326,21 @@ class Scope:
             self._statements = sorted(own_statements(self.node), key=lambda statement: statement.lineno)
         return self._statements
 
+    def reaches(self, name: str, value: ast.expr, before: int) -> bool:
+        """Whether the single assignment of ``name`` to ``value`` is what ``name`` holds at line ``before``:
+        it comes first, and does not rebind a parameter on one branch only (``if c: x = np.array(x)``)."""
+        if self.is_module or name not in self.shadowed:
+            return True
+        if value.lineno >= before:
+            return False
+        if name in self.parameters():
+            return any(isinstance(s, ast.Assign) and s.value is value for s in getattr(self.node, "body", ()))
+        return True
+
+    def parameters(self) -> Set[str]:
+        arguments = getattr(self.node, "args", None)
+        return {arg.arg for arg in ast.walk(arguments) if isinstance(arg, ast.arg)} if arguments is not None else set()
+
     def module_scope(self) -> "Scope":
         return self if self.is_module else _module_scope(self.facts, self.locate)
 
@@ -442,6 +457,8 @@ def _inside(found: Iterator[Optional[Refused]]) -> Optional[Refused]:
 def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Refused]:
     name = expr.id
     value = scope.single.get(name)
+    if value is not None and not scope.reaches(name, value, before):
+        return None
     if value is not None:
         owner = scope if name in scope.shadowed or scope.is_module else scope.module_scope()
         found = refused_value(value, owner, before if owner is scope else 10**9, depth)
