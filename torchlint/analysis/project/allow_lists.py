@@ -28,13 +28,17 @@ def _calls_one_of(tree: ast.AST, imported, names: FrozenSet[str]) -> bool:
     return any(isinstance(node, ast.Call) and imported(ast_dotted_name(node.func)) in names for node in every_node(tree))
 
 
-def allow_lists_types(context: "FileContext") -> bool:
-    """Whether loads in the file of ``context`` may unpickle allow-listed types: the file calls
-    ``add_safe_globals`` or ``safe_globals``, or a module of its program calls ``add_safe_globals``."""
-    if "safe_globals" in context.source:
-        facts = file_facts(context)
-        if facts is not None and _calls_one_of(facts.tree, facts.imported, ALLOW_LISTS):
-            return True
+def allow_lists_in_file(context: "FileContext") -> bool:
+    """Whether the file of ``context`` calls ``add_safe_globals`` or ``safe_globals``."""
+    if "safe_globals" not in context.source:
+        return False
+    facts = file_facts(context)
+    return facts is not None and _calls_one_of(facts.tree, facts.imported, ALLOW_LISTS)
+
+
+def allow_lists_in_program(context: "FileContext") -> bool:
+    """Whether another module of the program of ``context``'s file calls ``add_safe_globals`` (each module is
+    read once per run, and only when its text names the call)."""
     project = context.project
     if project is None or context.path in ("-", ""):
         return False

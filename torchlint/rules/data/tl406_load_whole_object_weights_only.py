@@ -21,7 +21,7 @@ from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.model.project_index import file_facts, refused_saves_in
 from torchlint.analysis.model.saved_values import ADVICE
-from torchlint.analysis.project.allow_lists import allow_lists_types
+from torchlint.analysis.project.allow_lists import allow_lists_in_file, allow_lists_in_program
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.analysis.flow.callers import framework_called
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
@@ -185,7 +185,7 @@ class LoadWholeObjectWeightsOnly(Rule):
             return
         if given is None and gives_keyword(qualified, node, "weights_only"):
             return  # misspelt: TL405 renames it
-        if allow_lists_types(self.context):
+        if allow_lists_in_file(self.context):
             return
         used = self._used_as_module(node, list(self.context.ancestors), 0)
         if used is not None:
@@ -195,6 +195,8 @@ class LoadWholeObjectWeightsOnly(Rule):
             if saved is None:
                 return
             holds, advice = saved
+        if allow_lists_in_program(self.context):  # asked last: it reads the program's modules
+            return
         message = (
             f"torch.load loads weights only by default since torch 2.6, and this checkpoint holds {holds}: "
             f"loading raises 'Weights only load failed'; {advice}, or pass weights_only=False for a file you trust"
