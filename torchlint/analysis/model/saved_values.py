@@ -194,6 +194,9 @@ class RefusedSave:
     saver: Optional[str]
     module: str
     path: str
+    # The path is a name local to the saving function (``def save(stats, path)``): the same name elsewhere is
+    # another value, so only loads in that function read this file.
+    local: bool = False
 
     def describe(self, shown_path: Optional[str] = None) -> str:
         """``NumPy arrays (np.random.get_state() in save_state)``; ``shown_path``: the saving file, named when
@@ -692,6 +695,8 @@ def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
                     continue
                 value = refused_value(call.args[0], scope, call.lineno)
                 if value is not None:
-                    found.append(RefusedSave(key, value, scope.name, facts.module, facts.path))
+                    path = call.args[1]
+                    local = isinstance(path, ast.Name) and path.id in scope.shadowed and not key.startswith(("'", '"'))
+                    found.append(RefusedSave(key, value, scope.name, facts.module, facts.path, local))
     found.sort(key=lambda save: (save.key, save.saver or ""))
     return found

@@ -40,9 +40,11 @@ class LoadWholeObjectWeightsOnly(Rule):
     used as a module or an optimizer (called, `.eval()`, `.parameters()`,
     `.zero_grad()`, also after `.to(device)`, through the name it is bound
     to, or through a same-file helper that returns it), or a `torch.save` to
-    the same path shows what the file holds (in the same file, or as the same
-    literal path in another module of the project: of the package the file
-    belongs to, or of its folder):
+    the same path shows what the file holds (in the same file: the same
+    literal, constant or attribute path such as `args.checkpoint`, or a
+    function's own variable within that function; or as the same literal
+    path in another module of the project: of the package the file belongs
+    to, or of its folder):
 
     - a whole module, optimizer or LR scheduler (`torch.save(model, path)`);
     - NumPy arrays and scalars: `np.random.get_state()`, `np.float64(acc)`,
@@ -255,15 +257,22 @@ class LoadWholeObjectWeightsOnly(Rule):
 
     def _saved_refused(self, node: cst.Call) -> Optional[Tuple[str, str]]:
         """What a ``torch.save`` to the path this load reads writes that weights_only refuses, and what to save
-        instead: a save in the file (the same literal, constant or dotted name) or, for a literal, near it in
-        the project (analysis/model/saved_values.py decides what a saved value holds)."""
+        instead: a save in the file (the same literal, constant or dotted name; a function's own variable only
+        in that function) or, for a literal, near it in the project (analysis/model/saved_values.py decides what a saved value holds)."""
         path = argument(node, 0, "f")
         key = path_key(self.context, path.value) if path is not None else None
         if key is None:
             return None
         facts = file_facts(self.context)
         if facts is not None and _SAVE_CALL.search(self.context.source):
-            save = next((save for save in refused_saves_in(facts, self.context.project) if save.key == key), None)
+            here = _function_name(self.context.ancestors)
+            save = next(
+                (
+                    save for save in refused_saves_in(facts, self.context.project)
+                    if save.key == key and (not save.local or save.saver == here)
+                ),
+                None,
+            )
             if save is not None:
                 return save.describe(), save.value.advice
         project = self.context.project
@@ -284,6 +293,19 @@ class LoadWholeObjectWeightsOnly(Rule):
         else:
             replacement = Replacement(node, add_keyword(node, "weights_only", cst.Name("False")))
         return FixSpec(Applicability.UNSAFE, "Load it as a whole object (`weights_only=False`): only for a file you trust", (replacement,))
+
+
+def _function_name(ancestors) -> Optional[str]:
+    """``Class.method`` or ``function`` for the innermost function among ``ancestors`` (None at the top level),
+    named as analysis/model/saved_values.py names a saving function."""
+    for index in range(len(ancestors) - 1, -1, -1):
+        node = ancestors[index]
+        if isinstance(node, cst.FunctionDef):
+            owner = ancestors[index - 2] if index >= 2 else None  # ClassDef > IndentedBlock > FunctionDef
+            if isinstance(owner, cst.ClassDef):
+                return f"{owner.name.value}.{node.name.value}"
+            return node.name.value
+    return None
 
 
 def _relative(path: str, near: str) -> str:
