@@ -45,12 +45,15 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Callable, FrozenSet, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, FrozenSet, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from torchlint.analysis.flow.gradflow import FunctionFlow, Site, StepCall
 from torchlint.analysis.model.calls import argument, positional_args
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.analysis.model.file_context import FileContext
 
 # -- vocabulary ----------------------------------------------------------------------
 
@@ -115,10 +118,18 @@ class GradEvent:
 # -- recognising the calls --------------------------------------------------------------------
 
 
+def may_clip(context: "FileContext", call: cst.Call) -> bool:
+    """Whether ``call`` has the callee of a clip (what :func:`clip_of` then confirms), from the imports alone."""
+    qualified = context.qualified_name(call.func)
+    if qualified is not None:
+        return qualified in CLIP_FUNCTIONS
+    return isinstance(call.func, cst.Attribute) and call.func.attr.value in (CLIP_METHODS | {"clip_gradients"})
+
+
 def clip_of(flow: FunctionFlow, call: cst.Call) -> Optional[Clip]:
     """The clip ``call`` is, or None."""
     site = flow.sites.get(id(call))
-    if site is None:
+    if site is None or not may_clip(flow.context, call):
         return None
     context = flow.context
     func = call.func
