@@ -92,8 +92,11 @@ class ClipBeforeBackward(Rule):
     point), and a clipping result kept in a name (`norm = clip_grad_norm_(...)`)
     now holds this step's norm. Clipping lines next to it that miss the same
     step move with it, in their order, and so does a `scaler.unscale_(optimizer)`
-    line right above them (an `unscale_` before the backward makes the step use
-    gradients still multiplied by the loss scale).
+    line right above them: an `unscale_` before the backward raises ("Attempted
+    unscale_ but _scale is None" on the first step, "No inf checks were
+    recorded for this optimizer" after `zero_grad()` set the gradients to
+    `None`) or, on zeroed gradients, makes the step use gradients still
+    multiplied by the loss scale.
 
     The fix is offered only when the clip, the backward and the step are
     simple statements of the same block and the step is a bare call; otherwise
