@@ -43,7 +43,10 @@ A ``FunctionFlow`` answers:
   ``torch.autograd.grad(t, ...)`` with their order, enclosing loops and
   branches, and whether they free the graph; ``step_calls``: optimizer steps,
   and ``step_updates(step, module)``: whether one updates a module's
-  parameters (from the optimizer's construction, else from paired names);
+  parameters (from the optimizer's construction, else from paired names),
+  ``zeroes(receiver, at, module)`` the same for ``receiver.zero_grad()``;
+  ``optimizer_modules``, ``parameter_owners`` and ``bound_values`` read the
+  constructions behind them;
   ``leaves_after(a, b)``: a ``break``/``continue``/``return``/``raise``
   between two statements; ``lone_statements`` tells which calls (and
   one-line assignment values) are a whole statement line, and in which
