@@ -257,3 +257,28 @@ def test_a_jump_between_keeps_the_later_statement_from_always_following():
     zero, clip = _site(flow, "optimizer.zero_grad"), _site(flow, "clip")
     assert not grad_order.must_follow(flow, zero, clip)
     assert grad_order.must_precede(zero, clip)
+
+
+RESTARTS = """
+def f(model, loader, optimizer, clip):
+    for batch in loader:
+        if batch is None:
+            continue
+        optimizer.zero_grad()
+        loss = model(batch).sum()
+        loss.backward()
+        optimizer.step()
+        clip(model)
+        if loss.item() > 100:
+            continue
+        loss.detach()
+"""
+
+
+def test_a_continue_that_starts_the_next_pass_again_is_no_way_round_its_first_event():
+    flow = _flow(RESTARTS)
+    # the next pass that gets past the check starts with zero_grad(); one that does not starts again
+    assert _texts(flow, grad_order.first_after(flow, _site(flow, "clip"))) == ["optimizer.zero_grad()"]
+    # from the zero_grad(), the backward always follows in the same pass
+    zero = _event(flow, "optimizer.zero_grad()")
+    assert _texts(flow, grad_order.first_after(flow, zero.site)) == ["loss.backward()"]

@@ -273,12 +273,21 @@ def _unconditional(here: Site, then: Site) -> bool:
     return then.loops == here.loops and here.branches[: len(then.branches)] == then.branches
 
 
-def _jumps_between(flow: FunctionFlow, first: float, then: float, loops: Tuple[cst.CSTNode, ...]) -> bool:
+def _jumps_between(
+    flow: FunctionFlow, first: float, then: float, loops: Tuple[cst.CSTNode, ...], restarts: Optional[_Scope] = None
+) -> bool:
     """A ``break``/``continue`` of a loop in ``loops`` (or of none nested deeper), a ``return`` or a
-    ``raise`` strictly between two orders: what may skip the later statement."""
+    ``raise`` strictly between two orders: what may skip the later statement.  With ``restarts``, the
+    jumps that only start that scope's pass again (a ``continue`` of its loop, a ``return`` of the
+    function) do not count: the pass after them meets the same statements first."""
     for kind, site in flow.jumps:
         if not first < site.order < then:
             continue
+        if restarts is not None and restarts.wraps:
+            if kind == "continue" and restarts.loops and site.loops and site.loops[-1] is restarts.loops[-1]:
+                continue
+            if kind == "return" and not restarts.loops:
+                continue
         if kind in ("return", "raise") or not site.loops or site.loops[-1] in loops:
             return True
     return False
@@ -305,10 +314,17 @@ def _walk_back(
 
 
 def _walk_forward(
-    flow: FunctionFlow, events: Sequence[GradEvent], point: Site, scope: _Scope, relevant: Relevant, until: float
+    flow: FunctionFlow,
+    events: Sequence[GradEvent],
+    point: Site,
+    scope: _Scope,
+    relevant: Relevant,
+    until: float,
+    from_start: bool = False,
 ) -> Tuple[List[GradEvent], bool]:
     """The events that may come first after ``point`` (before the order ``until``), earliest first, and
-    whether one of them always runs after it."""
+    whether one of them always runs after it.  ``from_start``: ``point`` starts a pass, and a jump that
+    starts the next one is no way round an event (it meets the same ones again)."""
     found: List[GradEvent] = []
     for event in events:
         if event.site.order <= point.order or event.site.order >= until:
@@ -316,7 +332,8 @@ def _walk_forward(
         if not scope.holds(event.site) or not relevant(event) or not flow.runs_after(point, event.site):
             continue
         found.append(event)
-        if _unconditional(point, event.site) and not _jumps_between(flow, point.order, event.site.order, scope.loops):
+        restarts = scope if from_start else None
+        if _unconditional(point, event.site) and not _jumps_between(flow, point.order, event.site.order, scope.loops, restarts):
             return found, True
     return found, False
 
@@ -365,7 +382,7 @@ def first_after(flow: FunctionFlow, site: Site, relevant: Relevant = lambda e: T
     if not scope.wraps:
         return answer + [None]
     start = Site(scope.start, scope.loops, scope.branches, site.no_grad)
-    more, stopped = _walk_forward(flow, events, start, scope, relevant, site.order)
+    more, stopped = _walk_forward(flow, events, start, scope, relevant, site.order, from_start=True)
     answer += [e for e in more if e not in answer]
     if not stopped:
         answer.append(None)
