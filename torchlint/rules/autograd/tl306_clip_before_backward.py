@@ -126,9 +126,10 @@ class ClipBeforeBackward(Rule):
     step (an accumulation loop that clips each micro-batch before its
     backward clips part of the window's sum); a clip whose parameters the
     step's optimizer does not update (another model's, by the optimizer's
-    construction or paired names); orders the branches decide (a clip, backward and step that only
-    run together under one `if`, a backward in an inner loop or a `try`); a
-    misplaced clip left next to the same clip in the right place.
+    construction or paired names); orders the branches decide (a clip,
+    backward and step that only run together under one `if`, a backward in
+    an inner loop or in a `try` the clip is not in); a misplaced clip left
+    next to the same clip in the right place.
     """
 
     code = "TL306"
@@ -168,9 +169,8 @@ class ClipBeforeBackward(Rule):
         found = _misplaced(flow, clip)
         if found is None:
             return
-        where, backward, step = found
         confidence = Confidence.HIGH if clip.resolved else Confidence.MEDIUM
-        message = _AFTER_STEP if where == "after" else None
+        message = _AFTER_STEP if found[0] == "after" else None
         self.report(node, message, fix=self._move(flow, clip, found), confidence=confidence)
 
     # -- the fix --------------------------------------------------------------------------------
