@@ -671,21 +671,25 @@ class _Reader:
         return None
 
     def _suspect_call(self, node: ast.expr) -> Optional[_Variation]:
-        """A callable the analysis cannot identify, applied to the item's own element (``self.f(self.texts[i])``)
-        and giving no padding: a suspect (low), asked only when nothing else explains the item."""
+        """A callable the dataset holds and the analysis cannot identify (``self.encode``), applied straight to the
+        item's own element (``self.encode(self.texts[i])``): a suspect (low), asked only when nothing else
+        explains the item."""
         if not isinstance(node, ast.Call) or self._tokenizer_call(node) is not None:
             return None
-        name = ast_dotted_name(node.func)
-        if name is None or self.qualify(node.func) != name or not self._reads_the_item(node):
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+            return None
+        if self.owner is not None and any(
+            isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)) and member.name == func.attr for member in self.owner.body
+        ):
+            return None  # a method of the dataset: its body is read, not guessed
+        if not any(self._is_item_element(arg) for arg in node.args):
             return None
         return _Variation("the output of a callable the code does not identify, applied to each item's own element", LOW)
 
-    def _reads_the_item(self, call: ast.Call) -> bool:
-        """``f(self.texts[idx])``: an argument indexes a collection with the item's index."""
-        return any(
-            isinstance(inner, ast.Subscript) and isinstance(inner.slice, ast.Name) and inner.slice.id in self.index_names
-            for arg in call.args for inner in ast.walk(arg)
-        )
+    def _is_item_element(self, node: ast.expr) -> bool:
+        """``self.texts[i]``: an element of a collection at the item's index."""
+        return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in self.index_names
 
     def _built_as_tokenizer(self, receiver: ast.expr) -> bool:
         """``self.tok`` assigned ``AutoTokenizer.from_pretrained(...)`` in the dataset class (or ``tok`` at the

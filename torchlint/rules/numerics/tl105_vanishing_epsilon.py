@@ -28,7 +28,7 @@ from torchlint.analysis.values.precision import (
     project_uses_float16,
     uses_float16,
 )
-from torchlint.rule import ANY_TEXT, WHOLE_FILE, Applicability, Confidence, FixSpec, Replacement, Rule
+from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, Replacement, Rule
 
 ONE_MINUS_FLOAT32_MESSAGE = (
     "1 - eps rounds to exactly 1.0 in float32 for this eps (<= 2.98e-8): the upper bound keeps nothing below 1 "
@@ -135,7 +135,8 @@ class VanishingEpsilon(Rule):
     name = "vanishing-epsilon"
     message = "this epsilon rounds to 0 in float16 (it is <= 2.98e-8): the guard vanishes and the op gives Inf/NaN gradients at 0"
     fix_applicability = Applicability.NUMERICS
-    triggers = ANY_TEXT  # a guard literal may be written 0.00000001: the ast pre-pass reads its value
+    # A literal at most 1e-2 is written with an exponent or with ".0" (0.00000001, .001): a sound necessary condition.
+    triggers = ("e-", "E-", ".0")
 
     confidence_levels = (
         "`high` where the precision is known to lose the guard: float16 code (GradScaler, CUDA autocast, "

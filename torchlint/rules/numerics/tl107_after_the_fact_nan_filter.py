@@ -221,9 +221,9 @@ class AfterTheFactNanFilter(Rule):
             at = site_of(list(call_site.ancestors) + [call_site.call])
             if value is not None and (self._saves_output(value) or self._is_domain_op(value, at)):
                 return MASKED_FILTER_MESSAGE, Confidence.HIGH
-        if gradient_flows(self.context, self.context.ancestors):
-            return MASKED_FILTER_MESSAGE, Confidence.MEDIUM
-        return None
+        # Where gradients flow, a parameter clamped in place is a likely repair of a NaN source; where the code
+        # shows no gradient either way, a suspect.
+        return MASKED_FILTER_MESSAGE, Confidence.MEDIUM if gradient_flows(self.context, self.context.ancestors) else Confidence.LOW
 
     def _is_domain_op(self, value: Optional[cst.BaseExpression], site) -> bool:
         return value is not None and match_domain_op(self.context, value, site) is not None
