@@ -717,3 +717,33 @@ def test_tl602_keyword_fixes_compute_the_same_without_the_warnings():
     (new_clip, new_sample), new_warnings = quietly(run(after)["clipped_sample"], logits, x)
     assert any("deprecated" in w for w in old_warnings) and not any("deprecated" in w for w in new_warnings)
     assert torch.equal(old_clip, new_clip) and torch.equal(old_sample, new_sample)
+
+
+# -- TL609 number-first-overload --------------------------------------------------------------------------
+
+NUMBER_FIRST = """
+import torch
+
+def adam_step(param, grad, beta1=0.9, beta2=0.999):
+    exp_avg = torch.zeros_like(param)
+    exp_avg_sq = torch.zeros_like(param)
+    exp_avg.mul_(beta1).add_(1 - beta1, grad)
+    exp_avg_sq.mul_(beta2).addcmul_(1 - beta2, grad, grad)
+    denom = exp_avg_sq.sqrt().add_(1e-8)
+    update = torch.zeros_like(param)
+    update.addcdiv_(-0.01, exp_avg, denom)
+    return update, torch.add(param, -1, grad), torch.addcmul(param, 0.5, grad, grad), update.sub(2, grad)
+"""
+
+
+def test_tl609_number_first_overloads_warn_and_the_keyword_form_computes_the_same_bits():
+    param, grad = torch.randn(5, 3), torch.randn(5, 3)
+    after = fixed(NUMBER_FIRST, "TL609")
+    assert "add_(grad, alpha=1 - beta1)" in after and "addcmul_(grad, grad, value=1 - beta2)" in after
+    old, warned = quietly(run(NUMBER_FIRST)["adam_step"], param, grad)
+    new, silent = quietly(run(after)["adam_step"], param, grad)
+    for method in ("add_", "addcmul_", "addcdiv_", "add", "addcmul", "sub"):
+        assert any(w.startswith(f"This overload of {method} is deprecated") for w in warned), (method, warned)
+    assert not any("deprecated" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)

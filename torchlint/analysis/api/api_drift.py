@@ -315,6 +315,18 @@ STFT_RAISES_SINCE: Version = (2, 0)
 # torchvision's pretrained= / pretrained_backbone= (0.13, which pairs with torch 1.12): warn, weights= replaces them.
 PRETRAINED_DEPRECATED_SINCE: Version = (1, 12)
 
+# Tensor.add(Number alpha, Tensor other) and its kin: the overloads that take the Number first warn since
+# torch 1.5 ("This overload of add_ is deprecated", pytorch#32861); torch implements each by calling the
+# keyword form (tools/autograd/deprecated.yaml).  Method name (without the trailing underscore) -> (the keyword
+# the Number moves to, how many tensors follow it).
+NUMBER_FIRST_OVERLOADS: Dict[str, Tuple[str, int]] = {
+    "add": ("alpha", 1),
+    "sub": ("alpha", 1),
+    "addcmul": ("value", 2),
+    "addcdiv": ("value", 2),
+}
+NUMBER_FIRST_WARNS_SINCE: Version = (1, 5)
+
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {
     # private name -> (public name, first release where the public name exists)
