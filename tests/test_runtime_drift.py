@@ -747,3 +747,55 @@ def test_tl609_number_first_overloads_warn_and_the_keyword_form_computes_the_sam
     assert not any("deprecated" in w for w in silent), silent
     for before, now in zip(old, new):
         assert torch.equal(before, now)
+
+
+# -- TL610 implicit-softmax-dim ----------------------------------------------------------------------------
+
+SOFTMAX_2D = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+        self.fc = nn.Linear(4 * 6 * 6, 3)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(64, 10), nn.ReLU(), nn.Softmax())
+
+    def forward(self, x):
+        h = self.conv(x)
+        h = h.view(h.size(0), -1)
+        probs = F.softmax(self.fc(h))
+        log_probs = F.log_softmax(torch.flatten(x, 1), dim=None)
+        least = nn.Softmin()(h.reshape(h.shape[0], -1))
+        return probs, log_probs, self.head(x), least
+"""
+
+
+def test_tl610_implicit_dim_warns_and_dim_1_is_what_torch_picks_for_2d_inputs():
+    after = fixed(SOFTMAX_2D, "TL610")
+    assert "nn.Softmax(dim=1)" in after and "F.softmax(self.fc(h), dim=1)" in after and "nn.Softmin(dim=1)" in after
+    torch.manual_seed(0)
+    old_model = run(SOFTMAX_2D)["Classifier"]()
+    new_model = run(after)["Classifier"]()
+    new_model.load_state_dict(old_model.state_dict())
+    x = torch.randn(5, 1, 8, 8)
+    old, warned = quietly(old_model, x)
+    new, silent = quietly(new_model, x)
+    for name in ("softmax", "log_softmax", "softmin"):
+        assert f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument." in warned
+    assert not any("Implicit dimension" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+
+
+def test_tl610_gives_no_fix_where_torch_would_pick_dimension_0():
+    source = "import torch.nn as nn\nhead = nn.Sequential(nn.Linear(16, 4), nn.Softmax())\n"
+    findings = engine.lint_text(source, SNIPPET_PATH, settings("TL610")).findings
+    assert [f.code for f in findings] == ["TL610"] and findings[0].fix is None
+    # nn.Linear keeps the leading dimensions: a (batch, seq, features) input is 3-D, and torch normalises over dim 0.
+    head = run(source)["head"]
+    x = torch.randn(2, 3, 16)
+    probs, _ = quietly(head, x)
+    assert torch.allclose(probs.sum(0), torch.ones(3, 4)) and not torch.allclose(probs.sum(-1), torch.ones(2, 3))

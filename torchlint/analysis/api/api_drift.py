@@ -327,6 +327,16 @@ NUMBER_FIRST_OVERLOADS: Dict[str, Tuple[str, int]] = {
 }
 NUMBER_FIRST_WARNS_SINCE: Version = (1, 5)
 
+# Softmax without dim: "Implicit dimension choice for softmax has been deprecated" since torch 0.3 (the
+# warning of torch.nn.functional._get_softmax_dim, which picks 0 for 0-, 1- and 3-D inputs, 1 otherwise).
+# Qualified name -> the name torch's warning uses.
+SOFTMAX_FAMILY: Dict[str, str] = {
+    **{f"torch.nn.functional.{name}": name for name in ("softmax", "log_softmax", "softmin")},
+    **{f"{module}.{cls}": name for module in ("torch.nn", "torch.nn.modules.activation")
+       for cls, name in (("Softmax", "softmax"), ("LogSoftmax", "log_softmax"), ("Softmin", "softmin"))},
+}
+IMPLICIT_SOFTMAX_DIM_SINCE: Version = (0, 3)
+
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {
     # private name -> (public name, first release where the public name exists)
