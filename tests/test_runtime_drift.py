@@ -613,6 +613,56 @@ def test_legacy_reduction_table_matches_torch():
             assert api_drift.legacy_reduction(size_average, reduce) == _reduction.legacy_get_string(size_average, reduce, emit_warning=False)
 
 
+ELEMENTWISE_MEAN = """
+import torch.nn as nn
+import torch.nn.functional as F
+
+def losses(x, y, t):
+    a = F.l1_loss(x, y, reduction="elementwise_mean")
+    b = nn.CrossEntropyLoss(reduction='elementwise_mean')(x, t)
+    return a, b
+
+def poisson(x, y):
+    return F.poisson_nll_loss(x, y, reduction="elementwise_mean")
+"""
+
+
+def test_tl605_elementwise_mean_warns_or_raises_and_mean_is_the_same_reduction():
+    x, y, t = torch.randn(4, 3), torch.rand(4, 3), torch.tensor([0, 2, 1, 1])
+    after = fixed(ELEMENTWISE_MEAN, "TL605")
+    assert "elementwise_mean" not in after
+    old, warned = quietly(run(ELEMENTWISE_MEAN)["losses"], x, y, t)
+    new, silent = quietly(run(after)["losses"], x, y, t)
+    assert "reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead." in warned
+    assert not any("elementwise_mean" in w for w in silent)
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+    # Some losses check the string themselves: the old name raises there.
+    with pytest.raises(ValueError, match="elementwise_mean is not a valid value for reduction"):
+        run(ELEMENTWISE_MEAN)["poisson"](x, y)
+    assert torch.equal(run(after)["poisson"](x, y), torch.nn.functional.poisson_nll_loss(x, y))
+
+
+def test_elementwise_mean_raising_losses_match_torch():
+    import torch.nn.functional as F
+
+    x, y = torch.rand(4, 3), torch.rand(4, 3)
+    calls = {
+        "poisson_nll_loss": lambda r: F.poisson_nll_loss(x, y, reduction=r),
+        "gaussian_nll_loss": lambda r: F.gaussian_nll_loss(x, y, torch.ones(4, 3), reduction=r),
+        "multilabel_soft_margin_loss": lambda r: F.multilabel_soft_margin_loss(x, (y > 0.5).float(), reduction=r),
+        "triplet_margin_with_distance_loss": lambda r: F.triplet_margin_with_distance_loss(x, y, y.flip(0), reduction=r),
+        "mse_loss": lambda r: F.mse_loss(x, y, reduction=r),
+    }
+    for name, call in calls.items():
+        raises = f"torch.nn.functional.{name}" in api_drift.ELEMENTWISE_MEAN_RAISES
+        try:
+            quietly(call, "elementwise_mean")
+        except ValueError:
+            assert raises, name
+        else:
+            assert not raises, name
+
 # -- TL606 volatile-has-no-effect -------------------------------------------------------------------------
 
 VOLATILE = """

@@ -294,6 +294,19 @@ LEGACY_REDUCTION_KEYWORDS: Tuple[str, ...] = ("size_average", "reduce")
 LEGACY_REDUCTION_SINCE: Version = (0, 4)
 
 
+# reduction="elementwise_mean": the 0.4.1 spelling of "mean", renamed in torch 1.0 (pytorch#13419).  Most losses
+# warn "reduction='elementwise_mean' is deprecated" (torch.nn._reduction.get_enum) and compute the mean; those
+# that check the string themselves raise ValueError (torch 2.13).
+ELEMENTWISE_MEAN = "elementwise_mean"
+ELEMENTWISE_MEAN_DEPRECATED_SINCE: Version = (1, 0)
+ELEMENTWISE_MEAN_RAISES: FrozenSet[str] = frozenset(
+    {f"torch.nn.functional.{name}" for name in (
+        "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss", "triplet_margin_with_distance_loss")}
+    | {f"{module}.{name}" for module in ("torch.nn", "torch.nn.modules.loss") for name in (
+        "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss", "TripletMarginWithDistanceLoss")}
+)
+
+
 def legacy_reduction(size_average: Optional[bool], reduce: Optional[bool]) -> str:
     """The ``reduction=`` that torch derives from the legacy pair (None: not given, which counts as True)."""
     size_average = True if size_average is None else size_average
