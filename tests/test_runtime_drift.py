@@ -849,3 +849,43 @@ def test_tl610_gives_no_fix_where_torch_would_pick_dimension_0():
     x = torch.randn(2, 3, 16)
     probs, _ = quietly(head, x)
     assert torch.allclose(probs.sum(0), torch.ones(3, 4)) and not torch.allclose(probs.sum(-1), torch.ones(2, 3))
+
+
+LEGACY_SPARSE = """
+import torch
+
+def adjacency(edges, weights, n):
+    i = torch.LongTensor(edges)
+    v = torch.FloatTensor(weights)
+    a = torch.sparse.FloatTensor(i, v, torch.Size([n, n]))
+    b = torch.sparse.LongTensor(i, v.double(), (n, n))
+    c = torch.sparse.DoubleTensor(i, v)
+    d = torch.sparse.HalfTensor(3, 4)
+    return a, b, c, d
+"""
+
+
+def test_tl602_legacy_sparse_constructors_warn_and_sparse_coo_tensor_builds_the_same_tensors():
+    after = fixed(LEGACY_SPARSE, "TL602")
+    assert "torch.sparse.LongTensor" not in after and "torch.sparse_coo_tensor((3, 4), dtype=torch.float16)" in after
+    assert "dtype" not in after.split("d = ")[0]  # the values give the dtype: none is added
+    edges, weights = [[0, 1, 1], [1, 0, 2]], [1.0, 2.0, 3.0]
+    old, warned = quietly(run(LEGACY_SPARSE)["adjacency"], edges, weights, 3)
+    new, silent = quietly(run(after)["adjacency"], edges, weights, 3)
+    assert any(w.startswith("torch.sparse.SparseTensor(indices, values, shape, *, device=) is deprecated") for w in warned)
+    assert not any("SparseTensor" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert before.layout == now.layout == torch.sparse_coo
+        assert before.dtype == now.dtype and before.shape == now.shape and before.is_coalesced() == now.is_coalesced()
+        assert torch.equal(before.to_dense(), now.to_dense())
+    # The type's name does not fix the dtype of a tensor built from values: a "LongTensor" of float64 values.
+    assert old[1].dtype == torch.float64
+
+
+def test_tl602_cuda_sparse_constructors_fail_on_a_cpu_build_and_get_no_fix():
+    source = "import torch\n\ndef build(i, v):\n    return torch.cuda.sparse.FloatTensor(i, v, (2, 2))\n"
+    findings = engine.lint_text(source, SNIPPET_PATH, settings("TL602")).findings
+    assert [f.code for f in findings] == ["TL602"] and findings[0].fix is None
+    if not torch.cuda.is_available():
+        with pytest.raises(TypeError, match="not available"):
+            run(source)["build"](torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]))

@@ -80,6 +80,9 @@ class ApiChange:
     raises_when_called: bool = False
     # Warns at run time (else deprecated in the documentation only).
     warns: bool = True
+    # Only calling it changed (a legacy constructor): a reference such as ``isinstance(t, torch.sparse.FloatTensor)``
+    # is not reported.
+    calls_only: bool = False
     source: str = ""
 
     def status_at(self, target: Version) -> Optional[Status]:
@@ -93,6 +96,12 @@ class ApiChange:
 def _change(name: str, **facts) -> ApiChange:
     return ApiChange(name, **facts)
 
+
+# The legacy sparse tensor types and the dtype each one gives a tensor built from a shape alone.
+LEGACY_SPARSE_DTYPES: Dict[str, str] = {
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Byte": "uint8",
+    "Char": "int8", "Short": "int16", "Int": "int32", "Long": "int64",
+}
 
 _LINALG_STUB = "torch/_linalg_utils.py keeps a function that raises RuntimeError"
 _CUDA_AMP = "torch 2.4 release notes; the warning names torch.amp as the replacement"
@@ -190,6 +199,16 @@ _RECORDS: Tuple[ApiChange, ...] = (
         _change(f"functorch.{name}", deprecated=(2, 0), rename_to=f"torch.func.{name}", source="warns: functorch is deprecated as of PyTorch 2.0")
         for name in ("vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "functionalize")
     ),
+    # The legacy sparse constructors: construction warns since pytorch#94850 (February 2023, after 2.0's branch
+    # cut); torch 2.13 builds the tensor with torch.sparse_coo_tensor(indices, values[, size]), the values giving
+    # the dtype and the device, whatever the type's name says.
+    *(
+        _change(f"{module}.{kind}Tensor", deprecated=(2, 1), calls_only=True,
+                replacement="torch.sparse_coo_tensor(indices, values, size) (dtype and device come from the values)",
+                source="pytorch#94850; warns: torch.sparse.SparseTensor(indices, values, shape, *, device=) is deprecated")
+        for module in ("torch.sparse", "torch.cuda.sparse")
+        for kind in LEGACY_SPARSE_DTYPES
+    ),
     # torchvision (its releases pair with torch's: 0.16 with 2.1).
     _change("torchvision.transforms.v2.ToTensor", deprecated=(2, 1),
             replacement="torchvision.transforms.v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])",
@@ -257,6 +276,7 @@ def _change_of_exactly(name: str) -> Optional[ApiChange]:
         rename_to=own.rename_to,
         raises_when_called=own.raises_when_called or table.raises_when_called,
         warns=own.warns,
+        calls_only=own.calls_only,
         source=own.source,
     )
 

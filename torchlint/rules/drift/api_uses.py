@@ -126,7 +126,7 @@ class ApiUseRule(Rule):
             return
         qualified = self.context.qualified_name(node)
         change = self.changed(qualified)
-        if change is None or self._fails_at_import(node, change) or self._bound_by_guarded_import(node):
+        if change is None or change.calls_only or self._fails_at_import(node, change) or self._bound_by_guarded_import(node):
             return
         if self.context.enclosing(cst.Import, cst.ImportFrom) is not None or self.guarded():
             return
@@ -169,7 +169,7 @@ class ApiUseRule(Rule):
         for alias in node.names:
             name = f"{module}.{alias.evaluated_name}"
             change = self.changed(name)
-            if change is not None:
+            if change is not None and not change.calls_only:
                 self.report(alias, self.describe(change, name, "from-import"), statement_fix, confidence=self.level(change))
                 statement_fix = None  # one fix per statement, on its first finding
 
