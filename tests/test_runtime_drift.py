@@ -889,3 +889,44 @@ def test_tl602_cuda_sparse_constructors_fail_on_a_cpu_build_and_get_no_fix():
     if not torch.cuda.is_available():
         with pytest.raises(TypeError, match="not available"):
             run(source)["build"](torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]))
+
+
+# -- TL611 zero-dim-index ----------------------------------------------------------------------------------
+
+ZERO_DIM = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+criterion = nn.CrossEntropyLoss()
+
+def logged(output, y, weights):
+    w = torch.as_tensor(weights)
+    loss = criterion(output, y)
+    total = loss.data[0]
+    summed = F.mse_loss(output, output.detach() * 2, reduction="sum")[0]
+    size = w.norm()[0]
+    mean = w.abs().mean().data[0]
+    return total, summed, size, mean
+"""
+
+
+def test_tl611_indexing_a_0_dim_tensor_raises_and_item_reads_the_same_number():
+    output, y, w = torch.randn(4, 3), torch.tensor([0, 2, 1, 1]), torch.randn(3, 4)
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor. Use `tensor.item\\(\\)`"):
+        run(ZERO_DIM)["logged"](output, y, w)
+    after = fixed(ZERO_DIM, "TL611", unsafe=True)
+    assert "loss.item()" in after and "w.norm().item()" in after and "[0]" not in after
+    total, summed, size, mean = run(after)["logged"](output, y, w)
+    assert total == torch.nn.functional.cross_entropy(output, y).item()
+    assert summed == torch.nn.functional.mse_loss(output, output * 2, reduction="sum").item()
+    assert size == w.norm().item() and mean == w.abs().mean().item()
+    assert all(isinstance(value, float) for value in (total, summed, size, mean))
+
+
+def test_tl611_fix_without_data_is_unsafe_because_item_leaves_the_graph():
+    findings = engine.lint_text(textwrap.dedent(ZERO_DIM).lstrip("\n"), SNIPPET_PATH, settings("TL611")).findings
+    classes = {f.location.line: f.fix.applicability.value for f in findings}
+    assert sorted(classes.values()) == ["safe", "safe", "unsafe", "unsafe"]
+    loss = torch.nn.functional.mse_loss(torch.randn(3, requires_grad=True), torch.zeros(3))
+    assert loss.dim() == 0 and loss.requires_grad and not isinstance(loss.item(), torch.Tensor)

@@ -370,6 +370,11 @@ SOFTMAX_FAMILY: Dict[str, str] = {
 }
 IMPLICIT_SOFTMAX_DIM_SINCE: Version = (0, 3)
 
+# Indexing a 0-dim tensor (``loss.data[0]``): torch 0.4 made losses and full reductions 0-dim and warned at such an
+# index; since 0.5 it raises "IndexError: invalid index of a 0-dim tensor. Use `tensor.item()`".
+ZERO_DIM_INDEX_WARNS_SINCE: Version = (0, 4)
+ZERO_DIM_INDEX_RAISES_SINCE: Version = (0, 5)
+
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {
     # private name -> (public name, first release where the public name exists)

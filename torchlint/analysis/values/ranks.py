@@ -5,6 +5,11 @@
 - ``x.view(a, b)`` / ``x.reshape(a, b)`` / ``x.view((a, b))``: as many dimensions as sizes given;
 - ``torch.flatten(x, 1)``, ``x.flatten(1)``, ``nn.Flatten()(x)`` (start 1, end -1): 2; ``x.flatten()``: 1;
 - ``torch.mm(a, b)`` / ``a.mm(b)``: 2;
+- 0: a full reduction (``x.sum()``, ``x.mean()``, ``x.norm()``, ``torch.sum(x)`` with no dimension) of a
+  value known to be a tensor, and a loss's output with a reducing ``reduction`` (the default ``"mean"``,
+  ``"sum"``, ``"batchmean"``; not ``"none"``, a variable, or the legacy ``reduce=``/``size_average=``), called
+  as a function (``F.nll_loss(x, y)``) or through a module built in the function, ``__init__`` or the script
+  (``criterion(out, y)``);
 - ops that keep their input's rank (``nn.Linear``, activations, dropout, ``F.linear``, ``F.relu``):
   the rank of their input, followed through modules built in ``__init__`` (``self.fc(x)``) and local names.
 
@@ -22,7 +27,11 @@ import libcst as cst
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, literal_value, positional_args
 from torchlint.analysis.model.ops import module_constructor
-from torchlint.analysis.values.tensors import ancestors_of
+from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.model.ops import MODULE_MOVES
+from torchlint.analysis.values.kinds import value_kind
+from torchlint.analysis.values.losses import is_loss_call
+from torchlint.analysis.values.tensors import ancestors_of, is_tensor
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -43,6 +52,12 @@ RANK_KEEPING_FUNCTIONS = frozenset(
 )
 RANK_KEEPING_METHODS = frozenset({"relu", "sigmoid", "tanh", "float", "double", "half", "contiguous", "detach", "clone", "to", "cuda", "cpu"})
 FLATTEN_MODULES = frozenset({"torch.nn.Flatten", "torch.nn.modules.flatten.Flatten"})
+# Reductions to one number when called with no dimension (and no other argument).
+FULL_REDUCTIONS = frozenset({"sum", "mean", "norm", "prod", "std", "var", "max", "min"})
+# A loss call returns one number under these reductions.
+REDUCING = frozenset({"mean", "sum", "batchmean"})
+# *Loss modules that do not return a loss tensor.
+_NOT_SCALAR_LOSSES = frozenset({"AdaptiveLogSoftmaxWithLoss"})
 
 
 def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Optional[Sequence[cst.CSTNode]] = None, depth: int = 0) -> Optional[int]:
@@ -59,8 +74,12 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
     if not isinstance(node, cst.Call) or has_star_args(node):
         return None
     func = node.func
+    if _is_scalar_loss(context, node):
+        return 0
     qualified = context.qualified_name(func)
     if qualified is not None:
+        if qualified[len("torch."):] in FULL_REDUCTIONS and qualified.startswith("torch.") and len(node.args) == 1 and node.args[0].keyword is None:
+            return 0  # torch.sum(x)
         if qualified == "torch.flatten":
             return _flatten_rank(node, 1)
         if qualified == "torch.mm":
@@ -72,6 +91,10 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
     is_self_module = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
     if isinstance(func, cst.Attribute) and not is_self_module:
         method = func.attr.value
+        if method in FULL_REDUCTIONS and not node.args:
+            receiver = func.value
+            known = is_tensor(context, receiver, ancestors) or value_kind(context, receiver, site_of(ancestors)) == "tensor"
+            return 0 if known else None
         if method in ("view", "reshape"):
             return _shape_rank(node)
         if method == "flatten":
@@ -126,3 +149,33 @@ def _flatten_rank(call: cst.Call, first: int) -> Optional[int]:
     start = argument(call, first, "start_dim")
     value = 0 if start is None else literal_value(start.value)
     return value + 1 if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _is_scalar_loss(context: "FileContext", call: cst.Call) -> bool:
+    """A torch loss called with a reduction that leaves one number."""
+    if not is_loss_call(context, call):
+        return False
+    qualified = context.qualified_name(call.func)
+    if qualified is not None:
+        return _reduces(call, positional_allowed=3)  # F.nll_loss(input, target, weight): reduction comes later
+    constructor = module_constructor(context, call.func)
+    while (
+        isinstance(constructor, cst.Call)
+        and isinstance(constructor.func, cst.Attribute)
+        and constructor.func.attr.value in MODULE_MOVES
+        and isinstance(constructor.func.value, cst.Call)
+    ):
+        constructor = constructor.func.value  # nn.MSELoss().cuda()
+    if constructor is None or (context.qualified_name(constructor.func) or "").rsplit(".", 1)[-1] in _NOT_SCALAR_LOSSES:
+        return False
+    return _reduces(constructor, positional_allowed=1) and not has_star_args(call)
+
+
+def _reduces(call: cst.Call, positional_allowed: int) -> bool:
+    """No legacy flag, no ``reduction`` beyond the first ``positional_allowed`` positions, and a reducing one."""
+    if has_star_args(call) or len(positional_args(call)) > positional_allowed:
+        return False
+    if keyword_arg(call, "reduce") is not None or keyword_arg(call, "size_average") is not None:
+        return False
+    reduction = keyword_arg(call, "reduction")
+    return reduction is None or literal_value(reduction.value) in REDUCING
