@@ -930,3 +930,60 @@ def test_tl611_fix_without_data_is_unsafe_because_item_leaves_the_graph():
     assert sorted(classes.values()) == ["safe", "safe", "unsafe", "unsafe"]
     loss = torch.nn.functional.mse_loss(torch.randn(3, requires_grad=True), torch.zeros(3))
     assert loss.dim() == 0 and loss.requires_grad and not isinstance(loss.item(), torch.Tensor)
+
+
+# -- TL612 renamed-dataset-attribute -----------------------------------------------------------------------
+
+
+def _torchvision():
+    """torchvision, where it imports (it is not a test dependency: PyPI's wheel needs the CUDA build of torch)."""
+    try:
+        import torchvision.datasets
+    except Exception as error:  # ImportError, or a wheel that does not match this torch build
+        pytest.skip(f"torchvision does not import here: {type(error).__name__}: {error}")
+    return torchvision
+
+
+def _fake_mnist(root, images, labels):
+    """The raw files torchvision's MNIST checks for and reads (big-endian IDX), under root/MNIST/raw; the test
+    split gets the same images."""
+    import struct
+
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    n, h, w = images.shape
+    for split in ("train", "t10k"):
+        (raw / f"{split}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 0x803, n, h, w) + bytes(images.flatten().tolist()))
+        (raw / f"{split}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 0x801, n) + bytes(labels.tolist()))
+
+
+DATASET_ATTRIBUTES = """
+import torch
+from torchvision import datasets
+
+def read(root):
+    train_set = datasets.MNIST(root, train=True)
+    return train_set.train_data.float() / 255, torch.bincount(train_set.train_labels, minlength=10)
+"""
+
+
+def test_tl612_mnist_aliases_warn_and_data_targets_hold_the_same_tensors(tmp_path):
+    torchvision = _torchvision()
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (6, 4, 4), dtype=torch.uint8, generator=generator)
+    labels = torch.tensor([3, 1, 4, 1, 5, 9], dtype=torch.uint8)
+    _fake_mnist(tmp_path, images, labels)
+    after = fixed(DATASET_ATTRIBUTES, "TL612")
+    assert "train_set.data.float()" in after and "train_set.targets" in after
+    old, warned = quietly(run(DATASET_ATTRIBUTES)["read"], str(tmp_path))
+    new, silent = quietly(run(after)["read"], str(tmp_path))
+    assert "train_data has been renamed data" in warned and "train_labels has been renamed targets" in warned
+    assert not any("renamed" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+    assert torch.equal(new[0], images.float() / 255)
+    # CIFAR dropped the old names: reading one raises AttributeError.
+    cifar = object.__new__(torchvision.datasets.CIFAR10)
+    cifar.data, cifar.targets = [], [0, 1]
+    with pytest.raises(AttributeError, match="train_labels"):
+        cifar.train_labels

@@ -375,6 +375,24 @@ IMPLICIT_SOFTMAX_DIM_SINCE: Version = (0, 3)
 ZERO_DIM_INDEX_WARNS_SINCE: Version = (0, 4)
 ZERO_DIM_INDEX_RAISES_SINCE: Version = (0, 5)
 
+# torchvision's datasets renamed train_data/test_data to data and train_labels/test_labels to targets in 0.2.2
+# (pairs with torch 1.0; vision#578, vision#742).  The MNIST family keeps the old names as properties that warn
+# ("train_labels has been renamed targets", torchvision 0.28's mnist.py) and have no setter; CIFAR10/CIFAR100
+# dropped them (AttributeError).  Old attribute -> new one.
+DATASET_ATTRIBUTE_RENAMES: Dict[str, str] = {
+    "train_data": "data", "test_data": "data", "train_labels": "targets", "test_labels": "targets",
+}
+DATASET_RENAMES_SINCE: Version = (1, 0)
+_MNIST_FAMILY = ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST")
+_CIFAR = ("CIFAR10", "CIFAR100")
+# Qualified dataset class -> whether the old names still exist there (as warning aliases).
+RENAMED_DATASETS: Dict[str, bool] = {
+    **{f"torchvision.datasets.{name}": True for name in _MNIST_FAMILY},
+    **{f"torchvision.datasets.mnist.{name}": True for name in _MNIST_FAMILY},
+    **{f"torchvision.datasets.{name}": False for name in _CIFAR},
+    **{f"torchvision.datasets.cifar.{name}": False for name in _CIFAR},
+}
+
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {
     # private name -> (public name, first release where the public name exists)
