@@ -167,6 +167,21 @@ def test_tl601_torch_six_import_fails_and_the_rewrite_binds_the_same_values():
     assert run(after)["cap"](5.0) == (5.0, True)
 
 
+def test_tl601_torch_six_references_become_what_the_module_held():
+    source = (FIXTURES / "TL601" / "fix" / "six_references.in.py").read_text(encoding="utf-8")
+    with pytest.raises(ModuleNotFoundError, match="torch._six"):
+        run(source)
+    without_import = source.replace("from torch._six import int_classes\n", "int_classes = int\n")
+    with pytest.raises(AttributeError, match="_six"):
+        run(without_import)["describe"]("a")
+    after = fixed(source, "TL601")
+    assert after == (FIXTURES / "TL601" / "fix" / "six_references.out.py").read_text(encoding="utf-8")
+    describe = run(after)["describe"]
+    # torch 1.13's torch/_six.py: string_classes = (str, bytes), int_classes = int, inf = math.inf.
+    assert describe("a") == describe(b"a") == "text"
+    assert describe(3) == "count" and describe({}) == "other" and describe(float("inf")) == "other"
+    assert describe(2.5) == 2
+
 def test_tl601_long_gone_names_raise_attribute_error():
     namespace = run("import torch\ndef factor(A):\n    return torch.potrf(A)\n")
     with pytest.raises(AttributeError, match="potrf"):
@@ -987,3 +1002,20 @@ def test_tl612_mnist_aliases_warn_and_data_targets_hold_the_same_tensors(tmp_pat
     cifar.data, cifar.targets = [], [0, 1]
     with pytest.raises(AttributeError, match="train_labels"):
         cifar.train_labels
+
+
+def test_tl602_saved_variables_warns_and_saved_tensors_gives_the_same_gradient():
+    source = (FIXTURES / "TL602" / "fix" / "saved_variables.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL602")
+    assert after == (FIXTURES / "TL602" / "fix" / "saved_variables.out.py").read_text(encoding="utf-8")
+
+    def gradient(namespace):
+        x = torch.linspace(-2, 2, 5, requires_grad=True)
+        namespace["Square"].apply(x).sum().backward()
+        return x.grad
+
+    old, warned = quietly(gradient, run(source))
+    new, silent = quietly(gradient, run(after))
+    assert "'saved_variables' is deprecated; use 'saved_tensors'" in warned
+    assert not any("saved_variables" in w for w in silent)
+    assert torch.equal(old, new) and torch.equal(new, 2 * torch.linspace(-2, 2, 5))

@@ -289,12 +289,22 @@ def tensor_method_names() -> FrozenSet[str]:
 
 # -- torch._six: what its names were, for code that imported them ------------------------------
 
-# The same objects elsewhere (torch 1.13's torch/_six.py); string_classes = (str, bytes) and
-# int_classes = int have no importable twin.
+# The same objects elsewhere (torch 1.13's torch/_six.py), importable: ``from torch._six import int_classes``
+# becomes ``from builtins import int as int_classes``.  string_classes = (str, bytes) has no importable twin.
 SIX_TWINS: Dict[str, str] = {
     "torch._six.inf": "math.inf",
     "torch._six.nan": "math.nan",
     "torch._six.container_abcs": "collections.abc",
+    "torch._six.int_classes": "builtins.int",
+}
+# What an attribute reference ``torch._six.X`` becomes: a dotted name reached through the imports, or an
+# expression of builtins (string_classes was (str, bytes), not str: it matched bytes too).
+SIX_VALUES: Dict[str, str] = {
+    "torch._six.inf": "math.inf",
+    "torch._six.nan": "math.nan",
+    "torch._six.container_abcs": "collections.abc",
+    "torch._six.int_classes": "int",
+    "torch._six.string_classes": "(str, bytes)",
 }
 
 
@@ -392,6 +402,10 @@ RENAMED_DATASETS: Dict[str, bool] = {
     **{f"torchvision.datasets.{name}": False for name in _CIFAR},
     **{f"torchvision.datasets.cifar.{name}": False for name in _CIFAR},
 }
+
+# ctx.saved_variables in an autograd Function: "'saved_variables' is deprecated; use 'saved_tensors'" (a
+# DeprecationWarning, in torch by its 1.0 release); it returns what saved_tensors returns.
+SAVED_VARIABLES_DEPRECATED_SINCE: Version = (1, 0)
 
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 
 import libcst as cst
 
-from torchlint.analysis.api.api_drift import LEGACY_SPARSE_DTYPES
+from torchlint.analysis.api.api_drift import LEGACY_SPARSE_DTYPES, SIX_VALUES
 from torchlint.analysis.model.calls import has_star_args
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.model.names import dotted_name
@@ -639,6 +639,26 @@ def rewrite_call(context: "FileContext", site: CallSite, rename_to: Optional[str
         method = rename_to[len(TENSOR_METHOD) :]  # an alias method: ``a.ger(b)`` -> ``a.outer(b)``
         return _fix(f"Use `.{method}()`", Replacement(site.call.func.attr, cst.Name(method)), ())
     return None
+
+
+def six_reference(context: "FileContext", node: cst.BaseExpression, qualified: str) -> Optional[FixSpec]:
+    """``torch._six.inf`` -> ``math.inf``, ``torch._six.string_classes`` -> ``(str, bytes)``: what the name held."""
+    key = next((name for name in SIX_VALUES if qualified == name or qualified.startswith(name + ".")), None)
+    if key is None or isinstance(node, cst.Name):
+        return None  # a bare name bound by ``from torch._six import ...``: the import's fix binds it
+    value = SIX_VALUES[key]
+    while isinstance(node, cst.Attribute) and context.qualified_name(node) != key:
+        node = node.value  # torch._six.container_abcs.Mapping: replace the torch._six part
+    if not isinstance(node, cst.Attribute):
+        return None
+    if "." in value:
+        found = _reference_node(context, value)
+        if found is None:
+            return None
+        return _fix(f"Use `{value}`", Replacement(node, found[0]), found[1])
+    if context.binds_name(value.strip("()").split(",")[0].strip()):
+        return None  # ``int`` or ``str`` rebound in this file
+    return _fix(f"Use `{value}`, what torch._six held", Replacement(node, cst.parse_expression(value)), ())
 
 
 def rename_reference(context: "FileContext", node: cst.BaseExpression, old: str, new: str) -> Optional[FixSpec]:

@@ -30,6 +30,7 @@ from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.api.drift_fixes import (
     CallSite,
     amp_decorator_reference,
+    six_reference,
     rename_import,
     rename_reference,
     rewrite_call,
@@ -136,6 +137,8 @@ class ApiUseRule(Rule):
                 fix = amp_decorator_reference(self.context, node, qualified)
             if fix is None and change.rename_to is not None:
                 fix = rename_reference(self.context, node, qualified, change.rename_to)
+        elif self.status is Status.REMOVED and change.name == "torch._six":
+            fix = six_reference(self.context, node, qualified)
         self.report(node, self.describe(change, qualified, "reference"), fix, confidence=self.level(change))
 
     def _fails_at_import(self, node: cst.BaseExpression, change: ApiChange) -> bool:

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import (
     LEGACY_REDUCTION_KEYWORDS,
+    SAVED_VARIABLES_DEPRECATED_SINCE,
     Status,
     deprecated_since_text,
     in_watched_package,
@@ -22,6 +23,7 @@ from torchlint.analysis.api.api_table import (
 )
 from torchlint.analysis.model.calls import NOT_A_LITERAL, has_star_args, keyword_arg, literal_value, without_args
 from torchlint.analysis.api.signatures import public_name
+from torchlint.analysis.model.autograd_functions import context_parameter
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
 
@@ -57,6 +59,9 @@ class DeprecatedTorchApi(ApiUseRule):
       `Long`, and the `torch.cuda.sparse` ones), warned since torch 2.1 when
       called (a type check such as `isinstance(t, torch.sparse.FloatTensor)`
       is not flagged);
+    - `ctx.saved_variables` in a method of a class deriving from
+      `torch.autograd.Function` (a `DeprecationWarning` since torch 1.0;
+      `ctx.saved_tensors` returns the same tensors);
     - every name the table generated from torch's releases marks deprecated;
     - a keyword that table marks deprecated on the target, where the target
       still takes it (`verbose=` of the learning-rate schedulers from 2.2,
@@ -140,6 +145,8 @@ class DeprecatedTorchApi(ApiUseRule):
       a shape alone, `torch.sparse.HalfTensor(3, 4)`, becomes
       `torch.sparse_coo_tensor((3, 4), dtype=torch.float16)`: there the type
       gave the dtype;
+    - `ctx.saved_variables` to `ctx.saved_tensors` (torch returns the same
+      tuple under both names);
     - a deprecated keyword torch ignores is removed (`only_inputs=` of
       `torch.autograd.grad`, `eps=` of `F.gumbel_softmax`), and one torch
       renamed is renamed when the target takes the new name
@@ -196,7 +203,27 @@ class DeprecatedTorchApi(ApiUseRule):
                 for keyword in written
             )
 
-        return (api_use_regions(scan, cls.known) | scan.regions_where(passes_deprecated_keyword)) or None
+        return (
+            api_use_regions(scan, cls.known)
+            | scan.regions_where(passes_deprecated_keyword)
+            | scan.regions_where(lambda region: "saved_variables" in region.attributes)
+        ) or None
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        super().visit_Attribute(node)
+        if node.attr.value != "saved_variables" or not isinstance(node.value, cst.Name):
+            return
+        function = self.context.enclosing(cst.FunctionDef)
+        if function is None or context_parameter(self.context, function, self.context.enclosing(cst.ClassDef)) != node.value.value:
+            return
+        if self.target < SAVED_VARIABLES_DEPRECATED_SINCE or self.guarded():
+            return
+        self.report(
+            node,
+            f"`{node.value.value}.saved_variables` is deprecated (a DeprecationWarning since torch "
+            f"{version_text(SAVED_VARIABLES_DEPRECATED_SINCE)}): use `.saved_tensors`, which returns the same tensors",
+            FixSpec(Applicability.SAFE, "Use `.saved_tensors`", (Replacement(node.attr, cst.Name("saved_tensors")),)),
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
