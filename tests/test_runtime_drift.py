@@ -1019,3 +1019,28 @@ def test_tl602_saved_variables_warns_and_saved_tensors_gives_the_same_gradient()
     assert "'saved_variables' is deprecated; use 'saved_tensors'" in warned
     assert not any("saved_variables" in w for w in silent)
     assert torch.equal(old, new) and torch.equal(new, 2 * torch.linspace(-2, 2, 5))
+
+
+# -- TL613 uint8-mask --------------------------------------------------------------------------------------
+
+
+def test_tl613_uint8_masks_raise_and_bool_masks_select_the_same_elements():
+    source = (FIXTURES / "TL613" / "fix" / "uint8_mask.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL613")
+    assert after == (FIXTURES / "TL613" / "fix" / "uint8_mask.out.py").read_text(encoding="utf-8")
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(3, 5, generator=generator) * 20
+    tokens = torch.tensor([[1, 2, 0, 0, 0], [3, 0, 0, 0, 0], [4, 5, 6, 0, 0]])
+    lengths = torch.tensor([2, 0, 3])
+    with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks, but got mask with dtype unsigned char"):
+        run(source)["attend"](scores, tokens, lengths, 0)
+    filled, picked, inverted, _ = run(after)["attend"](scores, tokens, lengths, 0)
+    # What the uint8 masks meant: non-zero is selected.
+    pad = tokens == 0
+    expected = scores.masked_fill(pad, -1e9) * (lengths > 0).unsqueeze(1).float()
+    assert torch.equal(picked, expected[expected > 0])
+    expected[expected < -10] = -10.0
+    assert torch.equal(filled, expected.masked_fill(torch.tensor([[True], [False], [True]]), 0.0))
+    assert torch.equal(inverted, 1 - pad.byte())  # the variable kept its dtype: its other uses mean what they meant
+    _, warned = quietly(lambda: scores[(scores > 1).byte()])
+    assert any("indexing with dtype torch.uint8 is now deprecated" in w for w in warned)

@@ -407,6 +407,16 @@ RENAMED_DATASETS: Dict[str, bool] = {
 # DeprecationWarning, in torch by its 1.0 release); it returns what saved_tensors returns.
 SAVED_VARIABLES_DEPRECATED_SINCE: Version = (1, 0)
 
+# A uint8 mask: deprecated since torch 1.2 (bool tensors; "masked_fill_ received a mask with dtype torch.uint8,
+# this behavior is now deprecated").  On torch 2.13 masked_fill/masked_fill_/masked_scatter/masked_select raise
+# RuntimeError ("masked_fill_ only supports boolean masks"); indexing with one still only warns, and assigning a
+# number through it raises (masked_fill_).  Which release turned the warnings into errors is not established
+# here: the messages name 2.13, where it was run.
+UINT8_MASK_DEPRECATED_SINCE: Version = (1, 2)
+UINT8_MASK_RAISES_ON: Version = (2, 13)
+# Tensor method -> position of the mask among the arguments (the torch function takes the input first).
+MASK_METHODS: Dict[str, int] = {"masked_fill": 0, "masked_fill_": 0, "masked_scatter": 0, "masked_scatter_": 0, "masked_select": 0}
+
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {
     # private name -> (public name, first release where the public name exists)
