@@ -1044,3 +1044,28 @@ def test_tl613_uint8_masks_raise_and_bool_masks_select_the_same_elements():
     assert torch.equal(inverted, 1 - pad.byte())  # the variable kept its dtype: its other uses mean what they meant
     _, warned = quietly(lambda: scores[(scores > 1).byte()])
     assert any("indexing with dtype torch.uint8 is now deprecated" in w for w in warned)
+
+
+# -- TL614 autograd-function-instance-call -----------------------------------------------------------------
+
+
+def test_tl614_instance_calls_raise_and_apply_computes_the_same_values_and_gradients():
+    source = (FIXTURES / "TL614" / "fix" / "instance_call.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL614")
+    assert after == (FIXTURES / "TL614" / "fix" / "instance_call.out.py").read_text(encoding="utf-8")
+    x = torch.linspace(-1, 1, 7, requires_grad=True)
+    # Legacy classes and a class with static methods alike: calling an instance is the legacy path.
+    with pytest.raises(RuntimeError, match="Legacy autograd function with non-static forward method is deprecated"):
+        run(source)["run"](x)
+    namespace = run(source)
+    with pytest.raises(RuntimeError, match="Legacy autograd function"):
+        quietly(namespace["Double"](), x)
+    outputs, warned = quietly(run(after)["run"], x)
+    assert not any("instantiated" in w for w in warned), warned
+    square, shifted, clamped, doubled = outputs
+    assert torch.equal(square, x * x) and torch.equal(shifted, (x + 1) * (x + 1))
+    assert torch.equal(clamped, x.clamp(-0.5, 0.5)) and torch.equal(doubled, x * 2)
+    # backward runs the legacy methods with the context as `self`: what forward stored there is found.
+    (grad,) = torch.autograd.grad((square + shifted + clamped + doubled).sum(), x)
+    expected = 2 * x + 2 * (x + 1) + (x.abs() <= 0.5).float() + 2
+    assert torch.allclose(grad, expected.detach())

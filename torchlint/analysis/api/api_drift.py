@@ -417,6 +417,14 @@ UINT8_MASK_RAISES_ON: Version = (2, 13)
 # Tensor method -> position of the mask among the arguments (the torch function takes the input first).
 MASK_METHODS: Dict[str, int] = {"masked_fill": 0, "masked_fill_": 0, "masked_scatter": 0, "masked_scatter_": 0, "masked_select": 0}
 
+# Calling an instance of a torch.autograd.Function subclass (``MyFn()(x)``): the legacy, pre-0.4 way.  It warned
+# ("Legacy autograd function with non-static forward method is deprecated and will be removed in 1.3") in 1.2
+# and raises RuntimeError since 1.5, for a class with static methods too (Function.__call__ is the legacy path;
+# measured on 2.13).  ``MyFn.apply(x)`` calls forward and backward with the context as their first argument,
+# static or not.
+FUNCTION_INSTANCE_CALL_WARNS_SINCE: Version = (1, 2)
+FUNCTION_INSTANCE_CALL_RAISES_SINCE: Version = (1, 5)
+
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {
     # private name -> (public name, first release where the public name exists)
