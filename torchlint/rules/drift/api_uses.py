@@ -30,6 +30,7 @@ from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.api.drift_fixes import (
     CallSite,
     amp_decorator_reference,
+    six_reference,
     rename_import,
     rename_reference,
     rewrite_call,
@@ -126,7 +127,7 @@ class ApiUseRule(Rule):
             return
         qualified = self.context.qualified_name(node)
         change = self.changed(qualified)
-        if change is None or self._fails_at_import(node, change) or self._bound_by_guarded_import(node):
+        if change is None or change.calls_only or self._fails_at_import(node, change) or self._bound_by_guarded_import(node):
             return
         if self.context.enclosing(cst.Import, cst.ImportFrom) is not None or self.guarded():
             return
@@ -136,6 +137,8 @@ class ApiUseRule(Rule):
                 fix = amp_decorator_reference(self.context, node, qualified)
             if fix is None and change.rename_to is not None:
                 fix = rename_reference(self.context, node, qualified, change.rename_to)
+        elif self.status is Status.REMOVED and change.name == "torch._six":
+            fix = six_reference(self.context, node, qualified)
         self.report(node, self.describe(change, qualified, "reference"), fix, confidence=self.level(change))
 
     def _fails_at_import(self, node: cst.BaseExpression, change: ApiChange) -> bool:
@@ -169,7 +172,7 @@ class ApiUseRule(Rule):
         for alias in node.names:
             name = f"{module}.{alias.evaluated_name}"
             change = self.changed(name)
-            if change is None:
+            if change is None or change.calls_only:
                 continue
             if self.status is Status.DEPRECATED and not self._read_in_file(alias.evaluated_alias or alias.evaluated_name):
                 continue  # a deprecated name warns when it is used; imported and never used, nothing warns
