@@ -25,6 +25,7 @@ from torchlint.analysis.model import conventions
 from torchlint.analysis.model.codegen import statement_positions
 from torchlint.analysis.model.file_context import FileContext
 from torchlint.analysis.model.project_index import file_context
+from torchlint.analysis.project.reachability import unreferenced
 from torchlint.noqa import NoqaIndex, is_skipped_file
 from torchlint.rule import (
     DEFAULT_CONFIDENCE_FLOOR,
@@ -241,6 +242,8 @@ def lint_text(
         result.diagnostics.append(Diagnostic(path, "file nested too deeply to analyse", 1, 1, "internal"))
         return result
     _judge_conventions(context, module, rules, traversal, result.diagnostics)
+    _lower_in_unreferenced_code(context, rules, traversal)
+    _apply_measured_levels(rules, traversal)
     floor = settings.confidence_floor
     pending = [
         report
@@ -291,6 +294,42 @@ def _judge_conventions(
         if facts_only.code in again.crashed:
             continue
         rule.reports = _moved_reports(rule.reports, facts_only.reports)
+
+
+def _lower_in_unreferenced_code(context: FileContext, rules: Sequence[Rule], traversal: "_Traversal") -> None:
+    """A finding inside a function, method or class nothing in the project names is one level lower
+    (analysis/project/reachability.py): the hazard bites only if someone calls that code later."""
+    for rule in rules:
+        if rule.code in traversal.crashed:
+            continue
+        for index, report in enumerate(rule.reports):
+            if report.confidence is Confidence.LOW or unreferenced(context, report.enclosing) is None:
+                continue
+            level = _LEVELS[_LEVELS.index(report.confidence) - 1]
+            fix = report.fix
+            if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
+                fix = replace(fix, applicability=Applicability.UNSAFE)
+            rule.reports[index] = replace(report, confidence=level, fix=fix)
+
+
+def _apply_measured_levels(rules: Sequence[Rule], traversal: "_Traversal") -> None:
+    """Move each finding to the level its rule's form measured on validation draws (torchlint/data/
+    level_calibration.json): a level is a promise, and a form that did not keep it moves down."""
+    moves = registry.measured_level_moves()
+    if not moves:
+        return
+    for rule in rules:
+        if rule.code in traversal.crashed:
+            continue
+        for index, report in enumerate(rule.reports):
+            moved = moves.get(f"{rule.code}:{report.confidence.value}")
+            if moved is None:
+                continue
+            level = Confidence(moved)
+            fix = report.fix
+            if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
+                fix = replace(fix, applicability=Applicability.UNSAFE)
+            rule.reports[index] = replace(report, confidence=level, fix=fix)
 
 
 def _moved_reports(by_names: List[PendingReport], by_facts: List[PendingReport]) -> List[PendingReport]:

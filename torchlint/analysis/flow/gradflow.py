@@ -764,6 +764,8 @@ class FunctionFlow:
         if isinstance(node, cst.Name):
             if self.context.qualified_name(node) is not None:
                 return False
+            if not self.bindings.get(node.value) and self._own_function(node.value) is not None:
+                return False  # a function the file defines: a call of it runs its body, read as such, whatever its name
             for binding in self.bindings.get(node.value, ()):
                 if _constructed_kind(self.context, binding.value, module_classes(self.context)) == "module":
                     return True

@@ -460,6 +460,8 @@ class ProjectIndex:
         self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
         self._imports: Dict[str, FrozenSet[str]] = {}
         self._literal_savers: Dict[Tuple[str, str], Tuple[str, ...]] = {}
+        self._bytes: Dict[str, bytes] = {}
+        self._notebooks = False
         # key -> (value, the modules whose text or facts computing it read)
         self._facts_of_project: Dict[str, Tuple[object, frozenset]] = {}
         self._reading: Optional[set] = None
@@ -495,8 +497,18 @@ class ProjectIndex:
                                     break
                                 name = f"{folder}.{name}"
                                 modules.setdefault(name, path)
+                    self._notebooks = any(path.endswith(".ipynb") for path in files)
                     self._modules = modules
         return self._modules
+
+    def module_names(self) -> List[str]:
+        """Every module of the project, sorted."""
+        return sorted(self._ensure())
+
+    def holds_notebooks(self) -> bool:
+        """Whether the run's files include notebooks (code the module map does not cover)."""
+        self._ensure()
+        return self._notebooks
 
     def _module_facts(self, module: str) -> Optional[_ModuleFacts]:
         """One module's classes and imports, parsed with ``ast`` the first time a lookup reaches it."""
@@ -523,16 +535,20 @@ class ProjectIndex:
         return facts
 
     def _module_bytes(self, module: str) -> bytes:
-        """A module's text, read each time it is asked for (the questions that read it memoize their answers)."""
+        """A module's text, read once per index (the answers built on it record that they read it)."""
         self._read(module)
-        path = self._ensure().get(module)
-        if path is None:
-            return b""
-        try:
-            with open(path, "rb") as handle:
-                return handle.read()
-        except OSError:
-            return b""
+        found = self._bytes.get(module)
+        if found is None:
+            path = self._ensure().get(module)
+            found = b""
+            if path is not None:
+                try:
+                    with open(path, "rb") as handle:
+                        found = handle.read()
+                except OSError:
+                    found = b""
+            self._bytes[module] = found
+        return found
 
     # -- questions ----------------------------------------------------------------
 

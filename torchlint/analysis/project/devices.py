@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -412,6 +412,23 @@ def _enclosing_chain(module: cst.Module, target: cst.CSTNode):
     return found
 
 
+def _opened_files(scope: cst.CSTNode) -> Dict[str, cst.BaseExpression]:
+    """``f`` -> ``path`` for every ``with open(path, ...) as f`` in ``scope``."""
+    found: Dict[str, cst.BaseExpression] = {}
+
+    class _With(cst.CSTVisitor):
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            call = node.item
+            if (
+                isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "open" and call.args
+                and node.asname is not None and isinstance(node.asname.name, cst.Name)
+            ):
+                found[node.asname.name.value] = call.args[0].value
+
+    visit(scope, _With())
+    return found
+
+
 def _saves_to(
     context: "FileContext",
     scope: cst.CSTNode,
@@ -424,6 +441,8 @@ def _saves_to(
     found = []
     reached = []
 
+    opened = _opened_files(scope)
+
     class _Saves(cst.CSTVisitor):
         def on_visit(self, node: cst.CSTNode) -> bool:
             if reached:
@@ -435,7 +454,10 @@ def _saves_to(
                 return False
             if isinstance(node, cst.Call) and context.qualified_name(node.func) in SAVE_FUNCTIONS:
                 target = argument(node, 1, "f")
-                if target is not None and (path is None or structurally_equal(target.value, path)):
+                written = target.value if target is not None else None
+                if isinstance(written, cst.Name) and written.value in opened:
+                    written = opened[written.value]  # ``with open(path, "wb") as f: torch.save(obj, f)``
+                if written is not None and (path is None or structurally_equal(written, path)):
                     found.append(node)
             return True
 
