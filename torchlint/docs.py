@@ -60,10 +60,10 @@ def measured_summary(rule: Type[Rule]) -> str:
 def confidence_summary(rule: Type[Rule]) -> str:
     """The rule's own levels (``confidence_levels``), else its single default level, then the general text and
     the measured figures."""
-    from torchlint import registry
+    from torchlint.rule import measured_level_moves
 
     own = rule.confidence_levels or f"This rule's findings are `{rule.confidence.value}` confidence."
-    moves = sorted((key.split(":", 1)[1], level) for key, level in registry.measured_level_moves().items() if key.split(":", 1)[0] == rule.code)
+    moves = sorted((key.split(":", 1)[1], level) for key, level in measured_level_moves().items() if key.split(":", 1)[0] == rule.code)
     if moves:
         own += "\n\nWhat validation draws measured moves these levels (the decision rule: below 9 in 10 real at `high`, or 1 in 2 at `medium`): " + "; ".join(
             f"`{before}` findings are shown at `{after}`" for before, after in moves

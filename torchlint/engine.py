@@ -25,7 +25,6 @@ from torchlint.analysis.model import conventions
 from torchlint.analysis.model.codegen import statement_positions
 from torchlint.analysis.model.file_context import FileContext
 from torchlint.analysis.model.project_index import file_context
-from torchlint.analysis.project.reachability import unreferenced
 from torchlint.noqa import NoqaIndex, is_skipped_file
 from torchlint.rule import (
     DEFAULT_CONFIDENCE_FLOOR,
@@ -242,7 +241,6 @@ def lint_text(
         result.diagnostics.append(Diagnostic(path, "file nested too deeply to analyse", 1, 1, "internal"))
         return result
     _judge_conventions(context, module, rules, traversal, result.diagnostics)
-    _lower_in_unreferenced_code(context, rules, traversal)
     _apply_measured_levels(rules, traversal)
     floor = settings.confidence_floor
     pending = [
@@ -291,41 +289,28 @@ def _judge_conventions(
         except RecursionError:
             return
     for rule, facts_only in zip(named, blind):
+        # Each answer at its measured level first, so that a convention still moves the shown level by one.
+        _show_at_measured_levels(rule)
         if facts_only.code in again.crashed:
             continue
+        _show_at_measured_levels(facts_only)
         rule.reports = _moved_reports(rule.reports, facts_only.reports)
 
 
-def _lower_in_unreferenced_code(context: FileContext, rules: Sequence[Rule], traversal: "_Traversal") -> None:
-    """A finding inside a function, method or class nothing in the project names is one level lower
-    (analysis/project/reachability.py): the hazard bites only if someone calls that code later."""
-    for rule in rules:
-        if rule.code in traversal.crashed:
-            continue
-        for index, report in enumerate(rule.reports):
-            if report.confidence is Confidence.LOW or unreferenced(context, report.enclosing) is None:
-                continue
-            level = _LEVELS[_LEVELS.index(report.confidence) - 1]
-            fix = report.fix
-            if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
-                fix = replace(fix, applicability=Applicability.UNSAFE)
-            rule.reports[index] = replace(report, confidence=level, fix=fix)
-
-
 def _apply_measured_levels(rules: Sequence[Rule], traversal: "_Traversal") -> None:
-    """Move each finding to the level its rule's form measured on validation draws (torchlint/data/
-    level_calibration.json): a level is a promise, and a form that did not keep it moves down."""
-    moves = registry.measured_level_moves()
-    if not moves:
-        return
+    """Move each finding to the level its rule's form measured on validation draws (Rule.shown_level): a level is
+    a promise, and a form that did not keep it moves down. Rules that weigh naming conventions per op map both
+    of their answers themselves; for the others :func:`_judge_conventions` has mapped them already."""
     for rule in rules:
-        if rule.code in traversal.crashed:
+        if rule.code in traversal.crashed or rule.judges_names or rule.code in traversal.decided_by_names:
             continue
-        for index, report in enumerate(rule.reports):
-            moved = moves.get(f"{rule.code}:{report.confidence.value}")
-            if moved is None:
-                continue
-            level = Confidence(moved)
+        _show_at_measured_levels(rule)
+
+
+def _show_at_measured_levels(rule: Rule) -> None:
+    for index, report in enumerate(rule.reports):
+        level = rule.shown_level(report.confidence)
+        if level is not report.confidence:
             fix = report.fix
             if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
                 fix = replace(fix, applicability=Applicability.UNSAFE)

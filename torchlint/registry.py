@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import json
-import os
 import pkgutil
 from functools import lru_cache
 from typing import Dict, FrozenSet, Iterable, Iterator, List, Optional, Tuple, Type
@@ -111,14 +109,3 @@ def rules_for_codes(codes: Iterable[str]) -> List[Type[Rule]]:
     rules = all_rules()
     return [rules[code] for code in sorted(codes)]
 
-
-@lru_cache(maxsize=None)
-def measured_level_moves() -> Dict[str, str]:
-    """``CODE:level`` -> the level its findings are shown at: the decision rule applied to what validation draws
-    measured (torchlint/data/level_calibration.json)."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "level_calibration.json")
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return dict(json.load(handle).get("moves", {}))
-    except (OSError, ValueError):
-        return {}

@@ -10,10 +10,13 @@ this bad? / Example / Use instead / Fix safety.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
+import json
+import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
@@ -63,6 +66,17 @@ class PendingReport:
 
 # The trigger every text holds: the rule's ast pre-pass alone decides where it runs.
 ANY_TEXT: Tuple[str, ...] = ("",)
+
+@functools.lru_cache(maxsize=None)
+def measured_level_moves() -> Dict[str, str]:
+    """``CODE:level`` -> the level its findings are shown at (torchlint/data/level_calibration.json)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "level_calibration.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return dict(json.load(handle).get("moves", {}))
+    except (OSError, ValueError):
+        return {}
+
 
 _CODE_RE = re.compile(r"^TL[1-9][0-9]{2}$")
 _NAME_RE = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -122,6 +136,13 @@ class Rule:
         self.reports.append(
             PendingReport(self, node, message or self.message, fix, indents, enclosing, level)
         )
+
+    @classmethod
+    def shown_level(cls, level: Confidence) -> Confidence:
+        """The level a finding of this rule found at ``level`` is shown at: what validation draws measured of
+        that form (torchlint/data/level_calibration.json; the decision rule of a level's promise)."""
+        moved = measured_level_moves().get(f"{cls.code}:{level.value}")
+        return Confidence(moved) if moved else level
 
     @classmethod
     def documentation(cls) -> str:

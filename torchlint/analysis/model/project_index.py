@@ -461,7 +461,6 @@ class ProjectIndex:
         self._imports: Dict[str, FrozenSet[str]] = {}
         self._literal_savers: Dict[Tuple[str, str], Tuple[str, ...]] = {}
         self._bytes: Dict[str, bytes] = {}
-        self._notebooks = False
         # key -> (value, the modules whose text or facts computing it read)
         self._facts_of_project: Dict[str, Tuple[object, frozenset]] = {}
         self._reading: Optional[set] = None
@@ -497,18 +496,8 @@ class ProjectIndex:
                                     break
                                 name = f"{folder}.{name}"
                                 modules.setdefault(name, path)
-                    self._notebooks = any(path.endswith(".ipynb") for path in files)
                     self._modules = modules
         return self._modules
-
-    def module_names(self) -> List[str]:
-        """Every module of the project, sorted."""
-        return sorted(self._ensure())
-
-    def holds_notebooks(self) -> bool:
-        """Whether the run's files include notebooks (code the module map does not cover)."""
-        self._ensure()
-        return self._notebooks
 
     def _module_facts(self, module: str) -> Optional[_ModuleFacts]:
         """One module's classes and imports, parsed with ``ast`` the first time a lookup reaches it."""

@@ -40,7 +40,7 @@ rules that own an op (TL106, TL107).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Optional, Sequence
 
 import libcst as cst
 
@@ -112,20 +112,30 @@ DATA_EDGES: FrozenSet[str] = frozenset({
 _LEVELS = [Confidence.LOW, Confidence.MEDIUM, Confidence.HIGH]
 
 
-def assess(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None) -> Optional[Confidence]:
+def assess(
+    context: "FileContext",
+    op: DomainOp,
+    ancestors: Optional[Sequence[cst.CSTNode]] = None,
+    shown: Callable[[Confidence], Confidence] = lambda level: level,
+) -> Optional[Confidence]:
     """How sure a finding on ``op`` is, or None when it is not reported (see the module docs).
 
     ``ancestors`` are the nodes enclosing ``op.node``, outermost first; by default the engine's
     ``context.ancestors`` (right for a rule visiting ``op.node`` itself). When a naming convention decided
     anything, the facts alone decide whether the op is reported, and the names move the level by one
-    (analysis/model/conventions.py)."""
+    (analysis/model/conventions.py). ``shown``: the level the rule shows a finding found at a level (both
+    answers are mapped before a convention moves one)."""
     with conventions.recording() as used:
-        by_names = _assess(context, op, ancestors)
+        by_names = _shown(_assess(context, op, ancestors), shown)
     if not used:
         return by_names
     with conventions.disabled():
-        by_facts = _assess(context, op, ancestors)
+        by_facts = _shown(_assess(context, op, ancestors), shown)
     return conventions.moved(by_facts, by_names, _LEVELS)
+
+
+def _shown(level: Optional[Confidence], shown: Callable[[Confidence], Confidence]) -> Optional[Confidence]:
+    return None if level is None else shown(level)
 
 
 def _assess(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]]) -> Optional[Confidence]:

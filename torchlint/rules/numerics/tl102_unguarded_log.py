@@ -85,7 +85,7 @@ class UnguardedLog(Rule):
         op = match_domain_op(self.context, node)
         if op is None or op.kind != LOG:
             return
-        confidence = assess(self.context, op)
+        confidence = assess(self.context, op, shown=self.shown_level)
         if confidence is not None:
             fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the operand to eps")
             self.report(node, fix=fix, confidence=confidence)

@@ -54,7 +54,7 @@ class UnguardedOpRule(Rule):
         op = match_domain_op(self.context, node, site)
         if op is None or op.kind not in self.op_kinds:
             return
-        confidence = assess(self.context, op)
+        confidence = assess(self.context, op, shown=self.shown_level)
         if confidence is not None:
             self.report(node, fix=self.fix(node, op), confidence=confidence)
 
