@@ -212,15 +212,15 @@ def needs_line(counts: Counter) -> str:
 LEVELS = ("high", "medium", "low")
 
 
-def shown_by_default(finding: Listed) -> bool:
-    return Confidence(finding.confidence).at_least(DEFAULT_CONFIDENCE_FLOOR)
+def shown_at(finding: Listed, floor: Confidence) -> bool:
+    return Confidence(finding.confidence).at_least(floor)
 
 
-def level_lines(listed: Sequence[Listed], verdicts: Dict[Key, Verdict]) -> List[str]:
+def level_lines(listed: Sequence[Listed], verdicts: Dict[Key, Verdict], floor: Confidence = DEFAULT_CONFIDENCE_FLOOR) -> List[str]:
     """Per confidence level, and for the default floor: how many findings, and the precision of the judged ones."""
     lines = []
     groups = [(level, [f for f in listed if f.confidence == level]) for level in LEVELS]
-    groups.append((f"default floor ({DEFAULT_CONFIDENCE_FLOOR.value} and above)", [f for f in listed if shown_by_default(f)]))
+    groups.append((f"floor ({floor.value} and above)", [f for f in listed if shown_at(f, floor)]))
     for label, group in groups:
         counts, _, _ = score(group, verdicts, ())
         lines.append(f"{label}: {len(group)} findings; {precision_line(counts)}")
@@ -235,8 +235,8 @@ def level_sample(listed: Sequence[Listed], level: str, size: int, seed: int) -> 
 
 
 def sample_lines(listed: Sequence[Listed], verdicts: Dict[Key, Verdict], size: int, seed: int) -> List[str]:
-    """The precision a fixed-seed sample of ``size`` per level estimates, and the default floor's estimate
-    weighted by how many findings each level holds."""
+    """The precision a fixed-seed sample of ``size`` per level estimates, and the estimate for `high` and
+    `medium` together, weighted by how many findings each level holds."""
     lines = []
     estimate_real = estimate_total = 0.0
     for level in ("high", "medium"):
@@ -250,7 +250,7 @@ def sample_lines(listed: Sequence[Listed], verdicts: Dict[Key, Verdict], size: i
             estimate_real += population * real / judged
             estimate_total += population
     if estimate_total:
-        lines.append(f"default floor estimated from the samples: {100 * estimate_real / estimate_total:.0f} %")
+        lines.append(f"high and medium together, estimated from the samples: {100 * estimate_real / estimate_total:.0f} %")
     return lines
 
 
@@ -277,6 +277,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--all-unjudged", action="store_true", help="print every finding with no verdict, low ones too")
     parser.add_argument("--prune", action="store_true", help="drop from --verdicts the rows no finding matches")
     parser.add_argument("--seed", type=int, default=101)
+    parser.add_argument(
+        "--floor", choices=[level.value for level in Confidence], default=DEFAULT_CONFIDENCE_FLOOR.value,
+        help="score the findings at this level and above (default: the product's default floor)",
+    )
     args = parser.parse_args(argv)
 
     codes = tuple(code.strip() for code in args.codes.split(",") if code.strip())
@@ -297,9 +301,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     print(f"# {len(listed)} findings in {files} files, {lines} lines ({elapsed:.0f} s): "
           + ", ".join(f"{code} {per_code[code]}" for code in codes))
 
-    counts, unjudged, gone = score([f for f in listed if shown_by_default(f)], verdicts, packages)
-    print(f"# verdicts ({args.verdicts.name}), default floor: {precision_line(counts)}")
-    for line in level_lines(listed, verdicts):
+    floor = Confidence(args.floor)
+    counts, unjudged, gone = score([f for f in listed if shown_at(f, floor)], verdicts, packages)
+    # a row is gone only when no finding at any level matches it: one below the floor still holds its verdict
+    gone = {key: verdict for key, verdict in gone.items() if key not in {f.key for f in listed}}
+    print(f"# verdicts ({args.verdicts.name}), floor {floor.value}: {precision_line(counts)}")
+    for line in level_lines(listed, verdicts, floor):
         print(f"#   {line}")
     print(f"# {needs_line(counts)}")
     print(f"# no verdict yet: {len(unjudged)}")
@@ -312,7 +319,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.prune and gone:
         prune(args.verdicts, set(gone))
         print(f"# pruned {len(gone)} rows from {args.verdicts}")
-    gone = {key: verdict for key, verdict in gone.items() if key not in {f.key for f in listed}}
     if args.sample_per_level:
         for line in sample_lines(listed, verdicts, args.sample_per_level, args.seed):
             print(f"# {line}")

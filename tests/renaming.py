@@ -54,6 +54,7 @@ class _Bindings(cst.CSTVisitor):
         self.parameters: Set[str] = set()
         self.functions: Set[str] = set()
         self.class_names: Set[str] = set()  # bound in a class body (read bare there, as attributes elsewhere)
+        self.imported: Set[str] = set()  # names an import binds under their own name (``torch``)
         self.identifiers: Set[str] = set()
         # What encloses the node being visited: "class" or "function", innermost last.
         self._scopes: List[str] = []
@@ -122,6 +123,12 @@ class _Bindings(cst.CSTVisitor):
     def visit_ImportAlias(self, node: cst.ImportAlias) -> None:
         if node.asname is not None:
             self._target(node.asname.name)
+        else:
+            top = node.name
+            while isinstance(top, cst.Attribute):
+                top = top.value
+            if isinstance(top, cst.Name):
+                self.imported.add(top.value)
 
     def _target(self, target: cst.BaseExpression) -> None:
         if isinstance(target, cst.Name):
@@ -154,6 +161,7 @@ class _Renamer(cst.CSTTransformer):
         self.class_names = class_names
         self.parameters = parameters
         self.functions = functions
+        self.imported: Set[str] = set()
         self._scopes: List[str] = []
 
     def visit_ClassDef(self, node: cst.ClassDef) -> None:
@@ -185,6 +193,11 @@ class _Renamer(cst.CSTTransformer):
         return updated.with_changes(value=new) if new else updated
 
     def leave_Attribute(self, original: cst.Attribute, updated: cst.Attribute) -> cst.Attribute:
+        root = original.value
+        while isinstance(root, cst.Attribute):
+            root = root.value
+        if isinstance(root, cst.Name) and root.value in self.imported:
+            return updated.with_changes(attr=original.attr)  # ``torch.load``: the library's attribute
         new = self.attributes.get(original.attr.value)
         # The attribute's own Name was renamed as a plain name too: undo that, then apply the attribute map.
         return updated.with_changes(attr=cst.Name(new or original.attr.value))
@@ -233,15 +246,18 @@ def rename_identifiers(source: str, prefix: str = "v") -> str:
                 taken.add(candidate)
                 return candidate
 
+    # A leading underscore is Python's mark of a module's private name, not a word: it stays.
     for name in sorted(found.names):
-        names[name] = fresh()
+        names[name] = ("_" if name.startswith("_") else "") + fresh()
     # Attributes: what the file assigns on ``self`` or binds in a class body (methods included), read
     # through any object; torch's own attribute names stay.
     attributes: Dict[str, str] = {}
     for attr in sorted(found.attributes - attributes_kept):
         if not (attr.startswith("__") and attr.endswith("__")):
-            attributes[attr] = names.get(attr) or fresh()
-    return module.visit(_Renamer(names, attributes, found.class_names, found.parameters, found.functions)).code
+            attributes[attr] = names.get(attr) or ("_" if attr.startswith("_") else "") + fresh()
+    renamer = _Renamer(names, attributes, found.class_names, found.parameters, found.functions)
+    renamer.imported = found.imported
+    return module.visit(renamer).code
 
 
 def renamed_path(path: str) -> Optional[str]:

@@ -304,3 +304,37 @@ def test_engine_entry_points_refuse_code_nested_deeper_than_python_allows():
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["parse 2 syntax error: too many nested parentheses"] * 2
+
+
+def test_unreadable_file_and_folder_whoever_runs_the_check(project, monkeypatch, capsys):
+    """The refusal is the file system's to give, and root is never refused: the same code path, with the refusal
+    simulated where the check reads (so it runs under root, as CI does)."""
+    from torchlint import cli
+
+    secret = project / "secret.py"
+    secret.write_text(BAD, encoding="utf-8")
+    locked = project / "locked"
+    locked.mkdir()
+    (locked / "inner.py").write_text(BAD, encoding="utf-8")
+    real_open, real_scandir = open, os.scandir
+
+    def refusing_open(file, *args, **kwargs):
+        if os.path.basename(str(file)) == "secret.py":
+            raise PermissionError(13, "Permission denied", str(file))
+        return real_open(file, *args, **kwargs)
+
+    def refusing_scandir(path="."):
+        if os.path.basename(os.path.normpath(str(path))) == "locked":
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_scandir(path)
+
+    monkeypatch.chdir(project)
+    monkeypatch.setattr("builtins.open", refusing_open)
+    monkeypatch.setattr(os, "scandir", refusing_scandir)
+    code = cli.main(["check", *ONLY, "--no-cache", "-j", "1", "--output-format", "json", "."])
+    out, err = capsys.readouterr()
+    items = __import__("json").loads(out)
+    assert {i["path"] for i in items} == {"./good.py"}
+    assert code == 2
+    assert "secret.py" in err and "cannot read file" in err and "ermission" in err
+    assert "locked" in err and "cannot read folder" in err

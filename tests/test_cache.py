@@ -126,7 +126,7 @@ def test_a_changed_eps_changes_the_cached_fix(project, capsys):
         here = os.getcwd()
         os.chdir(project)
         try:
-            cli.main(["check", "--output-format", "json", "--exit-zero", "--jobs", "1", "--select", "TL102", "--confidence-level", "medium", "."])
+            cli.main(["check", "--output-format", "json", "--exit-zero", "--jobs", "1", "--select", "TL102", "--confidence-level", "low", "."])
         finally:
             os.chdir(here)
         return capsys.readouterr().out
@@ -141,11 +141,25 @@ def test_a_changed_eps_changes_the_cached_fix(project, capsys):
     assert report() == first
 
 
-def test_the_code_fingerprint_follows_the_installed_package():
-    from torchlint import cache
+def test_the_code_fingerprint_changes_when_a_rule_changes(tmp_path):
+    """A copy of the package: editing one rule's code, or a data table, gives another fingerprint; touching nothing
+    keeps it."""
+    import shutil
 
-    assert cache.code_fingerprint() == cache.code_fingerprint()
-    assert len(cache.code_fingerprint()) == 32
+    import torchlint
+
+    copy = tmp_path / "torchlint"
+    shutil.copytree(Path(torchlint.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    before = cache_module.code_fingerprint(str(copy))
+    assert cache_module.code_fingerprint(str(copy)) == before
+    rule = copy / "rules" / "fused" / "tl201_log_of_softmax.py"
+    rule.write_text(rule.read_text(encoding="utf-8").replace("log_softmax", "log_softmaX", 1), encoding="utf-8")
+    os.utime(rule, ns=(rule.stat().st_atime_ns, rule.stat().st_mtime_ns + 1_000_000_000))
+    edited = cache_module.code_fingerprint(str(copy))
+    assert edited != before
+    table = copy / "data" / "torch_api.json"
+    table.write_text(table.read_text(encoding="utf-8") + " ", encoding="utf-8")
+    assert cache_module.code_fingerprint(str(copy)) not in (before, edited)
 
 
 def test_an_edited_dataset_class_in_another_module_changes_tl403(tmp_path, check):

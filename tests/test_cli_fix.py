@@ -91,7 +91,7 @@ def test_diff_prints_a_unified_diff_and_writes_nothing(project):
         "+++ m.py",
         "@@ -1,5 +1,5 @@",
         " import torch",
-        " import torch.nn.functional as F",
+        ' import torch.nn.functional as F; CPU = torch.device("cpu")',
         ' device = "cpu"',
         "-" + TL201_LINE,
         "+" + FIXED_TL201,

@@ -476,6 +476,48 @@ def test_which_module_an_optimizer_step_updates():
     assert flow.step_updates(steps["d_optimizer"], "self.netD") == "named"
 
 
+ZERO_GRADS = """
+import torch
+
+shared = torch.optim.SGD(encoder.parameters(), lr=0.1)
+
+
+class Trainer:
+    def __init__(self, netG, netD):
+        self.netG = netG
+        self.netD = netD
+        self.opt_d = torch.optim.Adam(self.netD.parameters())
+
+    def step(self, model, optimizer_G):
+        self.opt_d.zero_grad()
+        optimizer_G.zero_grad()
+        self.netD.zero_grad()
+        model.zero_grad()
+        self.zero_grad()
+        shared.zero_grad()
+"""
+
+
+def test_which_module_a_zero_grad_clears():
+    flow = _flow(ZERO_GRADS, "step", "Trainer")
+    calls = {flow.context.code(c.func.value): (c.func.value, flow.sites[id(c)]) for c in flow.calls}
+    answers = {
+        receiver: (flow.zeroes(node, site, "self.netD"), flow.zeroes(node, site, "self.netG"))
+        for receiver, (node, site) in calls.items()
+    }
+    assert answers == {
+        "self.opt_d": ("built", None),  # its construction names netD's parameters
+        "optimizer_G": (None, "named"),
+        "self.netD": ("built", None),  # the module itself
+        "model": ("named", "named"),  # a name that tells nothing
+        "self": ("built", "built"),  # the module holding both
+        "shared": (None, None),  # built over another module, at module level
+    }
+    node, site = calls["shared"]
+    assert [flow.context.code(v) for v in flow.bound_values(node, site)] == ["torch.optim.SGD(encoder.parameters(), lr=0.1)"]
+    assert flow.optimizer_modules(node, site) == {"encoder"}
+
+
 def test_modules_the_file_shows_and_values_that_are_not_modules():
     source = """
     import torch

@@ -35,8 +35,12 @@ def corpus(tmp_path):
     return tmp_path / "corpus"
 
 
+# Both findings of LOSSES sit at `medium`, the level the measured calibration shows them at.
+FLOOR = ["--floor", "medium"]
+
+
 def run(precision, capsys, corpus, verdicts):
-    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts)])
+    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), *FLOOR])
     return status, capsys.readouterr().out
 
 
@@ -53,7 +57,7 @@ def test_findings_are_scored_against_the_recorded_verdicts(precision, capsys, co
     assert "# 2 findings" in out
     assert "1 judged: real 1, real* 0, false alarm 0; precision 1/1 = 100 %" in out
     assert "# no verdict yet: 1" in out
-    assert "TL101 (high) pkg/pkg/losses.py:9:12 [no verdict]" in out
+    assert "TL101 (medium) pkg/pkg/losses.py:9:12 [no verdict]" in out
     assert "# recorded rows no finding matches: 1 (false 1)" in out
 
 
@@ -122,7 +126,7 @@ def test_prune_drops_only_the_rows_no_finding_matches(precision, capsys, corpus,
         HEADER + kept_row + "TL102\tpkg/pkg/losses.py\t12\tfalse\treturn torch.log(p)\tgone\tdata\n" + other_package,
         encoding="utf-8",
     )
-    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--prune"])
+    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--prune", *FLOOR])
     assert status == 0
     assert "# pruned 1 rows" in capsys.readouterr().out
     assert verdicts.read_text(encoding="utf-8") == HEADER + kept_row + other_package
@@ -134,11 +138,24 @@ def test_findings_are_scored_by_confidence_level(precision, corpus, capsys):
         HEADER + "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / torch.relu(mask).sum()\tan empty mask\t\n",
         encoding="utf-8",
     )
-    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--sample-per-level", "5"])
+    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--sample-per-level", "5", *FLOOR])
     out = capsys.readouterr().out
     assert status == 0
-    assert "#   high: 2 findings; 1 judged: real 1" in out
-    assert "sample of 2 high (seed 101): 1 judged: real 1, real* 0, false alarm 0; precision 1/1 = 100 %" in out
+    assert "#   medium: 2 findings; 1 judged: real 1" in out
+    assert "sample of 2 medium (seed 101): 1 judged: real 1, real* 0, false alarm 0; precision 1/1 = 100 %" in out
     assert "not read yet: 1" in out
-    assert "default floor estimated from the samples: 100 %" in out
-    assert "TL101 (high) pkg/pkg/losses.py:9:12 [no verdict]" in out  # the unread one of the sample is listed to be read
+    assert "high and medium together, estimated from the samples: 100 %" in out
+    assert "TL101 (medium) pkg/pkg/losses.py:9:12 [no verdict]" in out  # the unread one of the sample is listed to be read
+
+
+def test_a_row_of_a_finding_below_the_floor_is_kept(precision, capsys, corpus, tmp_path):
+    # scored at `high`, the medium finding is not counted, but its verdict still matches a finding: not gone, not pruned
+    verdicts = tmp_path / "verdicts.tsv"
+    row = "TL104\tpkg/pkg/losses.py\t12\treal\treturn (x * mask).sum() / torch.relu(mask).sum()\tan all-zero mask\t\n"
+    verdicts.write_text(HEADER + row, encoding="utf-8")
+    status = precision.main(["--corpus", str(corpus), "--packages", "pkg", "--verdicts", str(verdicts), "--prune", "--floor", "high"])
+    out = capsys.readouterr().out
+    assert status == 0
+    assert "floor high: no finding has a recorded verdict" in out
+    assert "# recorded rows no finding matches: 0" in out and "pruned" not in out
+    assert verdicts.read_text(encoding="utf-8") == HEADER + row

@@ -167,6 +167,21 @@ def test_tl601_torch_six_import_fails_and_the_rewrite_binds_the_same_values():
     assert run(after)["cap"](5.0) == (5.0, True)
 
 
+def test_tl601_torch_six_references_become_what_the_module_held():
+    source = (FIXTURES / "TL601" / "fix" / "six_references.in.py").read_text(encoding="utf-8")
+    with pytest.raises(ModuleNotFoundError, match="torch._six"):
+        run(source)
+    without_import = source.replace("from torch._six import int_classes\n", "int_classes = int\n")
+    with pytest.raises(AttributeError, match="_six"):
+        run(without_import)["describe"]("a")
+    after = fixed(source, "TL601")
+    assert after == (FIXTURES / "TL601" / "fix" / "six_references.out.py").read_text(encoding="utf-8")
+    describe = run(after)["describe"]
+    # torch 1.13's torch/_six.py: string_classes = (str, bytes), int_classes = int, inf = math.inf.
+    assert describe("a") == describe(b"a") == "text"
+    assert describe(3) == "count" and describe({}) == "other" and describe(float("inf")) == "other"
+    assert describe(2.5) == 2
+
 def test_tl601_long_gone_names_raise_attribute_error():
     namespace = run("import torch\ndef factor(A):\n    return torch.potrf(A)\n")
     with pytest.raises(AttributeError, match="potrf"):
@@ -613,6 +628,56 @@ def test_legacy_reduction_table_matches_torch():
             assert api_drift.legacy_reduction(size_average, reduce) == _reduction.legacy_get_string(size_average, reduce, emit_warning=False)
 
 
+ELEMENTWISE_MEAN = """
+import torch.nn as nn
+import torch.nn.functional as F
+
+def losses(x, y, t):
+    a = F.l1_loss(x, y, reduction="elementwise_mean")
+    b = nn.CrossEntropyLoss(reduction='elementwise_mean')(x, t)
+    return a, b
+
+def poisson(x, y):
+    return F.poisson_nll_loss(x, y, reduction="elementwise_mean")
+"""
+
+
+def test_tl605_elementwise_mean_warns_or_raises_and_mean_is_the_same_reduction():
+    x, y, t = torch.randn(4, 3), torch.rand(4, 3), torch.tensor([0, 2, 1, 1])
+    after = fixed(ELEMENTWISE_MEAN, "TL605")
+    assert "elementwise_mean" not in after
+    old, warned = quietly(run(ELEMENTWISE_MEAN)["losses"], x, y, t)
+    new, silent = quietly(run(after)["losses"], x, y, t)
+    assert "reduction='elementwise_mean' is deprecated. Please use reduction='mean' instead." in warned
+    assert not any("elementwise_mean" in w for w in silent)
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+    # Some losses check the string themselves: the old name raises there.
+    with pytest.raises(ValueError, match="elementwise_mean is not a valid value for reduction"):
+        run(ELEMENTWISE_MEAN)["poisson"](x, y)
+    assert torch.equal(run(after)["poisson"](x, y), torch.nn.functional.poisson_nll_loss(x, y))
+
+
+def test_elementwise_mean_raising_losses_match_torch():
+    import torch.nn.functional as F
+
+    x, y = torch.rand(4, 3), torch.rand(4, 3)
+    calls = {
+        "poisson_nll_loss": lambda r: F.poisson_nll_loss(x, y, reduction=r),
+        "gaussian_nll_loss": lambda r: F.gaussian_nll_loss(x, y, torch.ones(4, 3), reduction=r),
+        "multilabel_soft_margin_loss": lambda r: F.multilabel_soft_margin_loss(x, (y > 0.5).float(), reduction=r),
+        "triplet_margin_with_distance_loss": lambda r: F.triplet_margin_with_distance_loss(x, y, y.flip(0), reduction=r),
+        "mse_loss": lambda r: F.mse_loss(x, y, reduction=r),
+    }
+    for name, call in calls.items():
+        raises = f"torch.nn.functional.{name}" in api_drift.ELEMENTWISE_MEAN_RAISES
+        try:
+            quietly(call, "elementwise_mean")
+        except ValueError:
+            assert raises, name
+        else:
+            assert not raises, name
+
 # -- TL606 volatile-has-no-effect -------------------------------------------------------------------------
 
 VOLATILE = """
@@ -717,3 +782,290 @@ def test_tl602_keyword_fixes_compute_the_same_without_the_warnings():
     (new_clip, new_sample), new_warnings = quietly(run(after)["clipped_sample"], logits, x)
     assert any("deprecated" in w for w in old_warnings) and not any("deprecated" in w for w in new_warnings)
     assert torch.equal(old_clip, new_clip) and torch.equal(old_sample, new_sample)
+
+
+# -- TL609 number-first-overload --------------------------------------------------------------------------
+
+NUMBER_FIRST = """
+import torch
+
+def adam_step(param, grad, beta1=0.9, beta2=0.999):
+    exp_avg = torch.zeros_like(param)
+    exp_avg_sq = torch.zeros_like(param)
+    exp_avg.mul_(beta1).add_(1 - beta1, grad)
+    exp_avg_sq.mul_(beta2).addcmul_(1 - beta2, grad, grad)
+    denom = exp_avg_sq.sqrt().add_(1e-8)
+    update = torch.zeros_like(param)
+    update.addcdiv_(-0.01, exp_avg, denom)
+    return update, torch.add(param, -1, grad), torch.addcmul(param, 0.5, grad, grad), update.sub(2, grad)
+"""
+
+
+def test_tl609_number_first_overloads_warn_and_the_keyword_form_computes_the_same_bits():
+    param, grad = torch.randn(5, 3), torch.randn(5, 3)
+    after = fixed(NUMBER_FIRST, "TL609")
+    assert "add_(grad, alpha=1 - beta1)" in after and "addcmul_(grad, grad, value=1 - beta2)" in after
+    old, warned = quietly(run(NUMBER_FIRST)["adam_step"], param, grad)
+    new, silent = quietly(run(after)["adam_step"], param, grad)
+    for method in ("add_", "addcmul_", "addcdiv_", "add", "addcmul", "sub"):
+        assert any(w.startswith(f"This overload of {method} is deprecated") for w in warned), (method, warned)
+    assert not any("deprecated" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+
+
+# -- TL610 implicit-softmax-dim ----------------------------------------------------------------------------
+
+SOFTMAX_2D = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+class Classifier(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3)
+        self.fc = nn.Linear(4 * 6 * 6, 3)
+        self.head = nn.Sequential(nn.Flatten(), nn.Linear(64, 10), nn.ReLU(), nn.Softmax())
+
+    def forward(self, x):
+        h = self.conv(x)
+        h = h.view(h.size(0), -1)
+        probs = F.softmax(self.fc(h))
+        log_probs = F.log_softmax(torch.flatten(x, 1), dim=None)
+        least = nn.Softmin()(h.reshape(h.shape[0], -1))
+        return probs, log_probs, self.head(x), least
+"""
+
+
+def test_tl610_implicit_dim_warns_and_dim_1_is_what_torch_picks_for_2d_inputs():
+    after = fixed(SOFTMAX_2D, "TL610")
+    assert "nn.Softmax(dim=1)" in after and "F.softmax(self.fc(h), dim=1)" in after and "nn.Softmin(dim=1)" in after
+    torch.manual_seed(0)
+    old_model = run(SOFTMAX_2D)["Classifier"]()
+    new_model = run(after)["Classifier"]()
+    new_model.load_state_dict(old_model.state_dict())
+    x = torch.randn(5, 1, 8, 8)
+    old, warned = quietly(old_model, x)
+    new, silent = quietly(new_model, x)
+    for name in ("softmax", "log_softmax", "softmin"):
+        assert f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument." in warned
+    assert not any("Implicit dimension" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+
+
+def test_tl610_gives_no_fix_where_torch_would_pick_dimension_0():
+    source = "import torch.nn as nn\nhead = nn.Sequential(nn.Linear(16, 4), nn.Softmax())\n"
+    findings = engine.lint_text(source, SNIPPET_PATH, settings("TL610")).findings
+    assert [f.code for f in findings] == ["TL610"] and findings[0].fix is None
+    # nn.Linear keeps the leading dimensions: a (batch, seq, features) input is 3-D, and torch normalises over dim 0.
+    head = run(source)["head"]
+    x = torch.randn(2, 3, 16)
+    probs, _ = quietly(head, x)
+    assert torch.allclose(probs.sum(0), torch.ones(3, 4)) and not torch.allclose(probs.sum(-1), torch.ones(2, 3))
+
+
+LEGACY_SPARSE = """
+import torch
+
+def adjacency(edges, weights, n):
+    i = torch.LongTensor(edges)
+    v = torch.FloatTensor(weights)
+    a = torch.sparse.FloatTensor(i, v, torch.Size([n, n]))
+    b = torch.sparse.LongTensor(i, v.double(), (n, n))
+    c = torch.sparse.DoubleTensor(i, v)
+    d = torch.sparse.HalfTensor(3, 4)
+    return a, b, c, d
+"""
+
+
+def test_tl602_legacy_sparse_constructors_warn_and_sparse_coo_tensor_builds_the_same_tensors():
+    after = fixed(LEGACY_SPARSE, "TL602")
+    assert "torch.sparse.LongTensor" not in after and "torch.sparse_coo_tensor((3, 4), dtype=torch.float16)" in after
+    assert "dtype" not in after.split("d = ")[0]  # the values give the dtype: none is added
+    edges, weights = [[0, 1, 1], [1, 0, 2]], [1.0, 2.0, 3.0]
+    old, warned = quietly(run(LEGACY_SPARSE)["adjacency"], edges, weights, 3)
+    new, silent = quietly(run(after)["adjacency"], edges, weights, 3)
+    assert any(w.startswith("torch.sparse.SparseTensor(indices, values, shape, *, device=) is deprecated") for w in warned)
+    assert not any("SparseTensor" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert before.layout == now.layout == torch.sparse_coo
+        assert before.dtype == now.dtype and before.shape == now.shape and before.is_coalesced() == now.is_coalesced()
+        assert torch.equal(before.to_dense(), now.to_dense())
+    # The type's name does not fix the dtype of a tensor built from values: a "LongTensor" of float64 values.
+    assert old[1].dtype == torch.float64
+
+
+def test_tl602_cuda_sparse_constructors_fail_on_a_cpu_build_and_get_no_fix():
+    source = "import torch\n\ndef build(i, v):\n    return torch.cuda.sparse.FloatTensor(i, v, (2, 2))\n"
+    findings = engine.lint_text(source, SNIPPET_PATH, settings("TL602")).findings
+    assert [f.code for f in findings] == ["TL602"] and findings[0].fix is None
+    if not torch.cuda.is_available():
+        with pytest.raises(TypeError, match="not available"):
+            run(source)["build"](torch.tensor([[0, 1], [1, 0]]), torch.tensor([1.0, 2.0]))
+
+
+# -- TL611 zero-dim-index ----------------------------------------------------------------------------------
+
+ZERO_DIM = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+criterion = nn.CrossEntropyLoss()
+
+def logged(output, y, weights):
+    w = torch.as_tensor(weights)
+    loss = criterion(output, y)
+    total = loss.data[0]
+    summed = F.mse_loss(output, output.detach() * 2, reduction="sum")[0]
+    size = w.norm()[0]
+    mean = w.abs().mean().data[0]
+    return total, summed, size, mean
+"""
+
+
+def test_tl611_indexing_a_0_dim_tensor_raises_and_item_reads_the_same_number():
+    output, y, w = torch.randn(4, 3), torch.tensor([0, 2, 1, 1]), torch.randn(3, 4)
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor. Use `tensor.item\\(\\)`"):
+        run(ZERO_DIM)["logged"](output, y, w)
+    after = fixed(ZERO_DIM, "TL611", unsafe=True)
+    assert "loss.item()" in after and "w.norm().item()" in after and "[0]" not in after
+    total, summed, size, mean = run(after)["logged"](output, y, w)
+    assert total == torch.nn.functional.cross_entropy(output, y).item()
+    assert summed == torch.nn.functional.mse_loss(output, output * 2, reduction="sum").item()
+    assert size == w.norm().item() and mean == w.abs().mean().item()
+    assert all(isinstance(value, float) for value in (total, summed, size, mean))
+
+
+def test_tl611_fix_without_data_is_unsafe_because_item_leaves_the_graph():
+    findings = engine.lint_text(textwrap.dedent(ZERO_DIM).lstrip("\n"), SNIPPET_PATH, settings("TL611")).findings
+    classes = {f.location.line: f.fix.applicability.value for f in findings}
+    assert sorted(classes.values()) == ["safe", "safe", "unsafe", "unsafe"]
+    loss = torch.nn.functional.mse_loss(torch.randn(3, requires_grad=True), torch.zeros(3))
+    assert loss.dim() == 0 and loss.requires_grad and not isinstance(loss.item(), torch.Tensor)
+
+
+# -- TL612 renamed-dataset-attribute -----------------------------------------------------------------------
+
+
+def _torchvision():
+    """torchvision, where it imports (it is not a test dependency: PyPI's wheel needs the CUDA build of torch)."""
+    try:
+        import torchvision.datasets
+    except Exception as error:  # ImportError, or a wheel that does not match this torch build
+        pytest.skip(f"torchvision does not import here: {type(error).__name__}: {error}")
+    return torchvision
+
+
+def _fake_mnist(root, images, labels):
+    """The raw files torchvision's MNIST checks for and reads (big-endian IDX), under root/MNIST/raw; the test
+    split gets the same images."""
+    import struct
+
+    raw = root / "MNIST" / "raw"
+    raw.mkdir(parents=True)
+    n, h, w = images.shape
+    for split in ("train", "t10k"):
+        (raw / f"{split}-images-idx3-ubyte").write_bytes(struct.pack(">IIII", 0x803, n, h, w) + bytes(images.flatten().tolist()))
+        (raw / f"{split}-labels-idx1-ubyte").write_bytes(struct.pack(">II", 0x801, n) + bytes(labels.tolist()))
+
+
+DATASET_ATTRIBUTES = """
+import torch
+from torchvision import datasets
+
+def read(root):
+    train_set = datasets.MNIST(root, train=True)
+    return train_set.train_data.float() / 255, torch.bincount(train_set.train_labels, minlength=10)
+"""
+
+
+def test_tl612_mnist_aliases_warn_and_data_targets_hold_the_same_tensors(tmp_path):
+    torchvision = _torchvision()
+    generator = torch.Generator().manual_seed(0)
+    images = torch.randint(0, 256, (6, 4, 4), dtype=torch.uint8, generator=generator)
+    labels = torch.tensor([3, 1, 4, 1, 5, 9], dtype=torch.uint8)
+    _fake_mnist(tmp_path, images, labels)
+    after = fixed(DATASET_ATTRIBUTES, "TL612")
+    assert "train_set.data.float()" in after and "train_set.targets" in after
+    old, warned = quietly(run(DATASET_ATTRIBUTES)["read"], str(tmp_path))
+    new, silent = quietly(run(after)["read"], str(tmp_path))
+    assert "train_data has been renamed data" in warned and "train_labels has been renamed targets" in warned
+    assert not any("renamed" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+    assert torch.equal(new[0], images.float() / 255)
+    # CIFAR dropped the old names: reading one raises AttributeError.
+    cifar = object.__new__(torchvision.datasets.CIFAR10)
+    cifar.data, cifar.targets = [], [0, 1]
+    with pytest.raises(AttributeError, match="train_labels"):
+        cifar.train_labels
+
+
+def test_tl602_saved_variables_warns_and_saved_tensors_gives_the_same_gradient():
+    source = (FIXTURES / "TL602" / "fix" / "saved_variables.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL602")
+    assert after == (FIXTURES / "TL602" / "fix" / "saved_variables.out.py").read_text(encoding="utf-8")
+
+    def gradient(namespace):
+        x = torch.linspace(-2, 2, 5, requires_grad=True)
+        namespace["Square"].apply(x).sum().backward()
+        return x.grad
+
+    old, warned = quietly(gradient, run(source))
+    new, silent = quietly(gradient, run(after))
+    assert "'saved_variables' is deprecated; use 'saved_tensors'" in warned
+    assert not any("saved_variables" in w for w in silent)
+    assert torch.equal(old, new) and torch.equal(new, 2 * torch.linspace(-2, 2, 5))
+
+
+# -- TL613 uint8-mask --------------------------------------------------------------------------------------
+
+
+def test_tl613_uint8_masks_raise_and_bool_masks_select_the_same_elements():
+    source = (FIXTURES / "TL613" / "fix" / "uint8_mask.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL613")
+    assert after == (FIXTURES / "TL613" / "fix" / "uint8_mask.out.py").read_text(encoding="utf-8")
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(3, 5, generator=generator) * 20
+    tokens = torch.tensor([[1, 2, 0, 0, 0], [3, 0, 0, 0, 0], [4, 5, 6, 0, 0]])
+    lengths = torch.tensor([2, 0, 3])
+    with pytest.raises(RuntimeError, match="masked_fill_ only supports boolean masks, but got mask with dtype unsigned char"):
+        run(source)["attend"](scores, tokens, lengths, 0)
+    filled, picked, inverted, _ = run(after)["attend"](scores, tokens, lengths, 0)
+    # What the uint8 masks meant: non-zero is selected.
+    pad = tokens == 0
+    expected = scores.masked_fill(pad, -1e9) * (lengths > 0).unsqueeze(1).float()
+    assert torch.equal(picked, expected[expected > 0])
+    expected[expected < -10] = -10.0
+    assert torch.equal(filled, expected.masked_fill(torch.tensor([[True], [False], [True]]), 0.0))
+    assert torch.equal(inverted, 1 - pad.byte())  # the variable kept its dtype: its other uses mean what they meant
+    _, warned = quietly(lambda: scores[(scores > 1).byte()])
+    assert any("indexing with dtype torch.uint8 is now deprecated" in w for w in warned)
+
+
+# -- TL614 autograd-function-instance-call -----------------------------------------------------------------
+
+
+def test_tl614_instance_calls_raise_and_apply_computes_the_same_values_and_gradients():
+    source = (FIXTURES / "TL614" / "fix" / "instance_call.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL614")
+    assert after == (FIXTURES / "TL614" / "fix" / "instance_call.out.py").read_text(encoding="utf-8")
+    x = torch.linspace(-1, 1, 7, requires_grad=True)
+    # Legacy classes and a class with static methods alike: calling an instance is the legacy path.
+    with pytest.raises(RuntimeError, match="Legacy autograd function with non-static forward method is deprecated"):
+        run(source)["run"](x)
+    namespace = run(source)
+    with pytest.raises(RuntimeError, match="Legacy autograd function"):
+        quietly(namespace["Double"](), x)
+    outputs, warned = quietly(run(after)["run"], x)
+    assert not any("instantiated" in w for w in warned), warned
+    square, shifted, clamped, doubled = outputs
+    assert torch.equal(square, x * x) and torch.equal(shifted, (x + 1) * (x + 1))
+    assert torch.equal(clamped, x.clamp(-0.5, 0.5)) and torch.equal(doubled, x * 2)
+    # backward runs the legacy methods with the context as `self`: what forward stored there is found.
+    (grad,) = torch.autograd.grad((square + shifted + clamped + doubled).sum(), x)
+    expected = 2 * x + 2 * (x + 1) + (x.abs() <= 0.5).float() + 2
+    assert torch.allclose(grad, expected.detach())

@@ -105,9 +105,10 @@ def default_dir(config_path: Optional[str]) -> str:
     return os.path.join(base, DEFAULT_DIR_NAME)
 
 
-def code_fingerprint() -> str:
-    """Size and modification time of every module of the installed torchlint (rules included)."""
-    package = os.path.dirname(os.path.abspath(torchlint.__file__))
+def code_fingerprint(package: Optional[str] = None) -> str:
+    """Size and modification time of every module and data file of the installed torchlint (rules included);
+    ``package``: another copy of the package's folder."""
+    package = package or os.path.dirname(os.path.abspath(torchlint.__file__))
     parts = [torchlint.__version__]
     for directory, subdirs, names in os.walk(package):
         subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")

@@ -11,6 +11,7 @@ import argparse
 import os
 import signal
 import sys
+from dataclasses import replace
 from typing import Dict, List, Optional, Sequence
 
 from torchlint import __version__, cache, collection, config, registry, runner, source
@@ -19,7 +20,7 @@ from torchlint.cache import default_dir as default_cache_dir
 from torchlint.docs import page
 from torchlint.files import discover
 from torchlint.report import TEXT_FORMATS, RunSummary, fix_enumeration, formatters, position, statistics_formatters
-from torchlint.rule import Diagnostic
+from torchlint.rule import Confidence, Diagnostic
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -229,8 +230,16 @@ def _check(args: argparse.Namespace) -> int:
         run.diagnostics.extend(problems)
         # One project index per process (built on the first cross-file question; TL403 asks); check runs use the cache.
         jobs = args.jobs if args.jobs is not None else runner.default_jobs()
-        run_cache = Cache(cache_dir, settings, code=code) if cache_dir else None
-        for path, outcome in zip(files, runner.run_files(files, paths, args, settings, jobs, run_cache)):
+        # A plain check finds every level and shows those at the floor: the summary says how many more there are.
+        counting = not (args.fix or args.diff or args.add_noqa)
+        checked = replace(settings, confidence_floor=Confidence.LOW) if counting else settings
+        run_cache = Cache(cache_dir, checked, code=code) if cache_dir else None
+        for path, outcome in zip(files, runner.run_files(files, paths, args, checked, jobs, run_cache)):
+            shown = [f for f in outcome.findings if f.confidence.at_least(settings.confidence_floor)]
+            for finding in outcome.findings:
+                if not finding.confidence.at_least(settings.confidence_floor):
+                    run.below_floor[finding.confidence] = run.below_floor.get(finding.confidence, 0) + 1
+            outcome.findings = shown
             run.findings.extend(outcome.findings)
             run.diagnostics.extend(outcome.diagnostics)
             if outcome.fixes:
@@ -253,6 +262,8 @@ def _check(args: argparse.Namespace) -> int:
         quiet=args.quiet,
         show_fixes=args.show_fixes,
         sources=stdin_sources,
+        below_floor=dict(run.below_floor),
+        floor=settings.confidence_floor,
     )
     render = (statistics_formatters() if args.statistics else formatters())[args.output_format]
     if args.add_noqa:

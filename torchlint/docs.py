@@ -60,7 +60,14 @@ def measured_summary(rule: Type[Rule]) -> str:
 def confidence_summary(rule: Type[Rule]) -> str:
     """The rule's own levels (``confidence_levels``), else its single default level, then the general text and
     the measured figures."""
+    from torchlint.rule import measured_level_moves
+
     own = rule.confidence_levels or f"This rule's findings are `{rule.confidence.value}` confidence."
+    moves = sorted((key.split(":", 1)[1], level) for key, level in measured_level_moves().items() if key.split(":", 1)[0] == rule.code)
+    if moves:
+        own += "\n\nWhat validation draws measured moves these levels (the decision rule: below 9 in 10 real at `high`, or 1 in 2 at `medium`): " + "; ".join(
+            f"`{before}` findings are shown at `{after}`" for before, after in moves
+        ) + "."
     measured = measured_summary(rule)
     return f"## Confidence\n{own}\n\n{CONFIDENCE_LEVELS_TEXT}" + (f"\n\n{measured}" if measured else "")
 

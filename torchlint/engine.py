@@ -21,11 +21,15 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 
 from torchlint import prepass, registry, walk_order
 from torchlint.config import Settings
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.codegen import statement_positions
 from torchlint.analysis.model.file_context import FileContext
 from torchlint.analysis.model.project_index import file_context
 from torchlint.noqa import NoqaIndex, is_skipped_file
 from torchlint.rule import (
+    DEFAULT_CONFIDENCE_FLOOR,
+    Applicability,
+    Confidence,
     Diagnostic,
     Edit,
     Finding,
@@ -84,6 +88,8 @@ class _Traversal(cst.CSTVisitor):
         self.context = context
         self.diagnostics = diagnostics
         self.crashed: Set[str] = set()
+        # Rules a naming convention decided something for (analysis/model/conventions.py).
+        self.decided_by_names: Set[str] = set()
         self._visit: Dict[str, List[Tuple[Optional[Rule], Callable]]] = {}
         self._leave: Dict[str, List[Tuple[Optional[Rule], Callable]]] = {}
         # Imports inside a function join the import table as the walk reaches them and
@@ -111,8 +117,11 @@ class _Traversal(cst.CSTVisitor):
             return
         if rule.code in self.crashed:
             return
+        before = conventions.decisions
         try:
             method(node)
+            if conventions.decisions != before:
+                self.decided_by_names.add(rule.code)
         except Exception as exc:  # one rule's bug must not stop the others
             self.crashed.add(rule.code)
             rule.reports.clear()
@@ -184,17 +193,20 @@ def lint_text(
     honour_noqa: bool = True,
     use_prepass: bool = True,
     tree: Optional[ast.Module] = None,
+    use_triggers: bool = True,
 ) -> LintResult:
     """Findings for one decoded file (no fixes applied).
 
-    ``use_prepass=False`` parses and walks the whole file with every triggered rule: the
-    findings are the same (tested), only slower; tests and bench/ compare the two.
+    ``use_prepass=False`` parses and walks the whole file with every triggered rule, and
+    ``use_triggers=False`` runs the rules whose trigger text the file lacks too: the findings are
+    the same (tested), only slower; tests and bench/ compare them.
     ``tree``: the file's ``ast`` when the caller has it (flake8 does), so the pre-pass need not parse.
     """
     result = LintResult()
     if is_skipped_file(source):
         return result
-    rule_classes = select_rules(source, settings.codes_for(path) if codes is None else codes)
+    enabled = settings.codes_for(path) if codes is None else codes
+    rule_classes = select_rules(source, enabled) if use_triggers else list(registry.rules_for_codes(enabled))
     if not rule_classes:
         return result
     parsed_text, line_map, plan = source, [], None
@@ -228,6 +240,8 @@ def lint_text(
     except RecursionError:
         result.diagnostics.append(Diagnostic(path, "file nested too deeply to analyse", 1, 1, "internal"))
         return result
+    _judge_conventions(context, module, rules, traversal, result.diagnostics)
+    _apply_measured_levels(rules, traversal)
     floor = settings.confidence_floor
     pending = [
         report
@@ -244,6 +258,83 @@ def lint_text(
         result.findings = [f for f in result.findings if not index.suppresses(f.code, f.location.line)]
     result.findings.sort(key=lambda f: f.sort_key)
     return result
+
+
+_LEVELS = [Confidence.LOW, Confidence.MEDIUM, Confidence.HIGH]
+
+
+def _judge_conventions(
+    context: FileContext, module: cst.Module, rules: Sequence[Rule], traversal: "_Traversal", diagnostics: List[Diagnostic]
+) -> None:
+    """For each rule a naming convention decided something for in this file, walk the file again with that
+    rule alone and conventions off: the facts decide which nodes are reported, the names move each one's
+    level by one (analysis/model/conventions.py). Rules that judge conventions themselves are left alone."""
+    named = [
+        rule for rule in rules
+        if rule.code in traversal.decided_by_names and rule.code not in traversal.crashed and not rule.judges_names
+    ]
+    if not named:
+        return
+    blind = []
+    for rule in named:
+        try:
+            blind.append(type(rule)(context))
+        except Exception as exc:
+            diagnostics.append(rule_crash(context.path, type(rule), exc))
+            return
+    with conventions.disabled():
+        again = _Traversal(context, blind, diagnostics)
+        try:
+            again.walk(module) if walk_order.available() else module.visit(again)
+        except RecursionError:
+            return
+    for rule, facts_only in zip(named, blind):
+        # Each answer at its measured level first, so that a convention still moves the shown level by one.
+        _show_at_measured_levels(rule)
+        if facts_only.code in again.crashed:
+            continue
+        _show_at_measured_levels(facts_only)
+        rule.reports = _moved_reports(rule.reports, facts_only.reports)
+
+
+def _apply_measured_levels(rules: Sequence[Rule], traversal: "_Traversal") -> None:
+    """Move each finding to the level its rule's form measured on validation draws (Rule.shown_level): a level is
+    a promise, and a form that did not keep it moves down. Rules that weigh naming conventions per op map both
+    of their answers themselves; for the others :func:`_judge_conventions` has mapped them already."""
+    for rule in rules:
+        if rule.code in traversal.crashed or rule.judges_names or rule.code in traversal.decided_by_names:
+            continue
+        _show_at_measured_levels(rule)
+
+
+def _show_at_measured_levels(rule: Rule) -> None:
+    for index, report in enumerate(rule.reports):
+        level = rule.shown_level(report.confidence)
+        if level is not report.confidence:
+            fix = report.fix
+            if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
+                fix = replace(fix, applicability=Applicability.UNSAFE)
+            rule.reports[index] = replace(report, confidence=level, fix=fix)
+
+
+def _moved_reports(by_names: List[PendingReport], by_facts: List[PendingReport]) -> List[PendingReport]:
+    def key(report: PendingReport):
+        return (id(report.node), report.message)
+
+    named = {key(report): report for report in by_names}
+    factual = {key(report): report for report in by_facts}
+    out = []
+    for report_key in list(factual) + [k for k in named if k not in factual]:
+        on, off = named.get(report_key), factual.get(report_key)
+        level = conventions.moved(off.confidence if off else None, on.confidence if on else None, _LEVELS)
+        if level is None:
+            continue
+        base = on if on is not None else off
+        fix = base.fix
+        if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
+            fix = replace(fix, applicability=Applicability.UNSAFE)
+        out.append(replace(base, confidence=level, fix=fix))
+    return out
 
 
 def _materialize(
@@ -684,12 +775,17 @@ def _fix_key(finding: Finding) -> Tuple:
 
 
 def fix_text(
-    source: str, path: str, settings: Settings, unsafe: Optional[bool] = None, frozen: Sequence[Tuple[int, int]] = ()
+    source: str,
+    path: str,
+    settings: Settings,
+    unsafe: Optional[bool] = None,
+    frozen: Sequence[Tuple[int, int]] = (),
+    use_triggers: bool = True,
 ) -> FixResult:
     """Apply fixes in passes until none applies; never produce text that does not parse.
 
     ``frozen``: spans of ``source`` that no applied fix may touch (see ``touches_frozen``);
-    the result says where they stand in the fixed text.
+    the result says where they stand in the fixed text. ``use_triggers``: as for :func:`lint_text`.
     """
     unsafe = settings.unsafe_fixes if unsafe is None else unsafe
     applied: List[str] = []
@@ -697,7 +793,7 @@ def fix_text(
     extra: List[Diagnostic] = []
     current = source
     frozen = tuple(frozen)
-    result = lint_text(current, path, settings)
+    result = lint_text(current, path, settings, use_triggers=use_triggers)
     for _ in range(MAX_FIX_PASSES):
         chosen = _choose_fixes(result.findings, unsafe, rejected, frozen)
         if not chosen:
@@ -728,6 +824,6 @@ def fix_text(
         current = candidate
         if frozen:
             frozen = _moved(frozen, sorted({e for f in chosen for e in f.fix.edits}, key=lambda e: (e.start, e.end)))
-        result = lint_text(current, path, settings)
+        result = lint_text(current, path, settings, use_triggers=use_triggers)
     result.diagnostics.extend(extra)
     return FixResult(current, tuple(applied), result, frozen)

@@ -31,7 +31,7 @@ def discover(paths: Sequence[str], settings: Settings, force_exclude: bool = Fal
             problems.append(Diagnostic(path, f"no such file or directory: {path}", kind="io"))
             continue
         if os.path.isdir(path):
-            found = iter(()) if force_exclude and settings.is_excluded(path) else _walk(path, settings)
+            found = iter(()) if force_exclude and settings.is_excluded(path) else _walk(path, settings, problems)
         elif force_exclude and settings.is_excluded(path):
             found = iter(())
         else:
@@ -126,11 +126,12 @@ def _matches(pattern: "Optional[re.Pattern[str]]", text: str) -> bool:
     return pattern is not None and pattern.match(text) is not None
 
 
-def _walk(root: str, settings: Settings) -> Iterator[Tuple[str, str]]:
+def _walk(root: str, settings: Settings, problems: Optional[List[Diagnostic]] = None) -> Iterator[Tuple[str, str]]:
     """(path, real path) of the Python files and notebooks under ``root``: os.walk's order, one scandir per directory.
 
     The real path of a file that is not a symlink is its directory's plus its
-    name, so only symlinks pay a ``realpath``.
+    name, so only symlinks pay a ``realpath``. A directory that cannot be read is
+    reported in ``problems`` (when given), and the walk goes on.
     """
     excluder = _Excluder(settings)
     pending = [(root, os.path.abspath(root), os.path.realpath(root))]
@@ -139,7 +140,9 @@ def _walk(root: str, settings: Settings) -> Iterator[Tuple[str, str]]:
         try:
             with os.scandir(directory) as listing:
                 entries = list(listing)
-        except OSError:
+        except OSError as exc:
+            if problems is not None:
+                problems.append(Diagnostic(directory, f"cannot read folder: {exc.strerror or exc}", kind="io"))
             continue
         where = excluder.directory(absolute)
         subdirs, names = [], []

@@ -108,3 +108,4 @@ def default_codes() -> FrozenSet[str]:
 def rules_for_codes(codes: Iterable[str]) -> List[Type[Rule]]:
     rules = all_rules()
     return [rules[code] for code in sorted(codes)]
+

@@ -10,10 +10,13 @@ this bad? / Example / Use instead / Fix safety.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
+import json
+import os
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, ClassVar, Dict, List, Optional, Sequence, Tuple
 
 if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
@@ -21,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
     from torchlint.prepass import Scan, Seeds
 
-from torchlint.findings import (  # noqa: F401 (re-exported: a rule imports what it needs from here)
+from torchlint.findings import (
     WHOLE_FILE,
     Confidence,
     DEFAULT_CONFIDENCE_FLOOR,
@@ -36,6 +39,13 @@ from torchlint.findings import (  # noqa: F401 (re-exported: a rule imports what
     Finding,
     Diagnostic,
 )
+
+# The shared types a rule imports from here with the base class.
+__all__ = [
+    "WHOLE_FILE", "Confidence", "DEFAULT_CONFIDENCE_FLOOR", "Applicability", "ImportRequirement", "Replacement",
+    "FixSpec", "Edit", "Fix", "Location", "NotebookCell", "Finding", "Diagnostic", "PendingReport", "Rule",
+    "handler_names", "ANY_TEXT",
+]
 
 
 @dataclass
@@ -52,6 +62,20 @@ class PendingReport:
     # top-level class, its body, the member): where the engine first computes positions.
     enclosing: Tuple[cst.CSTNode, ...] = ()
     confidence: Confidence = Confidence.HIGH
+
+
+# The trigger every text holds: the rule's ast pre-pass alone decides where it runs.
+ANY_TEXT: Tuple[str, ...] = ("",)
+
+@functools.lru_cache(maxsize=None)
+def measured_level_moves() -> Dict[str, str]:
+    """``CODE:level`` -> the level its findings are shown at (torchlint/data/level_calibration.json)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "level_calibration.json")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return dict(json.load(handle).get("moves", {}))
+    except (OSError, ValueError):
+        return {}
 
 
 _CODE_RE = re.compile(r"^TL[1-9][0-9]{2}$")
@@ -71,13 +95,18 @@ class Rule:
     confidence: ClassVar[Confidence] = Confidence.HIGH
     # What decides the level of this rule's findings when it varies (a few lines, markdown; for the docs page).
     confidence_levels: ClassVar[str] = ""
-    # Substrings of which at least one must occur in a file for the rule to fire there;
-    # the engine skips parsing files that contain no trigger of any enabled rule.
+    # Substrings of which at least one must occur in a file for the rule to fire there; the engine skips
+    # parsing files that contain no trigger of any enabled rule. A necessary condition of every report,
+    # whatever the spelling (spaces, aliases, star imports): words, not punctuation-bound fragments
+    # (tests/test_generated.py checks findings with and without it are the same). ANY_TEXT: no condition.
     triggers: ClassVar[Tuple[str, ...]] = ()
     default_enabled: ClassVar[bool] = True
     # The rule asks what a function's same-file callers pass it (torchlint/analysis/flow/callers.py): the
     # pre-pass then keeps, with its seeds, the regions that mention a function defined in them.
     reads_callers: ClassVar[bool] = False
+    # The rule weighs naming conventions itself, per op (analysis/project/guards.py assess): the engine does not
+    # walk the file again for it with conventions off (analysis/model/conventions.py).
+    judges_names: ClassVar[bool] = False
 
     def __init__(self, context: "FileContext") -> None:
         self.context = context
@@ -107,6 +136,13 @@ class Rule:
         self.reports.append(
             PendingReport(self, node, message or self.message, fix, indents, enclosing, level)
         )
+
+    @classmethod
+    def shown_level(cls, level: Confidence) -> Confidence:
+        """The level a finding of this rule found at ``level`` is shown at: what validation draws measured of
+        that form (torchlint/data/level_calibration.json; the decision rule of a level's promise)."""
+        moved = measured_level_moves().get(f"{cls.code}:{level.value}")
+        return Confidence(moved) if moved else level
 
     @classmethod
     def documentation(cls) -> str:

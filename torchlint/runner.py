@@ -23,7 +23,7 @@ from torchlint import config, noqa, notebook, source
 from torchlint.analysis.model import project_index
 from torchlint.cache import Cache, Dependency, digest_bytes
 from torchlint.files import project_files
-from torchlint.rule import Diagnostic, Finding
+from torchlint.rule import Confidence, Diagnostic, Finding
 
 # Fewer files than this per job are checked in this process: starting workers would cost more.
 MIN_FILES_PER_JOB = 8
@@ -96,6 +96,8 @@ class RunResults:
     # Path -> the code of each fix applied there (--diff: that would be applied), for files with one.
     fixes: Dict[str, Tuple[str, ...]] = field(default_factory=dict)
     noqa_directives: Dict[str, int] = field(default_factory=dict)  # --add-noqa: path -> comments written or extended
+    # How many findings of each level below the run's floor a plain check found and did not show.
+    below_floor: Dict[Confidence, int] = field(default_factory=dict)
 
     @property
     def fixed(self) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from torchlint.rule import Diagnostic, Finding, NotebookCell
+from torchlint.rule import DEFAULT_CONFIDENCE_FLOOR, Confidence, Diagnostic, Finding, NotebookCell
 
 
 @dataclass
@@ -19,6 +19,13 @@ class RunSummary:
     show_fixes: bool = False  # list the applied fixes per file
     # The text of checked files that are not on disk (standard input), by path: the full format quotes it.
     sources: Dict[str, str] = field(default_factory=dict)
+    # Findings a plain check found below the floor and did not show, per level; and the floor.
+    below_floor: Dict[Confidence, int] = field(default_factory=dict)
+    floor: Confidence = DEFAULT_CONFIDENCE_FLOOR
+
+    @property
+    def hidden(self) -> int:
+        return sum(self.below_floor.values())
 
     @property
     def fixed(self) -> int:

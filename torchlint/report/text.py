@@ -6,7 +6,7 @@ from typing import Dict, List, Tuple
 
 from torchlint import registry
 from torchlint.report.base import RunSummary, position
-from torchlint.rule import Finding
+from torchlint.rule import Confidence, Finding
 
 
 def render(run: RunSummary) -> str:
@@ -31,8 +31,11 @@ def footer(run: RunSummary) -> List[str]:
         lines.append(f"Found {remaining + run.fixed} {_plural(remaining + run.fixed)} ({run.fixed} fixed, {remaining} remaining).")
     elif remaining:
         lines.append(f"Found {remaining} {_plural(remaining)}.")
-    elif not run.diagnostics:
+    elif not run.diagnostics and not run.hidden:
         lines.append("All checks passed!")
+    elif not run.diagnostics:
+        lines.append(f"No findings at the `{run.floor.value}` level.")
+    lines += below_floor(run)
     fixable = sum(1 for f in run.findings if run.fixable(f))
     hidden = sum(1 for f in run.findings if f.fix is not None) - fixable
     if fixable and not run.fix_mode:
@@ -40,6 +43,19 @@ def footer(run: RunSummary) -> List[str]:
     if hidden:
         lines.append(f"({hidden} more fixable with the `--unsafe-fixes` option.)")
     return lines
+
+
+def below_floor(run: RunSummary) -> List[str]:
+    """The findings a check did not show because they are below the floor: how many, and how to see or confirm them."""
+    if not run.hidden:
+        return []
+    levels = [level for level in (Confidence.MEDIUM, Confidence.LOW) if run.below_floor.get(level)]
+    parts = ", ".join(f"{run.below_floor[level]} {level.value}" for level in levels)
+    lowest = levels[-1].value
+    return [
+        f"{run.hidden} more {'finding' if run.hidden == 1 else 'findings'} below the `{run.floor.value}` level ({parts}): "
+        f"`--confidence-level {lowest}` shows them; `torchlint trace SCRIPT` confirms on a real run the ones it meets."
+    ]
 
 
 def fix_enumeration(fixes: Dict[str, Tuple[str, ...]], verb: str) -> List[str]:

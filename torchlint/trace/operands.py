@@ -213,7 +213,7 @@ def _vanishing_eps(file: _File, node: cst.CSTNode, finding: Finding) -> Planned:
         return edges.EPS, found[0], found[1], None
     if isinstance(node, cst.Call):
         upper = clamp_upper_bound(context, node)
-        if upper is not None and one_minus_term(upper[1]) is not None and finding.message in (ONE_MINUS_FLOAT32_MESSAGE, ONE_MINUS_FLOAT16_MESSAGE):
+        if upper is not None and one_minus_term(context, upper[1]) is not None and finding.message in (ONE_MINUS_FLOAT32_MESSAGE, ONE_MINUS_FLOAT16_MESSAGE):
             return edges.UPPER_BOUND, upper[0], upper[1], None
         lower = clamp_lower_bound(context, node)
         if lower is not None:

@@ -80,6 +80,9 @@ class ApiChange:
     raises_when_called: bool = False
     # Warns at run time (else deprecated in the documentation only).
     warns: bool = True
+    # Only calling it changed (a legacy constructor): a reference such as ``isinstance(t, torch.sparse.FloatTensor)``
+    # is not reported.
+    calls_only: bool = False
     source: str = ""
 
     def status_at(self, target: Version) -> Optional[Status]:
@@ -93,6 +96,12 @@ class ApiChange:
 def _change(name: str, **facts) -> ApiChange:
     return ApiChange(name, **facts)
 
+
+# The legacy sparse tensor types and the dtype each one gives a tensor built from a shape alone.
+LEGACY_SPARSE_DTYPES: Dict[str, str] = {
+    "Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16", "Byte": "uint8",
+    "Char": "int8", "Short": "int16", "Int": "int32", "Long": "int64",
+}
 
 _LINALG_STUB = "torch/_linalg_utils.py keeps a function that raises RuntimeError"
 _CUDA_AMP = "torch 2.4 release notes; the warning names torch.amp as the replacement"
@@ -190,6 +199,16 @@ _RECORDS: Tuple[ApiChange, ...] = (
         _change(f"functorch.{name}", deprecated=(2, 0), rename_to=f"torch.func.{name}", source="warns: functorch is deprecated as of PyTorch 2.0")
         for name in ("vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "functionalize")
     ),
+    # The legacy sparse constructors: construction warns since pytorch#94850 (February 2023, after 2.0's branch
+    # cut); torch 2.13 builds the tensor with torch.sparse_coo_tensor(indices, values[, size]), the values giving
+    # the dtype and the device, whatever the type's name says.
+    *(
+        _change(f"{module}.{kind}Tensor", deprecated=(2, 1), calls_only=True,
+                replacement="torch.sparse_coo_tensor(indices, values, size) (dtype and device come from the values)",
+                source="pytorch#94850; warns: torch.sparse.SparseTensor(indices, values, shape, *, device=) is deprecated")
+        for module in ("torch.sparse", "torch.cuda.sparse")
+        for kind in LEGACY_SPARSE_DTYPES
+    ),
     # torchvision (its releases pair with torch's: 0.16 with 2.1).
     _change("torchvision.transforms.v2.ToTensor", deprecated=(2, 1),
             replacement="torchvision.transforms.v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])",
@@ -257,6 +276,7 @@ def _change_of_exactly(name: str) -> Optional[ApiChange]:
         rename_to=own.rename_to,
         raises_when_called=own.raises_when_called or table.raises_when_called,
         warns=own.warns,
+        calls_only=own.calls_only,
         source=own.source,
     )
 
@@ -269,12 +289,22 @@ def tensor_method_names() -> FrozenSet[str]:
 
 # -- torch._six: what its names were, for code that imported them ------------------------------
 
-# The same objects elsewhere (torch 1.13's torch/_six.py); string_classes = (str, bytes) and
-# int_classes = int have no importable twin.
+# The same objects elsewhere (torch 1.13's torch/_six.py), importable: ``from torch._six import int_classes``
+# becomes ``from builtins import int as int_classes``.  string_classes = (str, bytes) has no importable twin.
 SIX_TWINS: Dict[str, str] = {
     "torch._six.inf": "math.inf",
     "torch._six.nan": "math.nan",
     "torch._six.container_abcs": "collections.abc",
+    "torch._six.int_classes": "builtins.int",
+}
+# What an attribute reference ``torch._six.X`` becomes: a dotted name reached through the imports, or an
+# expression of builtins (string_classes was (str, bytes), not str: it matched bytes too).
+SIX_VALUES: Dict[str, str] = {
+    "torch._six.inf": "math.inf",
+    "torch._six.nan": "math.nan",
+    "torch._six.container_abcs": "collections.abc",
+    "torch._six.int_classes": "int",
+    "torch._six.string_classes": "(str, bytes)",
 }
 
 
@@ -292,6 +322,19 @@ CHECKPOINT_DEFAULT_REENTRANT = True  # what the call does today when use_reentra
 # size_average= / reduce= on losses: deprecated since 0.4.1 in favour of reduction=.
 LEGACY_REDUCTION_KEYWORDS: Tuple[str, ...] = ("size_average", "reduce")
 LEGACY_REDUCTION_SINCE: Version = (0, 4)
+
+
+# reduction="elementwise_mean": the 0.4.1 spelling of "mean", renamed in torch 1.0 (pytorch#13419).  Most losses
+# warn "reduction='elementwise_mean' is deprecated" (torch.nn._reduction.get_enum) and compute the mean; those
+# that check the string themselves raise ValueError (torch 2.13).
+ELEMENTWISE_MEAN = "elementwise_mean"
+ELEMENTWISE_MEAN_DEPRECATED_SINCE: Version = (1, 0)
+ELEMENTWISE_MEAN_RAISES: FrozenSet[str] = frozenset(
+    {f"torch.nn.functional.{name}" for name in (
+        "poisson_nll_loss", "gaussian_nll_loss", "multilabel_soft_margin_loss", "triplet_margin_with_distance_loss")}
+    | {f"{module}.{name}" for module in ("torch.nn", "torch.nn.modules.loss") for name in (
+        "PoissonNLLLoss", "GaussianNLLLoss", "MultiLabelSoftMarginLoss", "TripletMarginWithDistanceLoss")}
+)
 
 
 def legacy_reduction(size_average: Optional[bool], reduce: Optional[bool]) -> str:
@@ -314,6 +357,73 @@ STFT_RAISES_SINCE: Version = (2, 0)
 
 # torchvision's pretrained= / pretrained_backbone= (0.13, which pairs with torch 1.12): warn, weights= replaces them.
 PRETRAINED_DEPRECATED_SINCE: Version = (1, 12)
+
+# Tensor.add(Number alpha, Tensor other) and its kin: the overloads that take the Number first warn since
+# torch 1.5 ("This overload of add_ is deprecated", pytorch#32861); torch implements each by calling the
+# keyword form (tools/autograd/deprecated.yaml).  Method name (without the trailing underscore) -> (the keyword
+# the Number moves to, how many tensors follow it).
+NUMBER_FIRST_OVERLOADS: Dict[str, Tuple[str, int]] = {
+    "add": ("alpha", 1),
+    "sub": ("alpha", 1),
+    "addcmul": ("value", 2),
+    "addcdiv": ("value", 2),
+}
+NUMBER_FIRST_WARNS_SINCE: Version = (1, 5)
+
+# Softmax without dim: "Implicit dimension choice for softmax has been deprecated" since torch 0.3 (the
+# warning of torch.nn.functional._get_softmax_dim, which picks 0 for 0-, 1- and 3-D inputs, 1 otherwise).
+# Qualified name -> the name torch's warning uses.
+SOFTMAX_FAMILY: Dict[str, str] = {
+    **{f"torch.nn.functional.{name}": name for name in ("softmax", "log_softmax", "softmin")},
+    **{f"{module}.{cls}": name for module in ("torch.nn", "torch.nn.modules.activation")
+       for cls, name in (("Softmax", "softmax"), ("LogSoftmax", "log_softmax"), ("Softmin", "softmin"))},
+}
+IMPLICIT_SOFTMAX_DIM_SINCE: Version = (0, 3)
+
+# Indexing a 0-dim tensor (``loss.data[0]``): torch 0.4 made losses and full reductions 0-dim and warned at such an
+# index; since 0.5 it raises "IndexError: invalid index of a 0-dim tensor. Use `tensor.item()`".
+ZERO_DIM_INDEX_WARNS_SINCE: Version = (0, 4)
+ZERO_DIM_INDEX_RAISES_SINCE: Version = (0, 5)
+
+# torchvision's datasets renamed train_data/test_data to data and train_labels/test_labels to targets in 0.2.2
+# (pairs with torch 1.0; vision#578, vision#742).  The MNIST family keeps the old names as properties that warn
+# ("train_labels has been renamed targets", torchvision 0.28's mnist.py) and have no setter; CIFAR10/CIFAR100
+# dropped them (AttributeError).  Old attribute -> new one.
+DATASET_ATTRIBUTE_RENAMES: Dict[str, str] = {
+    "train_data": "data", "test_data": "data", "train_labels": "targets", "test_labels": "targets",
+}
+DATASET_RENAMES_SINCE: Version = (1, 0)
+_MNIST_FAMILY = ("MNIST", "FashionMNIST", "KMNIST", "EMNIST", "QMNIST")
+_CIFAR = ("CIFAR10", "CIFAR100")
+# Qualified dataset class -> whether the old names still exist there (as warning aliases).
+RENAMED_DATASETS: Dict[str, bool] = {
+    **{f"torchvision.datasets.{name}": True for name in _MNIST_FAMILY},
+    **{f"torchvision.datasets.mnist.{name}": True for name in _MNIST_FAMILY},
+    **{f"torchvision.datasets.{name}": False for name in _CIFAR},
+    **{f"torchvision.datasets.cifar.{name}": False for name in _CIFAR},
+}
+
+# ctx.saved_variables in an autograd Function: "'saved_variables' is deprecated; use 'saved_tensors'" (a
+# DeprecationWarning, in torch by its 1.0 release); it returns what saved_tensors returns.
+SAVED_VARIABLES_DEPRECATED_SINCE: Version = (1, 0)
+
+# A uint8 mask: deprecated since torch 1.2 (bool tensors; "masked_fill_ received a mask with dtype torch.uint8,
+# this behavior is now deprecated").  On torch 2.13 masked_fill/masked_fill_/masked_scatter/masked_select raise
+# RuntimeError ("masked_fill_ only supports boolean masks"); indexing with one still only warns, and assigning a
+# number through it raises (masked_fill_).  Which release turned the warnings into errors is not established
+# here: the messages name 2.13, where it was run.
+UINT8_MASK_DEPRECATED_SINCE: Version = (1, 2)
+UINT8_MASK_RAISES_ON: Version = (2, 13)
+# Tensor method -> position of the mask among the arguments (the torch function takes the input first).
+MASK_METHODS: Dict[str, int] = {"masked_fill": 0, "masked_fill_": 0, "masked_scatter": 0, "masked_scatter_": 0, "masked_select": 0}
+
+# Calling an instance of a torch.autograd.Function subclass (``MyFn()(x)``): the legacy, pre-0.4 way.  It warned
+# ("Legacy autograd function with non-static forward method is deprecated and will be removed in 1.3") in 1.2
+# and raises RuntimeError since 1.5, for a class with static methods too (Function.__call__ is the legacy path;
+# measured on 2.13).  ``MyFn.apply(x)`` calls forward and backward with the context as their first argument,
+# static or not.
+FUNCTION_INSTANCE_CALL_WARNS_SINCE: Version = (1, 2)
+FUNCTION_INSTANCE_CALL_RAISES_SINCE: Version = (1, 5)
 
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {

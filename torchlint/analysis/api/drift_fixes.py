@@ -26,8 +26,11 @@ from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tupl
 
 import libcst as cst
 
-from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.api.api_drift import LEGACY_SPARSE_DTYPES, SIX_VALUES
+from torchlint.analysis.model.calls import has_star_args, literal_bool
+from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.model.names import dotted_name
+from torchlint.analysis.values.kinds import value_kind
 from torchlint.findings import Applicability, FixSpec, ImportRequirement, Replacement
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -92,12 +95,6 @@ def bind(call: cst.Call, positional: Sequence[str], keyword_only: Sequence[str] 
             return None
         bound[name] = arg.value
     return bound
-
-
-def literal_bool(node: Optional[cst.BaseExpression]) -> Optional[bool]:
-    if isinstance(node, cst.Name) and node.value in ("True", "False"):
-        return node.value == "True"
-    return None
 
 
 def _integer(node: Optional[cst.BaseExpression]) -> Optional[int]:
@@ -537,6 +534,51 @@ def _set_default_tensor_type(context: "FileContext", site: CallSite) -> Optional
     return _fix(f"Use `torch.set_default_dtype(torch.{dtype})`", Replacement(site.call, new), setter[1] + value[1])
 
 
+def _is_size(context: "FileContext", node: cst.BaseExpression) -> bool:
+    """A shape written as one value: ``(n, n)``, ``[2, 3]``, ``torch.Size([2, 3])``, ``x.shape``, ``x.size()``."""
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return True
+    if isinstance(node, cst.Attribute) and node.attr.value == "shape":
+        return True
+    if isinstance(node, cst.Call):
+        if context.qualified_name(node.func) == "torch.Size":
+            return True
+        return isinstance(node.func, cst.Attribute) and node.func.attr.value == "size" and not node.args
+    return False
+
+
+def _legacy_sparse(dtype: str) -> Recipe:
+    """``torch.sparse.FloatTensor(i, v, size)`` -> ``torch.sparse_coo_tensor(i, v, size)``: torch 2.13 builds it
+    that way (the values give the dtype and the device, whatever the type's name says); a tensor built from
+    a shape alone (``torch.sparse.FloatTensor(2, 3)``) takes the type's dtype, which the rewrite states."""
+
+    def recipe(context: "FileContext", site: CallSite) -> Optional[FixSpec]:
+        call = site.call
+        if has_star_args(call) or any(arg.keyword is not None for arg in call.args):
+            return None  # device=: the legacy constructor checked it against the type; left to the reader
+        constructor = _reference_node(context, "torch.sparse_coo_tensor")
+        if constructor is None:
+            return None
+        values = [arg.value for arg in call.args]
+        here = site_of(context.ancestors)
+        if len(values) in (2, 3) and (
+            all(value_kind(context, value, here) == "tensor" for value in values[:2])
+            or (len(values) == 3 and _is_size(context, values[2]))
+        ):
+            new = call.with_changes(func=constructor[0])
+            return _fix("Use `torch.sparse_coo_tensor` (the values give the dtype, as they did)", Replacement(call, new), constructor[1])
+        if values and all(isinstance(value, cst.Integer) for value in values):
+            kind = _reference_node(context, f"torch.{dtype}")
+            if kind is None:
+                return None
+            shape = cst.Tuple([cst.Element(value) for value in values]) if len(values) > 1 else cst.Tuple([cst.Element(values[0])])
+            new = make_call(constructor[0], (shape,), (("dtype", kind[0]),))
+            return _fix(f"Use `torch.sparse_coo_tensor(shape, dtype=torch.{dtype})`", Replacement(call, new), constructor[1] + kind[1])
+        return None  # (a, b) of unknown kinds: indices and values, or a shape?
+
+    return recipe
+
+
 _RECIPES: Dict[str, Recipe] = {
     "torch.solve": _solve,
     "torch.Tensor.solve": _solve,
@@ -575,6 +617,8 @@ _RECIPES: Dict[str, Recipe] = {
     "torch.backends.cuda.sdp_kernel": _sdp_kernel,
     "torch.utils._pytree._register_pytree_node": _register_pytree_node,
     "torch.set_default_tensor_type": _set_default_tensor_type,
+    # torch.cuda.sparse.*: no rewrite (this CPU-only test machine cannot show what the CUDA types build).
+    **{f"torch.sparse.{kind}Tensor": _legacy_sparse(dtype) for kind, dtype in LEGACY_SPARSE_DTYPES.items()},
 }
 
 
@@ -589,6 +633,26 @@ def rewrite_call(context: "FileContext", site: CallSite, rename_to: Optional[str
         method = rename_to[len(TENSOR_METHOD) :]  # an alias method: ``a.ger(b)`` -> ``a.outer(b)``
         return _fix(f"Use `.{method}()`", Replacement(site.call.func.attr, cst.Name(method)), ())
     return None
+
+
+def six_reference(context: "FileContext", node: cst.BaseExpression, qualified: str) -> Optional[FixSpec]:
+    """``torch._six.inf`` -> ``math.inf``, ``torch._six.string_classes`` -> ``(str, bytes)``: what the name held."""
+    key = next((name for name in SIX_VALUES if qualified == name or qualified.startswith(name + ".")), None)
+    if key is None or isinstance(node, cst.Name):
+        return None  # a bare name bound by ``from torch._six import ...``: the import's fix binds it
+    value = SIX_VALUES[key]
+    while isinstance(node, cst.Attribute) and context.qualified_name(node) != key:
+        node = node.value  # torch._six.container_abcs.Mapping: replace the torch._six part
+    if not isinstance(node, cst.Attribute):
+        return None
+    if "." in value:
+        found = _reference_node(context, value)
+        if found is None:
+            return None
+        return _fix(f"Use `{value}`", Replacement(node, found[0]), found[1])
+    if context.binds_name(value.strip("()").split(",")[0].strip()):
+        return None  # ``int`` or ``str`` rebound in this file
+    return _fix(f"Use `{value}`, what torch._six held", Replacement(node, cst.parse_expression(value)), ())
 
 
 def rename_reference(context: "FileContext", node: cst.BaseExpression, old: str, new: str) -> Optional[FixSpec]:

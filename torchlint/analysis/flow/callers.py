@@ -76,6 +76,8 @@ def judged_by_callers(function_name: str, nested: bool) -> bool:
     called with length masks).  A public helper (``get_timestep_embedding``) serves other modules too,
     and keeping every such callers' region for LibCST made a cold run over diffusers 15% slower."""
     private = function_name.startswith("_") and not function_name.startswith("__")
+    # A cost gate, not evidence: which functions' callers are read at all (the pre-pass keeps their regions).
+    # What the callers pass is the fact; a public helper's callers left unread leave it unguarded.
     return nested or private or bool(_LOSS_WORD.search(function_name))
 
 
@@ -84,7 +86,7 @@ def judged_by_instances(class_name: str) -> bool:
     which a model calls with predictions it prepared (``self.criterion(sigma.clamp_min(eps), ...)``).
     A layer's ``forward`` gets activations no caller bounds; keeping its callers for LibCST would cost
     much of a model file for nothing (a sample of transformers: 38% of its characters parsed instead of 31%)."""
-    return bool(_LOSS_WORD.search(class_name))
+    return bool(_LOSS_WORD.search(class_name))  # a cost gate, as judged_by_callers
 
 
 @dataclass(frozen=True)
@@ -288,8 +290,6 @@ def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> Optional[cst.Functio
         if isinstance(node, (cst.ClassDef, cst.Lambda)):
             return None
     return None
-
-
 
 
 @dataclass

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Sequence, Set
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.flow.callers import calls_named, enclosing_function, every_caller_passes, file_calls
 from torchlint.analysis.model.calls import has_star_args, keyword_arg
@@ -51,7 +52,9 @@ def gradient_unlikely(context: "FileContext") -> bool:
 def _in_data_or_metric_code(ancestors: Sequence[cst.CSTNode]) -> bool:
     """Data loading (``__getitem__``, ``Dataset`` methods, collate functions) and metric classes."""
     for node in reversed(ancestors):
-        if isinstance(node, cst.FunctionDef) and (node.name.value in _DATA_METHODS or _COLLATE_FUNCTION.search(node.name.value)):
+        if isinstance(node, cst.FunctionDef) and (
+            node.name.value in _DATA_METHODS or conventions.says(bool(_COLLATE_FUNCTION.search(node.name.value)))
+        ):
             return True
         if isinstance(node, cst.ClassDef):
             for base in node.bases:
@@ -349,12 +352,27 @@ def backward_never_reaches(context: "FileContext", op: DomainOp, ancestors: Sequ
     return all(carries_no_gradient(context, part, ancestors) for part in parts)
 
 
+# Methods torch and Python call to build an object: what they compute becomes a leaf.
+_INITIALISATION_HOOKS = frozenset({"__init__", "__post_init__", "reset_parameters", "_reset_parameters", "_init_weights"})
+# Functions named for initialisation (``init_weights``, ``xavier_init``): a naming convention.
 _INITIALISATION = re.compile(r"(^|_)(init|initialize|initialise|reset_parameters)(_|$)|^__init__$", re.IGNORECASE)
+
+
+def _initialises(name: str) -> bool:
+    return name in _INITIALISATION_HOOKS or conventions.says(bool(_INITIALISATION.search(name)))
+
 
 
 # Names that say gradients flow: a module's forward, a training step, a loss.  ``__call__`` says nothing
 # (a data transform's is one), nor does a test of a loss (``test_focal_loss``, ``TestDiceLoss``).
-_GRADIENT_NAME = re.compile(r"^(forward|training_step|compute_loss)$|^(?!test).*loss", re.IGNORECASE)
+_GRADIENT_NAME = re.compile(r"^(?!test).*loss", re.IGNORECASE)
+# The hooks whose results a framework back-propagates.
+_DIFFERENTIATED_HOOKS = frozenset({"forward", "training_step", "compute_loss"})
+
+
+def _named_for_gradients(name: str) -> bool:
+    return name in _DIFFERENTIATED_HOOKS or conventions.says(bool(_GRADIENT_NAME.search(name)))
+
 
 
 def gradient_never_computed(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -370,8 +388,28 @@ def gradient_never_computed(context: "FileContext", ancestors: Sequence[cst.CSTN
     return _in_data_or_metric_code(ancestors) and not _named_differentiated(ancestors)
 
 
-# A value that is backward()-ed, or a tensor that asks for a gradient, in the same scope.
-_COMPUTES_GRADIENTS = re.compile(r"\.backward\(|autograd\.grad\(|requires_grad\s*=\s*True|\.requires_grad_\(")
+# Calls that compute gradients, or make a tensor ask for them.
+_GRADIENT_CALLS = frozenset({"backward", "grad", "requires_grad_"})
+
+
+def _asks_for_gradients(scope: cst.CSTNode) -> bool:
+    found = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> bool:
+            func = node.func
+            if isinstance(func, cst.Attribute) and func.attr.value in _GRADIENT_CALLS:
+                found.append(node)
+            elif any(
+                arg.keyword is not None and arg.keyword.value == "requires_grad"
+                and isinstance(arg.value, cst.Name) and arg.value.value == "True"
+                for arg in node.args
+            ):
+                found.append(node)
+            return not found
+
+    visit(scope, _Calls())
+    return bool(found)
 
 
 def gradient_flows(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -401,18 +439,16 @@ def gradient_flows_here(context: "FileContext", ancestors: Sequence[cst.CSTNode]
 
 def _named_differentiated(ancestors: Sequence[cst.CSTNode]) -> bool:
     return any(
-        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _GRADIENT_NAME.search(node.name.value)
+        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _named_for_gradients(node.name.value)
         for node in ancestors
     )
 
 
 def _computes_gradients(context: "FileContext", function: Optional[cst.FunctionDef]) -> bool:
-    """``function``'s code (the file, for a script's top level) calls backward or asks for a gradient."""
-    if function is None:
-        return bool(_COMPUTES_GRADIENTS.search(context.source))
-    return context.memoized(
-        "grad_need.computes-gradients", function, lambda node: bool(_COMPUTES_GRADIENTS.search(context.code(node)))
-    )
+    """``function``'s code (the file, for a script's top level) calls backward or asks for a gradient: a
+    ``.backward(...)`` or ``autograd.grad(...)`` call, ``requires_grad=True``, ``.requires_grad_(...)``."""
+    scope = context.module if function is None else function
+    return context.memoized("grad_need.computes-gradients", scope, _asks_for_gradients)
 
 
 def gradient_regions(scan, regions: FrozenSet[int]) -> FrozenSet[int]:
@@ -423,11 +459,12 @@ def gradient_regions(scan, regions: FrozenSet[int]) -> FrozenSet[int]:
 
 
 def _never_differentiated(scan, node: ast.stmt) -> bool:
-    """A function named for initialisation, or decorated with a no-grad context whatever import its name comes from."""
+    """``__init__``/``reset_parameters``, or a function decorated with a no-grad context whatever import its name
+    comes from."""
     if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
-    if _INITIALISATION.search(node.name):
-        return True
+    if node.name in _INITIALISATION_HOOKS:
+        return True  # not a function named for initialisation: a name moves a finding, never removes one
     for decorator in node.decorator_list:
         if isinstance(decorator, ast.Call):
             if _all_in(scan.qualified(decorator.func), {"torch.set_grad_enabled"}):
@@ -446,8 +483,9 @@ def _all_in(candidates, names) -> bool:
 
 
 def _differentiated_path(path: str) -> bool:
+    """A file or folder named for losses (a naming convention)."""
     path = path.replace("\\", "/").lower()
-    return "loss" in path.rsplit("/", 2)[-1] or "/loss" in path
+    return conventions.says("loss" in path.rsplit("/", 2)[-1] or "/loss" in path)
 
 
 _AUTOGRAD_FUNCTION_BASES = frozenset({"torch.autograd.Function", "torch.autograd.function.Function"})
@@ -486,16 +524,13 @@ def in_no_grad_code(context: "FileContext", ancestors: Sequence[cst.CSTNode], _c
     for node in ancestors:
         if isinstance(node, cst.FunctionDef) and any(_is_no_grad(context, d.decorator) for d in node.decorators):
             return True
-        if isinstance(node, cst.FunctionDef) and _INITIALISATION.search(node.name.value):
+        if isinstance(node, cst.FunctionDef) and _initialises(node.name.value):
             return True
         if isinstance(node, cst.With) and any(_is_no_grad(context, item.item) for item in node.items):
             return True
-    # A file that defines an optimizer: its update maths, not the loss functions it may define too
+    # An optimizer's own update maths (its class's methods), not the loss functions its file may define too
     # (accelerate's megatron_lm.py wraps an optimizer and computes masked losses).
-    if defines_optimizer(context) and not any(
-        isinstance(node, (cst.FunctionDef, cst.ClassDef)) and _GRADIENT_NAME.search(node.name.value)
-        for node in ancestors
-    ):
+    if in_optimizer_class(context, ancestors):
         return True
     # A helper the file only calls with gradients off (``with torch.no_grad(): self._project(w)``).
     if not _callers:
@@ -585,6 +620,17 @@ def defines_optimizer(context: "FileContext") -> bool:
     return cached
 
 
+def in_optimizer_class(context: "FileContext", ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Inside a class that is an optimizer (``class SharedAdam(optim.Adam)``, a subclass of the project's own)."""
+    for node in ancestors:
+        if isinstance(node, cst.ClassDef):
+            for base in node.bases:
+                qualified = context.qualified_name(base.value) or dotted_name(base.value) or ""
+                if _names_an_optimizer(qualified) or _derives_from_optimizer(context, qualified):
+                    return True
+    return False
+
+
 def _names_an_optimizer(qualified: str) -> bool:
     return qualified.rsplit(".", 1)[-1].endswith("Optimizer") or qualified.startswith("torch.optim.")
 
@@ -633,7 +679,7 @@ def _without_gradient(context: "FileContext", node: cst.BaseExpression, site: Op
     if carries_no_gradient(context, node):
         return True  # comparisons, bool/integer casts and counts of them
     if isinstance(node, cst.Name):
-        if _GROUND_TRUTH_NAME.search(node.value):
+        if conventions.says(bool(_GROUND_TRUTH_NAME.search(node.value))):
             return True  # ``bbox_reg_targets``, ``gt_boxes``: ground truth is never differentiated
         if site is None:
             return False

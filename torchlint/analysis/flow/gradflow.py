@@ -43,7 +43,10 @@ A ``FunctionFlow`` answers:
   ``torch.autograd.grad(t, ...)`` with their order, enclosing loops and
   branches, and whether they free the graph; ``step_calls``: optimizer steps,
   and ``step_updates(step, module)``: whether one updates a module's
-  parameters (from the optimizer's construction, else from paired names);
+  parameters (from the optimizer's construction, else from paired names),
+  ``zeroes(receiver, at, module)`` the same for ``receiver.zero_grad()``;
+  ``optimizer_modules``, ``parameter_owners`` and ``bound_values`` read the
+  constructions behind them;
   ``leaves_after(a, b)``: a ``break``/``continue``/``return``/``raise``
   between two statements; ``lone_statements`` tells which calls (and
   one-line assignment values) are a whole statement line, and in which
@@ -85,6 +88,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterator, List, Opt
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.model.names import dotted_name
 from torchlint.walk_order import visit
@@ -202,8 +206,8 @@ _TEST_PATH = re.compile(r"(?:^|[\\/])(?:tests?|testing)[\\/]|(?:^|[\\/])(?:test_
 
 
 def is_test_path(path: str) -> bool:
-    """``tests/...``, ``test_x.py``, ``x_test.py``, ``conftest.py``."""
-    return bool(_TEST_PATH.search(path))
+    """``tests/...``, ``test_x.py``, ``x_test.py``, ``conftest.py`` (a naming convention)."""
+    return conventions.says(bool(_TEST_PATH.search(path)))
 
 
 # Names of functions that hand back a model rather than run one (``accelerator.unwrap_model(m)``).
@@ -423,7 +427,7 @@ def in_debug_condition(context: "FileContext") -> bool:
             if _is_runtime_condition(node.test):
                 return True
         elif isinstance(node, cst.FunctionDef):
-            if _DEBUG_WORD.search(node.name.value):
+            if conventions.says(bool(_DEBUG_WORD.search(node.name.value))):
                 return True
     return False
 
@@ -760,6 +764,8 @@ class FunctionFlow:
         if isinstance(node, cst.Name):
             if self.context.qualified_name(node) is not None:
                 return False
+            if not self.bindings.get(node.value) and self._own_function(node.value) is not None:
+                return False  # a function the file defines: a call of it runs its body, read as such, whatever its name
             for binding in self.bindings.get(node.value, ()):
                 if _constructed_kind(self.context, binding.value, module_classes(self.context)) == "module":
                     return True
@@ -1428,11 +1434,30 @@ class FunctionFlow:
         optimizer's construction in the file names that module's ``parameters()`` (or a module holding
         it, or one it holds), "named" when only the names pair them (``optimizer_D`` and ``netD``, a
         plain ``optimizer``), None when they do not."""
-        built = self._optimizer_modules(step)
+        return self._optimizer_updates(step.optimizer, step.site, module)
+
+    def zeroes(self, receiver: cst.BaseExpression, at: Site, module: Optional[str]) -> Optional[str]:
+        """Whether ``receiver.zero_grad()`` at ``at`` clears the gradients of ``module``'s parameters, as
+        :meth:`step_updates` answers for a step: ``receiver`` is an optimizer (as a step's is recognised)
+        or a module that is ``module``, holds it or is held by it ("built"); "named" when only the names
+        pair them or nothing tells; None when they do not."""
+        name = _last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
+        if self.optimizer_modules(receiver, at) is not None or (_OPTIMIZER_NAME.search(name) and not _SCHEDULER_NAME.search(name)):
+            return self._optimizer_updates(receiver, at, module)
+        if module is None:
+            return "named"
+        written = self.context.code(receiver).strip()
+        if _dotted_related(written, module) or (written == "self" and module.startswith("self.")):
+            return "built"
+        own, other = _name_tag(name, _MODULE_WORDS), _name_tag(module.rsplit(".", 1)[-1], _MODULE_WORDS)
+        return "named" if not own or not other or _tags_pair(own, other) else None
+
+    def _optimizer_updates(self, optimizer: cst.BaseExpression, at: Site, module: Optional[str]) -> Optional[str]:
+        built = self.optimizer_modules(optimizer, at)
         if built is not None:
             return "built" if module is not None and any(_dotted_related(module, m) for m in built) else None
-        optimizer = _last_name(step.optimizer.value if isinstance(step.optimizer, cst.Subscript) else step.optimizer) or ""
-        tag = _name_tag(optimizer, _OPTIMIZER_WORDS)
+        name = _last_name(optimizer.value if isinstance(optimizer, cst.Subscript) else optimizer) or ""
+        tag = _name_tag(name, _OPTIMIZER_WORDS)
         if not tag or module is None:
             return "named"  # one optimizer for everything (``optimizer.step()``)
         module_tag = _name_tag(module.rsplit(".", 1)[-1], _MODULE_WORDS)
@@ -1440,32 +1465,37 @@ class FunctionFlow:
             return "named"
         return None
 
-    def _optimizer_modules(self, step: StepCall) -> Optional[FrozenSet[str]]:
-        """The modules (as written) whose ``parameters()`` built the optimizer ``step`` steps, or None unseen."""
-        optimizer = step.optimizer
-        values: List[cst.BaseExpression] = []
-        if isinstance(optimizer, cst.Name):
-            values = [b.value for b in self.reaching(optimizer.value, step.site) if not b.element]
-            if not values and not self.reaching(optimizer.value, step.site):
-                values = [
-                    value
-                    for target, value in _module_assignments(self.context)
-                    if isinstance(target, cst.Name) and target.value == optimizer.value
-                ]
-        elif isinstance(optimizer, cst.Attribute) and isinstance(optimizer.value, cst.Name) and optimizer.value.value == "self":
+    def bound_values(self, node: cst.BaseExpression, at: Site) -> List[cst.BaseExpression]:
+        """The values the code binds to ``node`` (a name or ``self.x``) as it is at ``at``: the assignments
+        of this function that reach it, else those at module level (a name) or in the class's methods
+        (``self.x``); empty when it shows none (a parameter).  Elements of a value (a ``for`` target, an
+        unpacked tuple) are left out."""
+        if isinstance(node, cst.Name):
+            reaching = self.reaching(node.value, at)
+            if reaching:
+                return [b.value for b in reaching if not b.element]
+            return [value for target, value in _module_assignments(self.context) if isinstance(target, cst.Name) and target.value == node.value]
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self":
             if self.class_def is not None:
-                value = _class_assignments(self.context, self.class_def).get(optimizer.attr.value)
-                values = [value] if value is not None else []
+                value = _class_assignments(self.context, self.class_def).get(node.attr.value)
+                return [value] if value is not None else []
+        return []
+
+    def optimizer_modules(self, optimizer: cst.BaseExpression, at: Site) -> Optional[FrozenSet[str]]:
+        """The modules (as written) whose ``parameters()`` built ``optimizer`` as it is at ``at`` (a
+        ``torch.optim`` construction bound to the name, at module level or to ``self.x`` in the class), or
+        None unseen."""
+        values = self.bound_values(optimizer, at)
         constructions = [v for v in values if isinstance(v, cst.Call) and (self.context.qualified_name(v.func) or "").startswith("torch.optim.")]
         if not constructions or len(constructions) != len(values):
             return None
         found: Set[str] = set()
         for construction in constructions:
             for arg in construction.args:
-                found |= self._parameter_owners(arg.value, step.site, 0)
+                found |= self.parameter_owners(arg.value, at)
         return frozenset(found) or None
 
-    def _parameter_owners(self, node: cst.BaseExpression, at: Site, depth: int) -> Set[str]:
+    def parameter_owners(self, node: cst.BaseExpression, at: Site, depth: int = 0) -> Set[str]:
         """``{"D"}`` for ``D.parameters()`` anywhere inside ``node`` (names bound to such followed once)."""
         found: Set[str] = set()
 
@@ -1478,7 +1508,7 @@ class FunctionFlow:
             def visit_Name(inner, name: cst.Name) -> None:
                 if depth < 2:
                     for binding in self.reaching(name.value, at):
-                        found.update(self._parameter_owners(binding.value, binding.site, depth + 1))
+                        found.update(self.parameter_owners(binding.value, binding.site, depth + 1))
 
         visit(node, _Owners())
         return found

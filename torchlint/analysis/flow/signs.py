@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, Optional, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
 from torchlint.analysis.values import conditions
 from torchlint.analysis.flow.callers import every_caller_passes
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
@@ -762,7 +763,7 @@ def _says_safe(node: cst.BaseExpression) -> bool:
         if isinstance(node, cst.Attribute) and node.attr.value in ("count_nonzero", "nonzero"):
             return False
     name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
-    return bool(name and _SAFE_WORDS.search(name)) and name not in ("count_nonzero", "nonzero")
+    return conventions.says(bool(name and _SAFE_WORDS.search(name)) and name not in ("count_nonzero", "nonzero"))
 
 
 _INDICATOR_CASTS = frozenset({"float", "double", "half", "type_as", "to", "type"})
@@ -1025,7 +1026,7 @@ def is_padding_mask(context: "FileContext", node: cst.BaseExpression, site: Opti
     again = depth + 1
     if isinstance(node, (cst.Name, cst.Attribute)):
         word = node.value if isinstance(node, cst.Name) else node.attr.value
-        if _PADDING_MASK_NAME.search(word):
+        if conventions.says(bool(_PADDING_MASK_NAME.search(word))):
             return True
         if isinstance(node, cst.Name) and site is not None:
             reaching = bindings(site, node.value)
@@ -1102,7 +1103,7 @@ def _inverted_mask(node: cst.BaseExpression, site: Optional[Site]):
 
 def _is_pad_mask(node: cst.BaseExpression) -> bool:
     word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
-    return bool(_PAD_MASK_NAME.search(word))
+    return conventions.says(bool(_PAD_MASK_NAME.search(word)))
 
 
 def _names_padding(node: cst.BaseExpression) -> bool:

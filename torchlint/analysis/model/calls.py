@@ -78,6 +78,12 @@ NOT_A_LITERAL = object()
 _NAMED_CONSTANTS = {"True": True, "False": False, "None": None}
 
 
+def literal_bool(node: Optional[cst.BaseExpression]) -> Optional[bool]:
+    """``True`` / ``False`` written as such, else None."""
+    value = literal_value(node) if node is not None else NOT_A_LITERAL
+    return value if isinstance(value, bool) else None
+
+
 def literal_value(node: cst.BaseExpression) -> Any:
     """The value of a literal argument (``True``, ``None``, ``"max_length"``, ``1e-10``, ``-1``), else NOT_A_LITERAL."""
     if isinstance(node, cst.Name):

@@ -5,10 +5,11 @@ TL401, TL402 and TL406 ask these questions of a ``torch.load`` call:
 - :func:`is_project_path`: is the file named in the code itself (a literal, ``Path("...")``, a join of
   literals or of ``os.path.dirname(__file__)``, a name bound once to one of these)?  Such a file is taken
   as the project's own, to be trusted; a variable path as untrusted.
-- :func:`whole_object`: does ``torch.save(obj, ...)`` write a whole object (a module, an optimizer) rather
-  than tensors and containers of them (``state_dict()``, a dict of them)?  Since torch 2.6 ``torch.load``
+- what does ``torch.save(obj, ...)`` write that weights-only loading refuses (a module, an optimizer, NumPy
+  arrays, an ``argparse.Namespace``, an object of the project's classes)?  Since torch 2.6 ``torch.load``
   restricts unpickling to tensors, containers and allow-listed types (``weights_only=True`` by default), so
-  loading a whole object raises "Weights only load failed".
+  loading such a file raises "Weights only load failed": analysis/model/saved_values.py reads it from the
+  code, and the project index (``refused_saves_in``) asks it for every module.
 - :data:`MODULE_METHODS`: calls on a loaded value that only a module or an optimizer answers (``.eval()``,
   ``.parameters()``, ``.zero_grad()``): the checkpoint held a whole object.
 """
@@ -42,9 +43,6 @@ MODULE_METHODS: FrozenSet[str] = frozenset(
         "buffers", "named_buffers", "register_forward_hook",
     }
 )
-# Calls that return the module they are called on.
-# Where whole-object classes come from when they are not the project's own.
-_MODULE_NAMESPACES = ("torch.nn.", "torch.optim.", "torchvision.models.", "timm.")
 
 # Calls that build a path from their arguments without adding anything of their own.
 PATH_BUILDERS = frozenset(
@@ -123,19 +121,6 @@ def path_key(context: "FileContext", node: cst.BaseExpression) -> Optional[str]:
         if isinstance(value, cst.SimpleString):
             return repr(value.evaluated_value)
     return dotted
-
-
-def is_module_class(qualified: Optional[str], is_project_class: bool) -> bool:
-    """A class whose instances are whole objects to pickle: one of the project's, or a torch.nn / torch.optim
-    class (``nn.Linear``), a torchvision or timm model builder."""
-    if is_project_class:
-        return True
-    if not qualified:
-        return False
-    if not qualified.startswith(_MODULE_NAMESPACES):
-        return False
-    last = qualified.rsplit(".", 1)[-1]
-    return last[:1].isupper() or qualified.startswith(("torchvision.models.", "timm."))
 
 
 def ast_path_key(node: ast.expr, local: Optional[dict] = None, module: Optional[dict] = None) -> Optional[str]:

@@ -31,12 +31,12 @@ from dataclasses import dataclass, replace
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from torchlint.analysis.model.ast_names import ast_dotted_name
-from torchlint.analysis.model.tokenizers import is_tokenizer_name
+from torchlint.analysis.model.tokenizers import TOKENIZER_KEYWORDS, TOKENIZER_METHODS, builds_tokenizer, is_tokenizer_name
 
 # How many steps (names, calls, attributes, helpers) a question follows: a bound for odd code, not a budget.
 MAX_STEPS = 40
 
-HIGH, MEDIUM = "high", "medium"
+HIGH, MEDIUM, LOW = "high", "medium", "low"
 
 
 @dataclass(frozen=True)
@@ -325,6 +325,8 @@ class _Reader:
         self.owner = owner
         self.index_names: set = set()
         self._scopes: Dict[int, _Scope] = {}
+        # Tokenizer calls recognised by their receiver's name alone (the naming convention).
+        self.named_only: set = set()
 
     def scope(self, function: ast.AST) -> _Scope:
         if id(function) not in self._scopes:
@@ -378,8 +380,8 @@ class _Reader:
         if call is not None:
             reason = unpadded(call)
             if reason and _returns_dict(call):
-                return ItemShape("dict", reason, True)
-            return ItemShape("list", reason) if reason else None
+                return ItemShape("dict", reason, True, self.tokenizer_level(call))
+            return ItemShape("list", reason, confidence=self.tokenizer_level(call)) if reason else None
         varies = self.varies(node, scope, depth + 1)
         if varies:
             return _shape("tensor" if isinstance(node, ast.Call) else "list", varies, False)
@@ -388,7 +390,11 @@ class _Reader:
     # -- one sequence ---------------------------------------------------------------------
 
     def varies(self, node: ast.expr, scope: _Scope, depth: int) -> Optional[_Variation]:
-        """Why the sequence (or image) ``node`` has an item-dependent length (or size), or None."""
+        """Why the sequence (or image) ``node`` has an item-dependent length (or size), or None; a call of a
+        callable nothing identifies on the item's own element is a low suspect when nothing else explains it."""
+        return self._varies(node, scope, depth) or self._suspect_call(node)
+
+    def _varies(self, node: ast.expr, scope: _Scope, depth: int) -> Optional[_Variation]:
         if depth > MAX_STEPS:
             return None
         depth += 1
@@ -401,7 +407,7 @@ class _Reader:
         call = self._tokenizer_call(node)
         if call is not None:
             reason = unpadded(call)
-            return _Variation(reason) if reason else None
+            return _Variation(reason, self.tokenizer_level(call)) if reason else None
         if isinstance(node, ast.Subscript):
             if isinstance(node.slice, ast.Slice):
                 if self._data_dependent_slice(node.slice, scope):
@@ -560,7 +566,7 @@ class _Reader:
         call = self._tokenizer_call(node)
         if call is not None:  # ``tokenizer.encode(text, padding="max_length", ...)`` is one length
             reason = unpadded(call)
-            return _Variation(reason) if reason else None
+            return _Variation(reason, self.tokenizer_level(call)) if reason else None
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _SPLITTING_METHODS:
             return _Variation("split or tokenized text")
         return None
@@ -592,7 +598,7 @@ class _Reader:
         call = self._tokenizer_call(node)
         if call is not None:
             reason = unpadded(call, per_item=False)
-            return _Variation(reason) if reason else None
+            return _Variation(reason, self.tokenizer_level(call)) if reason else None
         if isinstance(node, (ast.ListComp, ast.GeneratorExp)):
             return self.varies(node.elt, scope, depth) or self._split_text(node.elt, scope, depth)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("list", "tuple") and node.args:
@@ -644,17 +650,65 @@ class _Reader:
     # -- tokenizers ------------------------------------------------------------------------
 
     def _tokenizer_call(self, node: ast.expr) -> Optional[ast.Call]:
-        """``self.tokenizer(text, ...)``, ``tokenizer.encode_plus(...)``, ``tok.encode(...)``."""
+        """``self.tokenizer(text, truncation=True)``, ``tok.encode_plus(...)``, ``tokenizer.encode(text)``: a call
+        of a tokenizer (see analysis/model/tokenizers.py). One recognised by its receiver's name alone is
+        remembered in ``named_only``: what it makes is one level less sure."""
         if not isinstance(node, ast.Call):
             return None
         func = node.func
         receiver = func
-        if isinstance(func, ast.Attribute) and func.attr in _ENCODE_METHODS:
-            receiver = func.value
+        method = func.attr if isinstance(func, ast.Attribute) else None
+        if method in _ENCODE_METHODS or method in TOKENIZER_METHODS:
+            receiver = func.value  # ``tok.encode(text)``; else the callee is the tokenizer (``self.tok(text)``)
+        if method in TOKENIZER_METHODS or any(k.arg in TOKENIZER_KEYWORDS for k in node.keywords):
+            return node
+        if self._built_as_tokenizer(receiver):
+            return node
         name = ast_dotted_name(receiver)
-        if name is None or not is_tokenizer_name(name):
+        if name is not None and is_tokenizer_name(name):
+            self.named_only.add(id(node))
+            return node
+        return None
+
+    def _suspect_call(self, node: ast.expr) -> Optional[_Variation]:
+        """A callable the dataset holds and the analysis cannot identify (``self.encode``), applied straight to the
+        item's own element (``self.encode(self.texts[i])``): a suspect (low), asked only when nothing else
+        explains the item."""
+        if not isinstance(node, ast.Call) or self._tokenizer_call(node) is not None:
             return None
-        return node
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"):
+            return None
+        if self.owner is not None and any(
+            isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)) and member.name == func.attr for member in self.owner.body
+        ):
+            return None  # a method of the dataset: its body is read, not guessed
+        if not any(self._is_item_element(arg) for arg in node.args):
+            return None
+        return _Variation("the output of a callable the code does not identify, applied to each item's own element", LOW)
+
+    def _is_item_element(self, node: ast.expr) -> bool:
+        """``self.texts[i]``: an element of a collection at the item's index."""
+        return isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Name) and node.slice.id in self.index_names
+
+    def _built_as_tokenizer(self, receiver: ast.expr) -> bool:
+        """``self.tok`` assigned ``AutoTokenizer.from_pretrained(...)`` in the dataset class (or ``tok`` at the
+        module's top level): a tokenizer whatever it is called."""
+        if isinstance(receiver, ast.Attribute) and isinstance(receiver.value, ast.Name) and receiver.value.id == "self" and self.owner:
+            for node in ast.walk(self.owner):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and any(
+                    isinstance(t, ast.Attribute) and t.attr == receiver.attr for t in node.targets
+                ):
+                    if builds_tokenizer(self.qualify(node.value.func)):
+                        return True
+        if isinstance(receiver, ast.Name) and self.facts is not None:
+            value = self.facts.values.get(receiver.id)
+            return isinstance(value, ast.Call) and builds_tokenizer(self.qualify(value.func))
+        return False
+
+    def tokenizer_level(self, call: ast.Call) -> str:
+        """How sure what a tokenizer call makes is: one level less when only the receiver's name said so."""
+        return MEDIUM if id(call) in self.named_only else HIGH
 
     def tokenizer_outputs(self, node: ast.expr, scope: _Scope, depth: int) -> List[ast.Call]:
         """The tokenizer calls whose output ``node`` is (or holds, in a dict)."""
@@ -719,7 +773,7 @@ def _strongest(found: List[ItemShape]) -> Optional[ItemShape]:
     medium), else every constructor parameter some part depends on."""
     settled = [shape for shape in found if not shape.parameters]
     if settled:
-        return min(settled, key=lambda shape: shape.confidence != HIGH)
+        return min(settled, key=lambda shape: (HIGH, MEDIUM, LOW).index(shape.confidence))
     if not found:
         return None
     return replace(found[0], parameters=tuple(dict.fromkeys(p for shape in found for p in shape.parameters)))

@@ -7,6 +7,7 @@ from typing import Callable, Dict, List, Optional, Protocol, Sequence, Tuple, Ty
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.codegen import render
 from torchlint.analysis.model.names import ImportTable
 from torchlint.analysis.model.ast_names import StarImports
@@ -53,7 +54,7 @@ class FileContext:
         # The nodes enclosing the one being visited, outermost first (maintained by the engine).
         self.ancestors: List[cst.CSTNode] = []
         self._class_attributes: Dict[int, Dict[str, cst.BaseExpression]] = {}
-        self._memo: Dict[Tuple[str, int], object] = {}
+        self._memo: Dict[Tuple[str, int, bool], Tuple[object, bool]] = {}
         # True while the guard analysis judges what a same-file call passes (analysis/flow/callers.py):
         # the callers' own callers are not read (the pre-pass keeps one level of them).
         self.reading_callers = False
@@ -132,11 +133,19 @@ class FileContext:
 
     def memoized(self, kind: str, node: cst.CSTNode, compute: Callable[[cst.CSTNode], T]) -> T:
         """``compute(node)``, computed once per file: for facts about a whole function or the module
-        that analyses would otherwise recompute at every call site."""
-        key = (kind, id(node))  # nodes live as long as the module this context holds
+        that analyses would otherwise recompute at every call site. Kept apart for the answers with and
+        without naming conventions (analysis/model/conventions.py), and a reused answer that a convention
+        decided says so again."""
+        # nodes live as long as the module this context holds
+        key = (kind, id(node), conventions.active())
         if key not in self._memo:
-            self._memo[key] = compute(node)
-        return self._memo[key]  # type: ignore[return-value]
+            with conventions.recording() as record:
+                value = compute(node)
+            self._memo[key] = (value, bool(record))
+        value, decided_by_names = self._memo[key]
+        if decided_by_names:
+            conventions.noted()
+        return value  # type: ignore[return-value]
 
     def binds_name(self, name: str) -> bool:
         """Whether ``name`` is bound in the enclosing function (parameter or assignment) or the module."""

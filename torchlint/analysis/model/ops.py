@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, FrozenSet, Optional
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
+from torchlint.analysis.model.literals import EPS_LITERAL_LIMIT, number_value, small_positive_behind
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -126,42 +128,30 @@ def module_constructor(context: "FileContext", func: cst.BaseExpression) -> Opti
 # -- eps-like operands --------------------------------------------------------------
 
 _EPS_NAME = re.compile(r"^_*(eps|epsilon|EPS|EPSILON|[A-Za-z0-9_]*_(eps|epsilon|EPS|EPSILON)|(eps|epsilon|EPS|EPSILON)_[A-Za-z0-9_]*)$")
-# The largest literal read as "a small constant added to stay off zero".
-EPS_LITERAL_LIMIT = 1e-2
 
 
-def number_value(node: cst.BaseExpression) -> Optional[float]:
-    """The value of a numeric literal (``1e-6``, ``-3``, ``0.5``), else None."""
-    sign = 1.0
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
-        sign = -1.0 if isinstance(node.operator, cst.Minus) else 1.0
-        node = node.expression
-    if isinstance(node, (cst.Integer, cst.Float)):
-        try:
-            return sign * float(node.evaluated_value)
-        except (ValueError, OverflowError):
-            return None
-    return None
-
-
-def is_eps_like(node: cst.BaseExpression) -> bool:
-    """A small positive literal (``1e-8``) or a name that says eps (``eps``, ``self.eps``, ``EPS``, ``log_eps``)."""
+def is_eps_like(node: cst.BaseExpression, context: Optional["FileContext"] = None) -> bool:
+    """A small positive literal (``1e-8``); with ``context``, a name or ``self`` attribute the code shows holds one
+    (analysis/model/literals.py); else (a naming convention: analysis/model/conventions.py) a name that says eps
+    (``eps``, ``self.eps``, ``EPS``, ``log_eps``)."""
     value = number_value(node)
     if value is not None:
         return 0 < value <= EPS_LITERAL_LIMIT
+    if context is not None and isinstance(node, (cst.Name, cst.Attribute)) and small_positive_behind(context, node):
+        return True
     if isinstance(node, cst.Name):
-        return bool(_EPS_NAME.match(node.value))
+        return conventions.says(bool(_EPS_NAME.match(node.value)))
     if isinstance(node, cst.Attribute):
-        return bool(_EPS_NAME.match(node.attr.value))
+        return conventions.says(bool(_EPS_NAME.match(node.attr.value)))
     return False
 
 
-def strip_eps(node: cst.BaseExpression) -> cst.BaseExpression:
-    """``p`` for ``p + eps`` / ``eps + p``; ``node`` itself otherwise."""
+def strip_eps(node: cst.BaseExpression, context: Optional["FileContext"] = None) -> cst.BaseExpression:
+    """``p`` for ``p + eps`` / ``eps + p``; ``node`` itself otherwise (``context``: see :func:`is_eps_like`)."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        if is_eps_like(node.right):
+        if is_eps_like(node.right, context):
             return node.left
-        if is_eps_like(node.left):
+        if is_eps_like(node.left, context):
             return node.right
     return node
 
@@ -175,13 +165,13 @@ def strip_clamp_min(context: "FileContext", node: cst.BaseExpression) -> cst.Bas
     if qualified in ("torch.clamp", "torch.clip", "torch.clamp_min"):
         base = argument(node, 0, "input")
         low = argument(node, 1, "min")
-        if base is not None and low is not None and is_eps_like(low.value):
+        if base is not None and low is not None and is_eps_like(low.value, context):
             return base.value
         return node
     if qualified is None and isinstance(func, cst.Attribute) and is_value_receiver(context, func.value):
         if func.attr.value in ("clamp", "clip", "clamp_min"):
             low = argument(node, 0, "min")
-            if low is not None and is_eps_like(low.value) and not keyword_arg(node, "max") and len(positional_args(node)) <= 1:
+            if low is not None and is_eps_like(low.value, context) and not keyword_arg(node, "max") and len(positional_args(node)) <= 1:
                 return func.value
     return node
 

@@ -35,7 +35,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
 
 from torchlint.analysis.model.ast_names import (
     StarImports,
@@ -52,6 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
 
     from torchlint.analysis.model.file_context import AnalysisSettings, FileContext
+    from torchlint.analysis.model.saved_values import RefusedSave
 
 # How many import / inheritance hops a lookup follows.
 MAX_HOPS = 8
@@ -360,112 +361,38 @@ def _declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
     return None
 
 
-def whole_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> Iterator[Tuple[str, str]]:
-    """(path key, what) for each ``torch.save(obj, path)`` of a module where ``obj`` is built, in the same
-    function, from a class of the project or a torch.nn / torch.optim class.  The key is
-    checkpoints.ast_path_key's: a literal's text, a dotted name (``args.model_path``) otherwise."""
-    from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS, ast_path_key
-
-    found: List[Tuple[str, str]] = facts.memo.get("project.whole_saves")  # type: ignore[assignment]
+def refused_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> List["RefusedSave"]:
+    """Each ``torch.save(obj, path)`` of a module whose ``obj`` holds a value that ``torch.load``'s weights-only
+    unpickler refuses (analysis/model/saved_values.py: a module, NumPy arrays, an ``argparse.Namespace``, an
+    object of a class of the project, ...), with the path's key (checkpoints.ast_path_key's: a literal's text,
+    a dotted name such as ``args.model_path`` otherwise).  Classes are looked up in the file, then the project."""
+    found = facts.memo.get("project.refused_saves")
     if found is None:
-        found = []
-        module_single = _single_assignments(facts.tree)
-        for scope in every_node(facts.tree):
-            if not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
-                continue
-            statements = list(_own_statements(scope))
-            # A function reads the module's names too (``args = parser.parse_args()`` of a script), unless it
-            # binds them itself.
-            own = _single_assignments(scope)
-            shadowed = _bound_names(scope) if scope is not facts.tree else set()
-            single = {**{k: v for k, v in module_single.items() if k not in shadowed}, **own}
-            for node in statements:
-                for call in _header_nodes(node):
-                    if not (isinstance(call, ast.Call) and facts.qualify(call.func) in SAVE_FUNCTIONS and len(call.args) >= 2):
-                        continue
-                    key = ast_path_key(call.args[1], single, facts.values)
-                    if key is None:
-                        continue
-                    saved = call.args[0]
-                    if isinstance(saved, ast.Name):
-                        saved = single.get(saved.id, saved)
-                    # A checkpoint dict pickles each value: one whole object among the tensors is enough.
-                    values = saved.values if isinstance(saved, ast.Dict) else [saved]
-                    for value in values:
-                        described = _whole_object(facts, project, single.get(value.id, value) if isinstance(value, ast.Name) else value)
-                        if described:
-                            where = " in a checkpoint dict" if isinstance(saved, ast.Dict) else ""
-                            found.append((key, f"{described}{where} (in {facts.module})"))
-                            break
-        facts.memo["project.whole_saves"] = found
-    return iter(found)
+        # Imported here: the index serves warm runs that read the cache alone and never load LibCST.
+        from torchlint.analysis.model.saved_values import refused_saves
+
+        found = facts.memo["project.refused_saves"] = refused_saves(
+            facts, lambda qualified, local: definition(qualified, local, project)
+        )
+    return found  # type: ignore[return-value]
 
 
-def _bound_names(function: ast.AST) -> Set[str]:
-    """The names a function binds: its parameters and every assignment target."""
-    names = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)} if hasattr(function, "args") else set()
-    for node in _own_statements(function):
-        for target in getattr(node, "targets", None) or [getattr(node, "target", None)]:
-            if target is not None:
-                names.update(inner.id for inner in ast.walk(target) if isinstance(inner, ast.Name))
-    return names
+def saved_paths_in(facts: _ModuleFacts) -> FrozenSet[str]:
+    """The path keys (checkpoints.ast_path_key's) of every ``torch.save(obj, path)`` of a module."""
+    from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS, ast_path_key
+    from torchlint.analysis.model.saved_values import single_assignments
 
-
-def _single_assignments(scope: ast.AST) -> Dict[str, ast.expr]:
-    """The names ``scope`` binds exactly once by a plain assignment, with the value."""
-    built: Dict[str, List[ast.expr]] = {}
-    for node in _own_statements(scope):
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            built.setdefault(node.targets[0].id, []).append(node.value)
-    return {name: values[0] for name, values in built.items() if len(values) == 1}
-
-
-def _whole_object(facts: _ModuleFacts, project: Optional["ProjectIndex"], saved: ast.expr) -> Optional[str]:
-    """What ``saved`` is when ``weights_only`` cannot load it: a module or optimizer built here, or the
-    ``argparse.Namespace`` of parsed options."""
-    from torchlint.analysis.model.checkpoints import is_module_class
-    from torchlint.analysis.model.ops import MODULE_MOVES
-
-    while isinstance(saved, ast.Call) and isinstance(saved.func, ast.Attribute) and saved.func.attr in MODULE_MOVES:
-        saved = saved.func.value
-    if not isinstance(saved, ast.Call):
-        return None
-    if isinstance(saved.func, ast.Attribute) and saved.func.attr == "parse_args":
-        return "an `argparse.Namespace`"
-    qualified = facts.qualify(saved.func)
-    defined = definition(qualified, facts, project) if qualified and not qualified.startswith("torch.") else None
-    if is_module_class(qualified, defined is not None and defined[1] in defined[0].class_nodes):
-        return f"a whole `{ast_dotted_name(saved.func)}`"
-    return None
-
-
-def _header_nodes(statement: ast.stmt) -> Iterator[ast.AST]:
-    """The nodes of a statement outside its nested blocks (a loop's target and iterable, not its body)."""
-    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-        return
-    pending: List[ast.AST] = [statement]
-    while pending:
-        node = pending.pop()
-        yield node
-        for name, value in ast.iter_fields(node):
-            if node is statement and name in ("body", "orelse", "finalbody", "handlers"):
-                continue
-            if isinstance(value, list):
-                pending.extend(v for v in value if isinstance(v, ast.AST))
-            elif isinstance(value, ast.AST):
-                pending.append(value)
-
-
-def _own_statements(scope: ast.AST) -> Iterator[ast.stmt]:
-    """The statements of a function or module, nested blocks included, nested functions and classes not."""
-    pending = list(getattr(scope, "body", ()))
-    while pending:
-        node = pending.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            continue
-        for block in ("body", "orelse", "finalbody", "handlers"):
-            pending.extend(child for child in getattr(node, block, ()) or () if isinstance(child, (ast.stmt, ast.excepthandler)))
+    found = facts.memo.get("project.saved_paths")
+    if found is None:
+        module_single = single_assignments(facts.tree)
+        keys = set()
+        for node in every_node(facts.tree):
+            if isinstance(node, ast.Call) and len(node.args) >= 2 and facts.qualify(node.func) in SAVE_FUNCTIONS:
+                key = ast_path_key(node.args[1], module_single, facts.values)
+                if key is not None:
+                    keys.add(key)
+        found = facts.memo["project.saved_paths"] = frozenset(keys)
+    return found  # type: ignore[return-value]
 
 
 def constructor_parameters(
@@ -528,9 +455,12 @@ class ProjectIndex:
         self._lock = threading.RLock()
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
-        self._whole_saves: Dict[Tuple[str, str], Optional[str]] = {}
+        self._refused_saves: Dict[Tuple[str, str], Optional["RefusedSave"]] = {}
         self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
         self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
+        self._imports: Dict[str, FrozenSet[str]] = {}
+        self._literal_savers: Dict[Tuple[str, str], Tuple[str, ...]] = {}
+        self._bytes: Dict[str, bytes] = {}
         # key -> (value, the modules whose text or facts computing it read)
         self._facts_of_project: Dict[str, Tuple[object, frozenset]] = {}
         self._reading: Optional[set] = None
@@ -594,16 +524,20 @@ class ProjectIndex:
         return facts
 
     def _module_bytes(self, module: str) -> bytes:
-        """A module's text, read each time it is asked for (the questions that read it memoize their answers)."""
+        """A module's text, read once per index (the answers built on it record that they read it)."""
         self._read(module)
-        path = self._ensure().get(module)
-        if path is None:
-            return b""
-        try:
-            with open(path, "rb") as handle:
-                return handle.read()
-        except OSError:
-            return b""
+        found = self._bytes.get(module)
+        if found is None:
+            path = self._ensure().get(module)
+            found = b""
+            if path is not None:
+                try:
+                    with open(path, "rb") as handle:
+                        found = handle.read()
+                except OSError:
+                    found = b""
+            self._bytes[module] = found
+        return found
 
     # -- questions ----------------------------------------------------------------
 
@@ -655,6 +589,71 @@ class ProjectIndex:
             self._reaches[key] = found
         return self._reaches[key]
 
+    def module_bytes(self, module: str) -> bytes:
+        """The text of a project module (empty when unreadable); the answer it goes into rests on it."""
+        return self._module_bytes(module)
+
+    def modules_saving_literal(self, near: str, literal: str) -> Tuple[str, ...]:
+        """The modules near file ``near`` (see :meth:`refused_save_near`) with a ``torch.save(obj, <literal>)``
+        (``literal``: a string literal's text, quotes included)."""
+        folder = _package_root(os.path.dirname(os.path.abspath(near)))
+        key = (folder, literal)
+        if key not in self._literal_savers:
+            found = []
+            needle = ast.literal_eval(literal).encode("utf-8", "replace")
+            prefix = folder + os.sep
+            for module, path in sorted(self._ensure().items()):
+                if not os.path.abspath(path).startswith(prefix):
+                    continue
+                data = self._module_bytes(module)
+                if needle not in data or b"save" not in data:
+                    continue
+                facts = self._module_facts(module)
+                if facts is not None and literal in saved_paths_in(facts):
+                    found.append(module)
+            self._literal_savers[key] = tuple(found)
+        return self._literal_savers[key]
+
+    def imports_of(self, module: str) -> FrozenSet[str]:
+        """The project modules ``module``'s import lines name (read from its text; nothing is parsed)."""
+        found = self._imports.get(module)
+        if found is None:
+            data = self._module_bytes(module)
+            found = frozenset(
+                imported for imported in _imported_modules(module, data, self._ensure().get(module, ""))
+                if imported != module and self.is_module(imported)
+            )
+            self._imports[module] = found
+        else:
+            self._read(module)  # an answer built on it rests on that module's text, cached or not
+        return found
+
+    def program_of(self, module: str) -> FrozenSet[str]:
+        """The modules that can run in one process with ``module``: every module that imports it (directly or
+        through others), and every module any of those imports. A repository of several scripts that share
+        nothing is several programs; a helper every script imports runs in all of them."""
+
+        def compute() -> FrozenSet[str]:
+            importers: Dict[str, Set[str]] = {}
+            for name in self._ensure():
+                for imported in self.imports_of(name):
+                    importers.setdefault(imported, set()).add(name)
+            above, pending = {module}, [module]
+            while pending:
+                for importer in importers.get(pending.pop(), ()):
+                    if importer not in above:
+                        above.add(importer)
+                        pending.append(importer)
+            program, pending = set(above), list(above)
+            while pending:
+                for imported in self.imports_of(pending.pop()):
+                    if imported not in program:
+                        program.add(imported)
+                        pending.append(imported)
+            return frozenset(program)
+
+        return self.fact(f"program:{module}", compute)
+
     def is_module(self, module: str) -> bool:
         """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
         return module in self._ensure()
@@ -663,21 +662,23 @@ class ProjectIndex:
         """Imports and top-level definitions of project module ``module`` (None outside the project)."""
         return self._module_facts(module)
 
-    def whole_object_saves(self, near: str, literal: str) -> Optional[str]:
-        """What a module near file ``near`` writes whole to the checkpoint path ``literal`` (the text of a string
-        literal, quotes included), when some ``torch.save(model, "<that path>")`` of a module or optimizer does
-        (``model = Net()`` in the same function), else None.  Near: the files under the package ``near`` belongs
-        to (its folder when it is in none); only those whose bytes hold the path are parsed (and count as looked
-        up), once per path and folder."""
+    def refused_save_near(self, near: str, literal: str) -> Optional["RefusedSave"]:
+        """A ``torch.save`` of a module near file ``near`` that writes to the checkpoint path ``literal`` (the
+        text of a string literal, quotes included) a value weights_only refuses (see :func:`refused_saves_in`),
+        else None.  Near: the files under the package ``near`` belongs to (its folder when it is in none); only
+        those whose bytes hold the path are parsed (and count as looked up), once per path and folder."""
         folder = _package_root(os.path.dirname(os.path.abspath(near)))
         key = (folder, literal)
-        if key not in self._whole_saves:
+        if key not in self._refused_saves:
             found = None
             needle = ast.literal_eval(literal).encode("utf-8", "replace")
             prefix = folder + os.sep
-            for module, path in sorted(self._ensure().items()):
-                if not os.path.abspath(path).startswith(prefix):
+            seen = {os.path.abspath(near)}
+            # Shorter names first: a file that a namespace folder names twice is read under its own name.
+            for module, path in sorted(self._ensure().items(), key=lambda item: (item[0].count("."), item[0])):
+                if not os.path.abspath(path).startswith(prefix) or os.path.abspath(path) in seen:
                     continue
+                seen.add(os.path.abspath(path))
                 try:
                     with open(path, "rb") as handle:
                         data = handle.read()
@@ -687,11 +688,11 @@ class ProjectIndex:
                     continue
                 facts = self._module_facts(module)
                 if facts is not None:
-                    found = next((what for saved, what in whole_saves_in(facts, self) if saved == literal), None)
+                    found = next((save for save in refused_saves_in(facts, self) if save.key == literal), None)
                     if found:
                         break
-            self._whole_saves[key] = found
-        return self._whole_saves[key]
+            self._refused_saves[key] = found
+        return self._refused_saves[key]
 
     def module_of(self, path: str) -> Optional[str]:
         """The module name of a file of the run (None when it is not one of them)."""

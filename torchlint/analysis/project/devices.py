@@ -1,80 +1,213 @@
-"""Devices: where a project's tensors live, and whether a checkpoint can meet a machine without its GPU.
+"""Devices: where a program's tensors live, and whether a checkpoint can meet a machine without its GPU.
 
 ``torch.load`` without ``map_location`` fails only when the file holds CUDA tensors and the loading machine
-lacks the GPU they were saved from.  What the code shows about that (TL401 asks :func:`load_device_risk`):
+lacks the GPU they were saved from. What the code shows about that (TL401 asks these questions):
 
-- **The project chooses its device at run time** (``torch.cuda.is_available()``, a ``"cpu"`` device, a
-  ``--no-cuda`` / ``--cpu`` option, ``map_location`` elsewhere): it runs on machines without the GPU its
-  checkpoints were saved from.  A load is a sure hazard.
-- **The project requires a GPU** (``.cuda()`` / ``"cuda"`` with no such choice anywhere, or a model built with
-  ``.cuda()`` whatever else it tests): it runs only where a GPU is, and a checkpoint saved from ``cuda:0``
-  loads there; only one saved from another index fails.
-- **Nothing in the project mentions CUDA**: the file comes from elsewhere (a released checkpoint), and its
-  device is unknown; a load is a hazard, unless the same file writes that path from what it computes on the
+- **The program chooses its device at run time** (it calls ``torch.cuda.is_available()`` or
+  ``device_count()``, names the ``"cpu"`` device, passes ``map_location`` somewhere, or offers a CPU
+  run with a command-line option such as ``--no-cuda``): it runs on machines without the GPU its
+  checkpoints were saved from. A load is a sure hazard.
+- **The program requires a GPU** (it calls ``.cuda()`` or names a ``"cuda"`` device, with no such choice,
+  or the loading file builds a model with ``Net(...).cuda()`` unconditionally): it runs only where a GPU
+  is, and a checkpoint saved from ``cuda:0`` loads there; only one saved from another index fails.
+- **Nothing in the program mentions CUDA**: the file comes from elsewhere (a released checkpoint), and its
+  device is unknown; a load is a hazard, unless the project writes that path from what it computes on the
   CPU.
 - **The value is used as CPU data right away** (``torch.load(p).numpy()``): the author knows what it holds.
-- **The same function wrote the path just before** (``torch.save(best, path)``, then ``torch.load(path)``):
-  the run that saved is the run that loads, on the same devices.
+- **The run that saved is the run that loads**: the loading function wrote the path just before, fills it
+  as a cache, or is called only from the function that wrote it; a script's top level saves and then
+  loads the path.
+- **The checkpoint holds CPU tensors**: every ``torch.save`` of the loading class (or file) writes what
+  ``.cpu()`` returned, or the project module that writes the path never puts anything on a GPU.
+- **The author handles the device already**: the load sits in one branch of an ``if`` whose other branch
+  loads with ``map_location``.
 
-The project facts are read from the text of its modules (no parse), once per run.
+A *program* is what runs in one process with the loading module: the modules that import it (directly or
+through others) and everything they import (``ProjectIndex.program_of``); a repository of independent
+scripts holds several. Its facts are read with ``ast`` from code, never from comments, docstrings or
+names, once per module.
 """
 from __future__ import annotations
 
-import re
-from typing import TYPE_CHECKING, Optional, Sequence, Tuple
+import ast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from torchlint.analysis.flow.callers import argument_for, every_call_site
-from torchlint.analysis.model.calls import argument
-from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS
+from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
+from torchlint.analysis.model.calls import argument, keyword_arg
+from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
+from torchlint.analysis.model.project_index import facts_of_tree
 from torchlint.analysis.values.domain import structurally_equal
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
 
-# A device chosen at run time, or a CPU run offered.
-_CHOOSES_DEVICE = re.compile(
-    rb"is_available\(\)|device_count\(\)|['\"]cpu['\"]|map_location|no[-_]cuda|['\"]--cpu['\"]|use_cuda|\.cpu\(\)\.numpy"
-)
-# Tensors or modules put on a GPU (not ``autocast("cuda")``, which only says where autocast applies).
-_USES_CUDA = re.compile(rb"\.cuda\(|\.to\(\s*['\"]cuda|device\(\s*['\"]cuda|device\s*=\s*['\"]cuda")
-# Conversions that work only on CPU tensors, or leave tensors altogether.
-_CPU_ONLY_USES = frozenset({"numpy", "tolist"})
-
 CHOSEN, GPU_REQUIRED, UNSEEN = "chosen", "gpu-required", "unseen"
 
+# Conversions that work only on CPU tensors, or leave tensors altogether.
+_CPU_ONLY_USES = frozenset({"numpy", "tolist"})
+# Calls that ask at run time whether a GPU is there.
+_DEVICE_QUERIES = frozenset({"torch.cuda.is_available", "torch.cuda.device_count", "torch.backends.mps.is_available"})
+# Command-line options that offer a run on the CPU (``parser.add_argument("--no-cuda", ...)``).
+_CPU_OPTIONS = frozenset({
+    "--no-cuda", "--no_cuda", "--nocuda", "--cpu", "--use-cuda", "--use_cuda", "--cuda", "--use-gpu", "--use_gpu",
+    "--device", "--gpu", "--gpus", "--no-gpu", "--no_gpu",
+})
+# Bytes without which a module holds none of the facts below (a cheap test before its tree is read).
+_DEVICE_WORDS = (b"cuda", b"cpu", b"map_location", b"device", b"gpu", b"is_available")
 
-# A model built on the GPU with nothing to choose (``self.G = Generator(...).cuda()``, not in a conditional
-# expression): the file that loads needs a GPU whatever else its project tests.
-_BUILT_ON_GPU = re.compile(rb"(?m)^[ \t]*[\w.]+\s*=\s*[A-Z]\w*\([^\n]*\)\.cuda\(\)[ \t]*(#[^\n]*)?\r?$")
+
+@dataclass(frozen=True)
+class DeviceFacts:
+    chooses: bool = False  # picks its device at run time, or offers a CPU run
+    uses_cuda: bool = False  # puts tensors or modules on a GPU
+    built_on_gpu: bool = False  # builds an object with ``Cls(...).cuda()`` on no condition
+
+
+NO_DEVICE_FACTS = DeviceFacts()
+
+
+def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]]) -> DeviceFacts:
+    """What a module's code says about devices (``qualify``: its import-resolved name of an expression)."""
+    chooses = uses = built = False
+    for node in every_node(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            if qualify(func) in _DEVICE_QUERIES:
+                chooses = True
+            if any(keyword.arg == "map_location" for keyword in node.keywords):
+                chooses = True
+            if isinstance(func, ast.Attribute) and func.attr == "add_argument":
+                chooses = chooses or any(
+                    isinstance(arg, ast.Constant) and arg.value in _CPU_OPTIONS for arg in node.args
+                )
+            if isinstance(func, ast.Attribute) and func.attr == "cuda":
+                uses = True
+        for named in _device_names(node, qualify):
+            chooses = chooses or named == "cpu"
+            uses = uses or named == "cuda"
+    for statement in _unconditional_statements(tree):
+        if isinstance(statement, ast.Assign) and _built_on_gpu(statement.value, qualify):
+            built = True
+    return DeviceFacts(chooses, uses or built, built)
+
+
+def _device_names(node: ast.AST, qualify: Callable[[ast.expr], Optional[str]]) -> Iterable[str]:
+    """The device types (``"cuda"``, ``"cpu"``) that ``node`` names where a device goes: the argument of
+    ``torch.device(...)`` and ``x.to(...)``, a ``device=``/``map_location=`` keyword, a value assigned or
+    given as a default (``device = "cuda" if ... else "cpu"``, ``def f(device="cuda")``)."""
+    places: List[ast.expr] = []
+    if isinstance(node, ast.Call):
+        if qualify(node.func) == "torch.device" or (isinstance(node.func, ast.Attribute) and node.func.attr == "to"):
+            places += node.args[:1]
+        places += [keyword.value for keyword in node.keywords if keyword.arg in ("device", "map_location", "default")]
+    elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+        places.append(node.value)
+    elif isinstance(node, ast.arguments):
+        places += [default for default in node.defaults + node.kw_defaults if default is not None]
+    while places:
+        place = places.pop()
+        if isinstance(place, ast.IfExp):
+            places += [place.body, place.orelse]
+        elif isinstance(place, ast.Constant) and isinstance(place.value, str):
+            yield place.value.split(":")[0]
+
+
+def _built_on_gpu(value: ast.expr, qualify: Callable[[ast.expr], Optional[str]]) -> bool:
+    """``Net(...).cuda()``: an object built and moved to the GPU in one expression."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "cuda"):
+        return False
+    built = value.func.value
+    if not isinstance(built, ast.Call):
+        return False
+    name = ast_dotted_name(built.func) or ""
+    return name.rsplit(".", 1)[-1][:1].isupper()
+
+
+def _unconditional_statements(tree: ast.Module) -> Iterable[ast.stmt]:
+    """The statements of the module and of its functions' bodies that no ``if``/``try``/loop makes optional."""
+    pending: List[ast.stmt] = list(tree.body)
+    while pending:
+        statement = pending.pop()
+        yield statement
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.With)):
+            pending.extend(statement.body)
+
+
+def module_device_facts(context: "FileContext", module: str) -> DeviceFacts:
+    """The device facts of a project module (read once per run)."""
+    project = context.project
+    if project is None:
+        return NO_DEVICE_FACTS
+
+    def compute() -> DeviceFacts:
+        data = project.module_bytes(module)
+        if not any(word in data for word in _DEVICE_WORDS):
+            return NO_DEVICE_FACTS
+        facts = project.module_facts(module)
+        return NO_DEVICE_FACTS if facts is None else device_facts(facts.tree, facts.qualify)
+
+    return project.fact(f"devices:{module}", compute)
+
+
+def own_device_facts(context: "FileContext") -> DeviceFacts:
+    def compute(_) -> DeviceFacts:
+        try:
+            tree = context.ast_tree if context.ast_tree is not None else ast.parse(context.source)
+        except (SyntaxError, ValueError, RecursionError):
+            return NO_DEVICE_FACTS
+        return device_facts(tree, facts_of_tree(tree, context.path).qualify)
+
+    return context.memoized("devices.own", context.module, compute)
 
 
 def device_policy(context: "FileContext") -> str:
-    """:data:`CHOSEN`, :data:`GPU_REQUIRED` or :data:`UNSEEN` for the project of ``context`` (the file alone
-    when it is linted without one)."""
-    own = context.source.encode("utf-8", "replace")
-
-    def compute(texts) -> str:
-        chooses = uses = False
-        for data in texts:
-            chooses = chooses or bool(_CHOOSES_DEVICE.search(data))
-            uses = uses or bool(_USES_CUDA.search(data))
-        return CHOSEN if chooses else GPU_REQUIRED if uses else UNSEEN
-
+    """:data:`CHOSEN`, :data:`GPU_REQUIRED` or :data:`UNSEEN` for the program of ``context`` (the file and its
+    own imports when it is no module of the run's project)."""
+    own = own_device_facts(context)
     # The loading file's own evidence first: its model built on the GPU, or its own choice of device.
-    if _BUILT_ON_GPU.search(own):
+    if own.built_on_gpu:
         return GPU_REQUIRED
-    if _CHOOSES_DEVICE.search(own):
+    if own.chooses:
         return CHOSEN
     project = context.project
     if project is None:
-        return compute([own])
-    policy = project.fact("devices.policy", lambda: compute(project.module_texts()))
-    if policy == UNSEEN and _USES_CUDA.search(own):
-        return GPU_REQUIRED  # a notebook or a file outside the project's modules
-    return policy
+        return GPU_REQUIRED if own.uses_cuda else UNSEEN
+    module = project.module_of(context.path)
+    if module is None:
+        modules = sorted(_imported_project_modules(context))
+    else:
+        modules = sorted(project.program_of(module))
+    facts = [module_device_facts(context, name) for name in modules]
+    if any(fact.chooses for fact in facts):
+        return CHOSEN
+    if own.uses_cuda or any(fact.uses_cuda for fact in facts):
+        return GPU_REQUIRED
+    return UNSEEN
+
+
+def _imported_project_modules(context: "FileContext") -> Iterable[str]:
+    """For a file outside the project's modules (a notebook): the project modules it imports and theirs."""
+    project = context.project
+    seen: set = set()
+    pending = []
+    for bound in context.imports.bindings.values():
+        parts = (bound or "").split(".")
+        pending += [".".join(parts[:end]) for end in range(1, len(parts) + 1) if project.is_module(".".join(parts[:end]))]
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        pending.extend(project.imports_of(name))
+    return seen
+
+
+# -- what one load shows ---------------------------------------------------------------------------
 
 
 def used_as_cpu_data(ancestors: Sequence[cst.CSTNode], call: cst.Call) -> bool:
@@ -86,17 +219,68 @@ def used_as_cpu_data(ancestors: Sequence[cst.CSTNode], call: cst.Call) -> bool:
     return isinstance(outer, cst.Call) and outer.func is parent and parent.attr.value in _CPU_ONLY_USES
 
 
+def other_branch_maps_location(context: "FileContext", call: cst.Call) -> bool:
+    """The load is in one branch of an ``if`` whose other branch loads with ``map_location``
+    (``if torch.cuda.is_available(): load(p) else: load(p, map_location="cpu")``)."""
+    ancestors = context.ancestors
+    for index in range(len(ancestors) - 1, 0, -1):
+        node, child = ancestors[index - 1], ancestors[index]
+        if isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+            return False
+        if not isinstance(node, cst.If):
+            continue
+        other: Optional[cst.CSTNode] = None
+        if child is node.body:
+            other = node.orelse
+        elif child is node.orelse:
+            other = node.body
+        if other is not None and _loads_with_map_location(context, other):
+            return True
+    return False
+
+
+def _loads_with_map_location(context: "FileContext", scope: cst.CSTNode) -> bool:
+    found = []
+
+    class _Loads(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if context.qualified_name(node.func) in LOAD_FUNCTIONS and (
+                keyword_arg(node, "map_location") is not None or len([a for a in node.args if a.keyword is None]) >= 2
+            ):
+                found.append(node)
+
+    visit(scope, _Loads())
+    return bool(found)
+
+
 def saved_before_in_same_run(context: "FileContext", call: cst.Call, path: cst.BaseExpression) -> bool:
-    """The function that loads the path writes it itself: a ``torch.save(..., <same path>)`` earlier in it (the
-    saving run is the loading run), or a cache it fills (``if os.path.isfile(p): load(p) else: ... save(p)``:
-    the file is what this same code wrote on an earlier run, with the same devices)."""
+    """The run that loads the path wrote it: a ``torch.save(..., <same path>)`` earlier in the loading function,
+    a cache it fills (``if os.path.isfile(p): load(p) else: ... save(p)``), a function of the file that writes
+    the path and is the only caller of the loading function (``train()`` saves the best model, then calls
+    ``test()``, which loads it), or a script whose top level saves and then loads it."""
     function = context.enclosing(cst.FunctionDef)
     if function is None:
-        return False  # a notebook's later cell, or a script's top level: often run again on its own
+        if context.path.endswith(".ipynb"):
+            return False  # a notebook's cells are often run again on their own
+        saves, reached = _saves_to(context, context.module, path, stop=call, into_functions=False)
+        return bool(saves) and reached
     saves, reached = _saves_to(context, function, path, stop=call)
     if saves and reached:
         return True
-    return _loaded_when_present(context, path) and bool(_saves_to(context, function, path)[0])
+    if _loaded_when_present(context, path) and bool(_saves_to(context, function, path)[0]):
+        return True
+    return _only_called_by_a_saver(context, function, path)
+
+
+def _only_called_by_a_saver(context: "FileContext", function: cst.FunctionDef, path: cst.BaseExpression) -> bool:
+    sites = every_call_site(context, function)
+    if not sites:
+        return False
+    for site in sites:
+        caller = next((node for node in reversed(site.ancestors) if isinstance(node, cst.FunctionDef)), None)
+        if caller is None or not _saves_to(context, caller, path)[0]:
+            return False
+    return True
 
 
 # Tests that a file is there: ``os.path.isfile(p)``, ``os.path.exists(p)``, ``Path(p).exists()``.
@@ -129,14 +313,45 @@ def _tests_presence(context: "FileContext", test: cst.BaseExpression, path: cst.
     return False
 
 
-def written_here_on_cpu(context: "FileContext", path: cst.BaseExpression) -> bool:
-    """The file writes that path itself and never puts anything on a GPU: its checkpoint holds CPU tensors.
+def holds_cpu_tensors(context: "FileContext", path: cst.BaseExpression) -> bool:
+    """The checkpoint holds CPU tensors: every ``torch.save`` of the loading class (the file, outside a class)
+    writes what ``.cpu()`` returned; or the file writes that path and never puts anything on a GPU (for a
+    path that is a parameter of the loading function, judged by what every call in the file hands in); or
+    the project module that writes a literal path never does."""
+    owner = context.enclosing(cst.ClassDef) or context.module
+    saves = _saves_to(context, owner, None)[0]
+    if saves and all(_saves_cpu_copy(save) for save in saves):
+        return True
+    if not own_device_facts(context).uses_cuda and all(
+        _written_on_cpu(context, candidate) for candidate in _paths_loaded(context, path) or (None,)
+    ):
+        return True
+    return _literal_written_without_gpu(context, path)
 
-    A path that is a parameter of the loading function (``def load_checkpoint(filepath)``) is judged by what
-    every call in the file hands in (``load_checkpoint("checkpoint.pth")``)."""
-    if _USES_CUDA.search(context.source.encode("utf-8", "replace")):
+
+def _saves_cpu_copy(save: cst.Call) -> bool:
+    """``torch.save(net.cpu().state_dict(), p)``, ``torch.save({k: v.cpu() ...}, p)``: what is written went
+    through ``.cpu()``."""
+    saved = argument(save, 0, "obj")
+    if saved is None:
         return False
-    return all(_written_on_cpu(context, candidate) for candidate in _paths_loaded(context, path) or (None,))
+    found = []
+
+    class _Cpu(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call) -> None:
+            if isinstance(node.func, cst.Attribute) and node.func.attr.value == "cpu":
+                found.append(node)
+
+    visit(saved.value, _Cpu())
+    return bool(found)
+
+
+def _literal_written_without_gpu(context: "FileContext", path: cst.BaseExpression) -> bool:
+    project = context.project
+    if project is None or not isinstance(path, cst.SimpleString):
+        return False
+    writers = project.modules_saving_literal(context.path, path.value)
+    return bool(writers) and not any(module_device_facts(context, module).uses_cuda for module in writers)
 
 
 def _paths_loaded(context: "FileContext", path: cst.BaseExpression) -> Optional[Tuple[cst.BaseExpression, ...]]:
@@ -197,11 +412,36 @@ def _enclosing_chain(module: cst.Module, target: cst.CSTNode):
     return found
 
 
-def _saves_to(context: "FileContext", scope: cst.CSTNode, path: cst.BaseExpression, stop: Optional[cst.CSTNode] = None):
-    """(the ``torch.save`` calls in ``scope`` that write ``path``, in source order up to ``stop``; whether
-    ``stop`` was reached)."""
+def _opened_files(scope: cst.CSTNode) -> Dict[str, cst.BaseExpression]:
+    """``f`` -> ``path`` for every ``with open(path, ...) as f`` in ``scope``."""
+    found: Dict[str, cst.BaseExpression] = {}
+
+    class _With(cst.CSTVisitor):
+        def visit_WithItem(self, node: cst.WithItem) -> None:
+            call = node.item
+            if (
+                isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "open" and call.args
+                and node.asname is not None and isinstance(node.asname.name, cst.Name)
+            ):
+                found[node.asname.name.value] = call.args[0].value
+
+    visit(scope, _With())
+    return found
+
+
+def _saves_to(
+    context: "FileContext",
+    scope: cst.CSTNode,
+    path: Optional[cst.BaseExpression],
+    stop: Optional[cst.CSTNode] = None,
+    into_functions: bool = True,
+):
+    """(the ``torch.save`` calls in ``scope`` that write ``path`` (any path when None), in source order up to
+    ``stop``; whether ``stop`` was reached). ``into_functions=False``: the scope's own statements only."""
     found = []
     reached = []
+
+    opened = _opened_files(scope)
 
     class _Saves(cst.CSTVisitor):
         def on_visit(self, node: cst.CSTNode) -> bool:
@@ -210,9 +450,14 @@ def _saves_to(context: "FileContext", scope: cst.CSTNode, path: cst.BaseExpressi
             if node is stop:
                 reached.append(node)
                 return False
+            if not into_functions and node is not scope and isinstance(node, (cst.FunctionDef, cst.ClassDef)):
+                return False
             if isinstance(node, cst.Call) and context.qualified_name(node.func) in SAVE_FUNCTIONS:
                 target = argument(node, 1, "f")
-                if target is not None and structurally_equal(target.value, path):
+                written = target.value if target is not None else None
+                if isinstance(written, cst.Name) and written.value in opened:
+                    written = opened[written.value]  # ``with open(path, "wb") as f: torch.save(obj, f)``
+                if written is not None and (path is None or structurally_equal(written, path)):
                     found.append(node)
             return True
 

@@ -40,11 +40,12 @@ rules that own an op (TL106, TL107).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Optional, Sequence
 
 import libcst as cst
 
 from torchlint.analysis.flow import signs
+from torchlint.analysis.model import conventions
 from torchlint.analysis.flow.callers import (
     argument_for,
     call_sites,
@@ -108,11 +109,36 @@ DATA_EDGES: FrozenSet[str] = frozenset({
 })
 
 
-def assess(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]] = None) -> Optional[Confidence]:
+_LEVELS = [Confidence.LOW, Confidence.MEDIUM, Confidence.HIGH]
+
+
+def assess(
+    context: "FileContext",
+    op: DomainOp,
+    ancestors: Optional[Sequence[cst.CSTNode]] = None,
+    shown: Callable[[Confidence], Confidence] = lambda level: level,
+) -> Optional[Confidence]:
     """How sure a finding on ``op`` is, or None when it is not reported (see the module docs).
 
     ``ancestors`` are the nodes enclosing ``op.node``, outermost first; by default the engine's
-    ``context.ancestors`` (right for a rule visiting ``op.node`` itself)."""
+    ``context.ancestors`` (right for a rule visiting ``op.node`` itself). When a naming convention decided
+    anything, the facts alone decide whether the op is reported, and the names move the level by one
+    (analysis/model/conventions.py). ``shown``: the level the rule shows a finding found at a level (both
+    answers are mapped before a convention moves one)."""
+    with conventions.recording() as used:
+        by_names = _shown(_assess(context, op, ancestors), shown)
+    if not used:
+        return by_names
+    with conventions.disabled():
+        by_facts = _shown(_assess(context, op, ancestors), shown)
+    return conventions.moved(by_facts, by_names, _LEVELS)
+
+
+def _shown(level: Optional[Confidence], shown: Callable[[Confidence], Confidence]) -> Optional[Confidence]:
+    return None if level is None else shown(level)
+
+
+def _assess(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]]) -> Optional[Confidence]:
     ancestors = list(context.ancestors if ancestors is None else ancestors)
     site = site_of(ancestors)
     value = _operand_value(context, op, site)
@@ -174,6 +200,15 @@ def reaches_edge(context: "FileContext", op: DomainOp, ancestors: Optional[Seque
     """Whether ``op``'s operand is a tensor that may reach the edge: steps 2-3 of :func:`assess`, without
     where it runs and who owns it.  The owners of an op (TL106 for a ``where`` branch, TL107 for a NaN
     filter) ask this, so that one op is judged by one guard analysis whichever rule reports it."""
+    with conventions.recording() as used:
+        by_names = _reaches_edge(context, op, ancestors)
+    if not used or by_names:
+        return by_names
+    with conventions.disabled():
+        return _reaches_edge(context, op, ancestors)  # a name never hides an edge the facts show
+
+
+def _reaches_edge(context: "FileContext", op: DomainOp, ancestors: Optional[Sequence[cst.CSTNode]]) -> bool:
     ancestors = list(context.ancestors if ancestors is None else ancestors)
     site = site_of(ancestors)
     value = _operand_value(context, op, site)

@@ -236,7 +236,7 @@ def fused_log_owner(
         return None
     ancestors = list(context.ancestors if ancestors is None else ancestors)
     site = site_of(ancestors)
-    inner = strip_clamp_min(context, strip_eps(op.operand))
+    inner = strip_clamp_min(context, strip_eps(op.operand, context))
     activation = fused.activation_of(context, inner)
     if activation is not None:
         return "TL201" if activation.kind == "softmax" else "TL202"

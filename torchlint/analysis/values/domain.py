@@ -49,8 +49,10 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional
 
 import libcst as cst
 
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.dataflow import Site, bindings, sole_assignment
-from torchlint.analysis.model.ops import is_eps_like, is_value_receiver, number_value
+from torchlint.analysis.model.literals import number_value
+from torchlint.analysis.model.ops import is_eps_like, is_value_receiver
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -258,9 +260,10 @@ _EXTRA_GUARD_WORDS = re.compile(
 _EPS_KEY = re.compile(r"^['\"](eps|EPS|epsilon|smooth[a-z_]*)['\"]$")
 
 
-def is_guard_constant(node: cst.BaseExpression) -> bool:
-    """A positive literal or a name that says eps (``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``)."""
-    if is_eps_like(node):
+def is_guard_constant(node: cst.BaseExpression, context: Optional["FileContext"] = None) -> bool:
+    """A positive literal, a name the code shows holds a small positive literal (with ``context``), or (naming
+    conventions) a name that says eps (``eps``, ``self.eps``, ``EPS``, ``smooth``, ``tiny``)."""
+    if is_eps_like(node, context):
         return True
     value = constant_value(node)
     if value is not None:
@@ -268,13 +271,13 @@ def is_guard_constant(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.Subscript) and len(node.slice) == 1:  # coeffs["EPS"]
         key = node.slice[0].slice
         if isinstance(key, cst.Index) and isinstance(key.value, cst.SimpleString):
-            return bool(_EPS_KEY.match(key.value.value))
+            return conventions.says(bool(_EPS_KEY.match(key.value.value)))
     if isinstance(node, cst.Call):  # c_f.small_val(x.dtype), get_eps(dtype): named for its small positive result
         node = node.func
         if isinstance(node, (cst.Name, cst.Attribute)) and is_eps_like(node):
             return True
     name = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
-    return bool(name and _EXTRA_GUARD_WORDS.match(name))
+    return conventions.says(bool(name and _EXTRA_GUARD_WORDS.match(name)))
 
 
 
@@ -361,7 +364,7 @@ def is_mask_like(context: "FileContext", node: cst.BaseExpression, site: Optiona
         word = node.attr.value
     if word is not None:
         lowered = word.lower().lstrip("_")
-        return lowered.endswith("mask") or lowered.startswith(MASK_PREFIXES)
+        return conventions.says(lowered.endswith("mask") or lowered.startswith(MASK_PREFIXES))
     return False
 
 

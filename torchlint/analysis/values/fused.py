@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.model.bindings import Definition, reaching_definition
+from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.analysis.model.calls import argument, has_star_args, positional_args
 from torchlint.analysis.model.ops import (
     SoftmaxCall,
@@ -382,15 +383,21 @@ MAX_FUNCTIONS: FrozenSet[str] = frozenset({"torch.max", "torch.amax"})
 
 
 def is_max_shifted(context: "FileContext", exponent: cst.BaseExpression) -> bool:
-    """``x - x.max(d, keepdim=True).values`` / ``x - m`` with ``m`` bound to a max: the stable, shifted form."""
+    """``x - x.max(d, keepdim=True).values`` / ``x - m`` with ``m`` bound to a max (``m, _ = torch.max(x, d)`` too),
+    or a name bound to such a difference: the stable, shifted form."""
+    if isinstance(exponent, cst.Name):
+        definition = reaching_definition(context.ancestors, exponent.value)
+        if definition is None:
+            return False
+        exponent = definition.value
     if not (isinstance(exponent, cst.BinaryOperation) and isinstance(exponent.operator, cst.Subtract)):
         return False
     shift = exponent.right
     if isinstance(shift, cst.Name):
-        definition = reaching_definition(context.ancestors, shift.value)
-        if definition is None:
+        reaching = bindings(site_of(list(context.ancestors)), shift.value)
+        if len(reaching) != 1 or reaching[0].value is None or reaching[0].kind not in ("assign", "unpack"):
             return False
-        shift = definition.value
+        shift = reaching[0].value
     finder = _MaxFinder(context)
     visit(shift, finder)
     return finder.found

@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
-from torchlint.analysis.model.calls import argument
-from torchlint.analysis.model.dataflow import Site, bindings, sole_assignment
+from torchlint.analysis.model import conventions
+from torchlint.analysis.model.calls import argument, keyword_arg, literal_bool
+from torchlint.analysis.model.dataflow import Site, bindings, site_of, sole_assignment
 from torchlint.analysis.values.domain import constant_value
 from torchlint.analysis.model.ops import without_shape_steps
 
@@ -192,7 +193,7 @@ _CONFIG_WORD = re.compile(r"(^|_)(config|cfg)$", re.IGNORECASE)
 def _is_config(node: cst.BaseExpression) -> bool:
     """``config``, ``self.config``, ``diffusion_config``: a model's configuration object."""
     word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else ""
-    return bool(_CONFIG_WORD.search(word))
+    return conventions.says(bool(_CONFIG_WORD.search(word)))
 
 
 def is_not_tensor(context: "FileContext", node: cst.BaseExpression, site: Optional[Site] = None) -> bool:
@@ -227,3 +228,74 @@ def is_constant_tensor(context: "FileContext", node: cst.BaseExpression, site: O
     return data is not None and value_kind(context, data.value, site) != "tensor"
 
 
+
+
+# -- whether a tensor requires grad -------------------------------------------------
+
+_PARAMETER_CONSTRUCTORS = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
+# Functions that build a new tensor: it requires grad only when the call asks (``requires_grad=True``).
+_FACTORIES = frozenset({
+    "torch.zeros", "torch.ones", "torch.empty", "torch.full", "torch.rand", "torch.randn", "torch.randint",
+    "torch.arange", "torch.linspace", "torch.logspace", "torch.eye", "torch.tensor", "torch.as_tensor",
+    "torch.from_numpy", "torch.zeros_like", "torch.ones_like", "torch.empty_like", "torch.full_like",
+    "torch.rand_like", "torch.randn_like", "torch.Tensor", "torch.FloatTensor", "torch.LongTensor",
+})
+# What torch's layers call their parameters.
+_LAYER_PARAMETERS = frozenset({"weight", "bias"})
+# Methods of a module that hand out its parameters.
+_PARAMETER_ITERATORS = frozenset({"parameters", "named_parameters"})
+
+
+def requires_grad_flag(context: "FileContext", node: cst.BaseExpression, _depth: int = 0) -> Optional[bool]:
+    """The ``requires_grad`` a tensor has where ``node`` reads it, when the code shows it: True for an
+    ``nn.Parameter``, a layer's ``.weight``/``.bias`` and what a module's ``parameters()``/
+    ``named_parameters()`` hand out (a loop variable over them), False for what a factory (``torch.zeros``, ``torch.tensor``, ...) builds without
+    ``requires_grad=True`` and for ``.detach()``; names are followed to their one assignment. None when
+    the code does not show it."""
+    if _depth > MAX_DEPTH:
+        return None
+    node = without_shape_steps(context, node)  # a cast or a reshape keeps the flag
+    if isinstance(node, cst.Call):
+        qualified = context.qualified_name(node.func)
+        asked = keyword_arg(node, "requires_grad")
+        asked_value = literal_bool(asked.value) if asked is not None else None
+        if qualified in _PARAMETER_CONSTRUCTORS:
+            requested = argument(node, 1, "requires_grad")
+            return True if requested is None else literal_bool(requested.value)
+        if qualified in _FACTORIES:
+            return bool(asked_value) if asked is None or asked_value is not None else None
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "detach":
+            return False
+        return None
+    if isinstance(node, cst.Attribute) and node.attr.value in _LAYER_PARAMETERS:
+        return True  # ``layer.weight``: torch's layers hold their weights as parameters
+    if isinstance(node, cst.Name):
+        looped = _loop_over_parameters(context, node.value)
+        if looped is not None:
+            return looped
+        binding = sole_assignment(site_of(context.ancestors), node.value)
+        if binding is not None and binding.value is not None and binding.site is not None:
+            return requires_grad_flag(context, binding.value, _depth + 1)
+    return None
+
+
+def _loop_over_parameters(context: "FileContext", name: str) -> Optional[bool]:
+    """True when ``name`` is the variable of an enclosing ``for`` over a module's parameters
+    (``for p in model.parameters()``, ``for n, p in model.named_parameters()``)."""
+    for outer in reversed(context.ancestors):
+        if isinstance(outer, (cst.FunctionDef, cst.ClassDef)):
+            return None
+        if not isinstance(outer, cst.For):
+            continue
+        iterated = outer.iter
+        if not (isinstance(iterated, cst.Call) and isinstance(iterated.func, cst.Attribute)
+                and iterated.func.attr.value in _PARAMETER_ITERATORS):
+            continue
+        target = outer.target
+        if isinstance(target, cst.Name) and target.value == name and iterated.func.attr.value == "parameters":
+            return True
+        if isinstance(target, cst.Tuple) and len(target.elements) == 2:
+            second = target.elements[1].value
+            if isinstance(second, cst.Name) and second.value == name and iterated.func.attr.value == "named_parameters":
+                return True
+    return None

@@ -26,7 +26,8 @@ import libcst as cst
 
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node, import_bindings
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.model.ops import is_eps_like, is_value_receiver, number_value
+from torchlint.analysis.model.literals import number_value
+from torchlint.analysis.model.ops import is_eps_like, is_value_receiver
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -329,24 +330,25 @@ def computed_in_float32_under_autocast(context: "FileContext", node: cst.BaseExp
     return False
 
 
-def is_guard_term(node: cst.BaseExpression) -> bool:
-    """A numeric literal or an eps-like name (``eps``, ``self.eps``, ``EPS``) added to stay off zero."""
-    return number_value(node) is not None or is_eps_like(node)
+def is_guard_term(context: "FileContext", node: cst.BaseExpression) -> bool:
+    """A term added to stay off zero: a numeric literal, a name or ``self`` attribute the code shows holds a
+    small positive literal, or (the naming convention) one named like an eps (``eps``, ``self.eps``, ``EPS``)."""
+    return number_value(node) is not None or is_eps_like(node, context)
 
 
 def added_guard(context: "FileContext", node: cst.CSTNode) -> Optional[Tuple[cst.BaseExpression, cst.BaseExpression]]:
     """(operand, addend) for ``x + c`` / ``c + x`` with ``c`` a numeric literal or an eps-like name, and
     ``x.add(c)`` / ``x.add_(c)``."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Add):
-        if is_guard_term(node.right) and not is_guard_term(node.left):
+        if is_guard_term(context, node.right) and not is_guard_term(context, node.left):
             return node.left, node.right
-        if is_guard_term(node.left) and not is_guard_term(node.right):
+        if is_guard_term(context, node.left) and not is_guard_term(context, node.right):
             return node.right, node.left
         return None
     if isinstance(node, cst.Call) and not has_star_args(node) and isinstance(node.func, cst.Attribute):
         if node.func.attr.value in ("add", "add_") and is_value_receiver(context, node.func.value):
             positional = positional_args(node)
-            if len(positional) == 1 and keyword_arg(node, "alpha") is None and is_guard_term(positional[0].value):
+            if len(positional) == 1 and keyword_arg(node, "alpha") is None and is_guard_term(context, positional[0].value):
                 return node.func.value, positional[0].value
     return None
 
@@ -372,10 +374,10 @@ def clamp_upper_bound(context: "FileContext", call: cst.Call) -> Optional[Tuple[
     return None
 
 
-def one_minus_term(node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+def one_minus_term(context: "FileContext", node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
     """``eps`` for an upper bound written ``1 - eps`` (``1.0 - eps``, ``1 - 1e-8``), else None."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Subtract):
-        if number_value(node.left) == 1.0 and is_guard_term(node.right):
+        if number_value(node.left) == 1.0 and is_guard_term(context, node.right):
             return node.right
     return None
 

@@ -91,7 +91,7 @@ class GraphBreakTensorFromList(Rule):
         "with requires_grad=False: the graph is cut and no parameter gets a gradient; use torch.stack/torch.cat"
     )
     fix_applicability = Applicability.UNSAFE
-    triggers = ("tensor(", "Tensor(", "array(")
+    triggers = ("tensor", "Tensor", "array")
 
     @classmethod
     def prepass(cls, scan):

@@ -118,7 +118,7 @@ class BackwardTwice(Rule):
         "handed in (a rollout buffer's sampler may hand back data with no graph), or the earlier call is in a "
         "caller of the same file (the function may also be called elsewhere, its `backward()` behind a flag)."
     )
-    triggers = ("backward", "grad(")
+    triggers = ("backward", "grad")
 
     @classmethod
     def prepass(cls, scan):

@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.model.calls import argument, has_star_args
 from torchlint.analysis.flow.gradflow import in_debug_condition, is_test_path
+from torchlint.analysis.model import conventions
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 
 SET_DETECT_ANOMALY = frozenset({"torch.autograd.set_detect_anomaly", "torch.autograd.anomaly_mode.set_detect_anomaly"})
@@ -91,8 +92,8 @@ class AnomalyDetectionLeftOn(Rule):
         return isinstance(parent, cst.WithItem) and parent.item is node
 
     def _in_test_function(self) -> bool:
-        return any(
-            isinstance(n, cst.FunctionDef) and n.name.value.startswith("test") for n in self.context.ancestors
+        return conventions.says(
+            any(isinstance(n, cst.FunctionDef) and n.name.value.startswith("test") for n in self.context.ancestors)
         )
 
     def _fix(self, node: cst.Call, qualified: str) -> Optional[FixSpec]:

@@ -6,7 +6,14 @@ import libcst as cst
 
 from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
-from torchlint.analysis.project.devices import GPU_REQUIRED, device_policy, saved_before_in_same_run, used_as_cpu_data, written_here_on_cpu
+from torchlint.analysis.project.devices import (
+    GPU_REQUIRED,
+    device_policy,
+    holds_cpu_tensors,
+    other_branch_maps_location,
+    saved_before_in_same_run,
+    used_as_cpu_data,
+)
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
@@ -62,15 +69,20 @@ class LoadWithoutMapLocation(Rule):
     fix_applicability = Applicability.UNSAFE
     triggers = ("load",)
     confidence_levels = """
-- **high**: the project chooses its device at run time (`torch.cuda.is_available()`, a `"cpu"` device, a
-  `--no-cuda` option, `map_location` elsewhere), or nothing in it mentions CUDA (the file comes from
+- **high**: the program chooses its device at run time (`torch.cuda.is_available()`, a `"cpu"` device, a
+  `--no-cuda` option, `map_location` elsewhere), or nothing in it mentions a device (the file comes from
   elsewhere, a released checkpoint): the load meets machines without the GPU the file was saved from.
-- **low**: the loading file builds its model with `.cuda()`, or the project always uses CUDA (it runs only
-  where a GPU is, and a file saved from `cuda:0` loads there); the same function saved that path just
-  before, or fills it as a cache (`if os.path.isfile(p): load(p)` with a `torch.save(..., p)` in the same
-  function); the file writes that path itself and never uses a GPU (for a path that is a parameter, every
-  call in the file hands in such a path).
-- not reported: the loaded value is used as CPU data right away (`torch.load(p).numpy()`).
+  (Validation draws found the second kind real 1 time in 6, the bug reports of users 5 times in 5.)
+  The program is the loading module, the modules that import it and what they import: another script
+  of the same repository that shares no module with it is another program.
+- **low**: the loading file builds its model with `.cuda()`, or the program always uses CUDA (it runs only
+  where a GPU is, and a file saved from `cuda:0` loads there); the run that loads wrote the path (the same
+  function saved it just before or fills it as a cache, the function that saved it is the only caller of
+  the loading one, or a script's top level saves then loads it); the checkpoint holds CPU tensors (every
+  save of the loading class writes what `.cpu()` returned, or the code that writes the path never uses a
+  GPU).
+- not reported: the loaded value is used as CPU data right away (`torch.load(p).numpy()`), or the load
+  sits in one branch of an `if` whose other branch loads with `map_location`.
 How the device evidence is read: `torchlint/analysis/project/devices.py`.
 """
 
@@ -115,14 +127,14 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         """How sure the load meets a machine without the GPU its file was saved from (analysis/project/devices.py),
         or None when it holds CPU data."""
         ancestors = self.context.ancestors
-        if used_as_cpu_data(ancestors, node):
+        if used_as_cpu_data(ancestors, node) or other_branch_maps_location(self.context, node):
             return None
         path = argument(node, 0, "f")
         if path is not None and (
-            saved_before_in_same_run(self.context, node, path.value) or written_here_on_cpu(self.context, path.value)
+            saved_before_in_same_run(self.context, node, path.value) or holds_cpu_tensors(self.context, path.value)
         ):
             return Confidence.LOW
-        # A project that needs a GPU to run loads where one is: only a file saved from another index fails.
+        # A program that needs a GPU to run loads where one is: only a file saved from another index fails.
         return Confidence.LOW if device_policy(self.context) == GPU_REQUIRED else Confidence.HIGH
 
     def _feeds_load_state_dict(self, node: cst.Call) -> bool:

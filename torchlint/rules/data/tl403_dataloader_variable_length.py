@@ -10,7 +10,7 @@ from torchlint.analysis.model.calls import NOT_A_LITERAL, add_keyword, argument,
 from torchlint.analysis.model.dataflow import Site, bindings, site_of
 from torchlint.analysis.model.dataset_items import ItemShape, collection_varies, library_items, mapped_tokenizer_varies
 from torchlint.analysis.model.names import dotted_name
-from torchlint.analysis.model.ops import number_value
+from torchlint.analysis.model.literals import number_value
 from torchlint.analysis.model.project_index import constructor_parameters, dataset_item, file_facts
 from torchlint.analysis.model.returns import called_function, returned_values
 from torchlint.analysis.model.scope import assignments
@@ -157,7 +157,10 @@ class DataLoaderVariableLength(Rule):
 - **high**: the lengths vary by construction: tokenizer output without fixed-length padding, split
   text, slices bounded by the data, a library builder that yields unpadded token lists.
 - **medium**: they vary with the data: images kept at their files' own sizes, lists as long as each
-  item's own source sequence (each word's characters); the files or words may all be one size.
+  item's own source sequence (each word's characters); the files or words may all be one size. Also a
+  call the code shows nothing of but a receiver named `tokenizer` (the naming convention).
+- **low**: a callable the analysis cannot identify, applied to the item's own element
+  (`torch.tensor(self.encode(self.texts[i]))`): a suspect for `torchlint trace` to confirm.
 """
     triggers = ("DataLoader",)
 
@@ -188,7 +191,7 @@ class DataLoaderVariableLength(Rule):
             f"DataLoader batches {label} items of different lengths ({item.reason}) with the default collate: "
             "torch.stack raises 'stack expects each tensor to be equal size'"
         )
-        confidence = Confidence.HIGH if item.confidence == "high" else Confidence.MEDIUM
+        confidence = Confidence(item.confidence)
         self.report(node, message, self._fix(node, item), confidence=confidence)
 
     # -- what the dataset holds ---------------------------------------------------------

@@ -10,7 +10,8 @@ import libcst as cst
 from torchlint.analysis.api import api_table
 from torchlint.analysis.api.api_table import Version, keyword_at, keyword_varies
 from torchlint.analysis.api.api_drift import version_text
-from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.model import conventions
+from torchlint.analysis.model.calls import has_star_args, literal_bool
 from torchlint.analysis.model.names import ImportTable, dotted_name
 from torchlint.analysis.model.scope import statements
 from torchlint.analysis.api.signatures import (
@@ -21,6 +22,7 @@ from torchlint.analysis.api.signatures import (
     table_torch_version,
     tensor_method,
 )
+from torchlint.analysis.values.kinds import requires_grad_flag
 from torchlint.analysis.values.tensors import is_tensor
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
@@ -118,6 +120,11 @@ class UnknownTorchKeyword(Rule):
     fix_applicability = Applicability.UNSAFE
     confidence_levels = """
 - **high**: a torch function, class or method of a value known to be a tensor.
+- attribute typos (`p.require_grad = False`): **high** when the code shows the tensor's own flag and it
+  differs from the value written (a parameter, a layer's `.weight`, a loop over `parameters()`; a tensor a
+  factory built); **medium** when the code does not show the flag; not reported when the flag already has
+  the value written (`torch.zeros(n).require_grad = False` changes nothing that matters).
+- **low**: `.backward(...)` on a value the code does not show to be a tensor.
 - **medium**: `.backward(...)` on a value whose name says it is a loss (`loss.backward(...)` where `loss`
   is a model's output): the receiver is assumed to be a tensor.
 """
@@ -158,8 +165,11 @@ class UnknownTorchKeyword(Rule):
             if accepted_keywords(method) is not None and misspelt_keywords(method, node):
                 if is_tensor(self.context, node.func.value):
                     qualified = method
-                elif node.func.attr.value == "backward" and _LOSS_NAME.search(dotted_name(node.func.value) or ""):
-                    qualified, confidence = method, Confidence.MEDIUM
+                elif node.func.attr.value == "backward":
+                    # ``.backward(retain_variables=True)`` on a value the code does not show to be a tensor: a
+                    # suspect; a receiver named for a loss is one level more (a naming convention).
+                    named = conventions.says(bool(_LOSS_NAME.search(dotted_name(node.func.value) or "")))
+                    qualified, confidence = method, Confidence.MEDIUM if named else Confidence.LOW
         if qualified is None or accepted_keywords(qualified) is None:
             return
         misspelt = misspelt_keywords(qualified, node)
@@ -240,9 +250,9 @@ class UnknownTorchKeyword(Rule):
         for target in node.targets:
             attribute = target.target
             if isinstance(attribute, cst.Attribute):
-                self._check_attribute(attribute)
+                self._check_attribute(attribute, node.value)
 
-    def _check_attribute(self, attribute: cst.Attribute) -> None:
+    def _check_attribute(self, attribute: cst.Attribute, value: cst.BaseExpression) -> None:
         written = attribute.attr.value
         if written == REQUIRES_GRAD or not _looks_like_requires_grad(written):
             return
@@ -251,6 +261,13 @@ class UnknownTorchKeyword(Rule):
             return
         if _is_read_in(self.context.source, written):
             return  # the file's own attribute, set and read back
+        # Harmless when the tensor already has the value the author meant (``torch.zeros(...).require_grad =
+        # False``); a sure no-op when it has the other one (``p.require_grad = False`` on a parameter).
+        intended = literal_bool(value)
+        effective = requires_grad_flag(self.context, receiver)
+        if intended is not None and effective is not None and intended == effective:
+            return
+        confidence = Confidence.HIGH if intended is not None and effective is not None else Confidence.MEDIUM
         if written == REQUIRES_GRAD + "_":
             message = "`requires_grad_` is a method: assigning to it changes nothing, the tensor's requires_grad stays as it was"
         else:
@@ -260,7 +277,7 @@ class UnknownTorchKeyword(Rule):
             f"Rename `{written}` to `{REQUIRES_GRAD}`",
             (Replacement(attribute.attr, cst.Name(REQUIRES_GRAD)),),
         )
-        self.report(attribute, message, fix)
+        self.report(attribute, message, fix, confidence=confidence)
 
 
 def _imports(function: cst.FunctionDef, name: str) -> bool:

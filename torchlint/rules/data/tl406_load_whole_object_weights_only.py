@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import os
 import re
 from typing import List, Optional, Tuple
 
@@ -8,9 +9,7 @@ import libcst as cst
 
 from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg
 from torchlint.analysis.flow.callers import every_call_site
-from torchlint.analysis.model.ast_names import ast_dotted_name
 from torchlint.analysis.model.checkpoints import (
-    ALLOW_LISTS,
     LOAD_FUNCTIONS,
     MODULE_METHODS,
     WEIGHTS_ONLY_DEFAULT_SINCE,
@@ -20,7 +19,9 @@ from torchlint.analysis.model.checkpoints import (
 from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES
-from torchlint.analysis.model.project_index import file_facts, whole_saves_in
+from torchlint.analysis.model.project_index import file_facts, refused_saves_in
+from torchlint.analysis.model.saved_values import ADVICE
+from torchlint.analysis.project.allow_lists import allow_lists_in_file, allow_lists_in_program
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.analysis.flow.callers import framework_called
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
@@ -34,29 +35,55 @@ _SAVE_CALL = re.compile(r"\bsave\s*\(")
 class LoadWholeObjectWeightsOnly(Rule):
     """
     ## What it does
-    Flags `torch.load(f)` without `weights_only=False` when the file holds a
-    whole pickled object rather than tensors: the loaded value is used as a
-    module or an optimizer (called, `.eval()`, `.parameters()`,
+    Flags `torch.load(f)` without `weights_only=False` when the file holds
+    objects that weights-only loading refuses. Either the loaded value is
+    used as a module or an optimizer (called, `.eval()`, `.parameters()`,
     `.zero_grad()`, also after `.to(device)`, through the name it is bound
-    to, or through a same-file helper that returns it), or the same path is
-    written by `torch.save(model, path)` of a module or an optimizer (in the
-    same file, or as the same literal path in another module of the
-    project: of the package the file belongs to, or of its folder). Follows `target-torch-version`: below 2.6 nothing is reported.
+    to, or through a same-file helper that returns it), or a `torch.save` to
+    the same path shows what the file holds (in the same file: the same
+    literal, constant or attribute path such as `args.checkpoint`, or a
+    function's own variable within that function; or as the same literal
+    path in another module of the project: of the package the file belongs
+    to, or of its folder):
+
+    - a whole module, optimizer or LR scheduler (`torch.save(model, path)`);
+    - NumPy arrays and scalars: `np.random.get_state()`, `np.float64(acc)`,
+      `np.array(xs)`, what a NumPy function computes (`np.mean(losses)`),
+      `tensor.numpy()`, and arithmetic, indexing and methods of them;
+    - an object of one of the project's own classes (a vocabulary, a
+      tokenizer, a corpus), or its `self.__dict__` when a field is one of
+      these;
+    - the `argparse.Namespace` of parsed options, a `collections.defaultdict`
+      or `deque`, a `frozenset`, a `pathlib.Path`, a `datetime`, a NumPy
+      random generator, a function of the project.
+
+    The saved value is followed through dict, list and tuple literals, names
+    bound once in the saving function (or at the module's top level), entries
+    added before the save (`ckpt["args"] = args`) and `copy.deepcopy`. What
+    the analysis knows of each kind, checked against torch 2.13, is written
+    down in `torchlint/analysis/model/saved_values.py`. Follows
+    `target-torch-version`: below 2.6 nothing is reported.
 
     ## Why is this bad?
     Since torch 2.6 `torch.load` defaults to `weights_only=True`: it
-    unpickles tensors, primitive containers and allow-listed types only. A
-    checkpoint written by `torch.save(model, path)` pickles the model's class
-    and every submodule, so loading it raises `_pickle.UnpicklingError:
-    Weights only load failed ... Unsupported global: GLOBAL
-    torch.nn.modules.linear.Linear`: code that worked for years breaks on an
-    upgrade, typically at inference time.
+    unpickles tensors, Python numbers and strings, dicts, lists, tuples,
+    sets, `OrderedDict`, `Counter` and a few torch types only. A checkpoint
+    written by `torch.save(model, path)` pickles the model's class and every
+    submodule; one that holds `np.random.get_state()` pickles NumPy's array
+    class; one that holds `args` pickles `argparse.Namespace`. Loading any of
+    them raises `_pickle.UnpicklingError: Weights only load failed ...
+    Unsupported global: GLOBAL torch.nn.modules.linear.Linear` (or
+    `numpy._core.multiarray._reconstruct`, `argparse.Namespace`): code that
+    worked for years breaks on an upgrade, typically when a run resumes.
 
     ## Example
     ```python
     torch.save(model, "model.pt")          # train.py
     model = torch.load("model.pt")         # predict.py
     model.eval()
+
+    torch.save({"model": model.state_dict(), "rng": np.random.get_state()}, "last.pt")
+    state = torch.load("last.pt")          # fails: the file holds NumPy arrays
     ```
 
     ## Use instead
@@ -65,8 +92,10 @@ class LoadWholeObjectWeightsOnly(Rule):
     model = Net()
     model.load_state_dict(torch.load("model.pt"))
     model.eval()
+
+    torch.save({"model": model.state_dict(), "args": vars(args), "loss": float(np.mean(losses))}, "last.pt")
     ```
-    or, for a file you trust: `torch.load("model.pt", weights_only=False)`.
+    or, for a file you trust: `torch.load("last.pt", weights_only=False)`.
 
     ## Fix safety
     Unsafe. The fix adds `weights_only=False` (or turns `weights_only=True`
@@ -74,23 +103,45 @@ class LoadWholeObjectWeightsOnly(Rule):
     path is written in the code (a literal, a path next to `__file__`), the
     project's own file; elsewhere the finding has no fix (TL402 would
     rightly flag `weights_only=False` on a path that comes from outside).
-    The better fix, saving and loading `state_dict()`, needs the model's
-    class at the load and is left to the author.
+    The same fix serves every kind, decided kind by kind:
+
+    - modules, optimizers, schedulers: `weights_only=False` loads the object
+      as before 2.6. Saving `state_dict()` is better but needs the model's
+      class at the load: left to the author.
+    - NumPy values and generators: `weights_only=False` is right for a file
+      the project writes itself. The narrower allow-list
+      (`torch.serialization.safe_globals([np.ndarray, np.dtype, ...,
+      np._core.multiarray._reconstruct])`) names NumPy internals that moved
+      between NumPy 1 and 2 (`numpy.core` -> `numpy._core`), so it is not
+      written for you; converting before the save (`.tolist()`, `.item()`,
+      `torch.from_numpy`) is the author's choice.
+    - objects of the project's classes, functions: `weights_only=False`
+      (the class is the project's own and importable where it loads);
+      `safe_globals([Vocabulary])` works too when every field is allowed.
+    - `argparse.Namespace`, `defaultdict`, `deque`, paths, dates:
+      `weights_only=False`; `safe_globals([argparse.Namespace])` is the
+      narrower alternative, `vars(args)` / `dict(counts)` at the save the
+      cleaner one: both change other code, left to the author.
 
     Not reported: a call with `pickle_module=` (then `weights_only` defaults
     to `False`), `weights_only=False` or a variable, files that allow-list
-    types (`torch.serialization.add_safe_globals`, `safe_globals`), loaded
-    values used only as dicts or tensors. Not seen: whole objects saved in
-    another module under a path that is not a literal, and uses of the
-    loaded value in other functions than the one holding the load or the
-    helper's callers.
+    types (`torch.serialization.add_safe_globals`, `safe_globals`) and
+    programs where another module calls `add_safe_globals` (it holds for the
+    whole process: a module the loading file imports, or one importing it;
+    another script of the repository does not count), loaded
+    values used only as dicts or tensors, a `lambda` in a checkpoint (pickle
+    cannot save one: the save fails first). Not seen: objects saved in
+    another module under a path that is not a literal, values a helper
+    saves for its callers (`def save_checkpoint(state, path)`), values that
+    only one branch binds, and uses of the loaded value in other functions
+    than the one holding the load or the helper's callers.
     """
 
     code = "TL406"
     name = "load-whole-object-weights-only"
     message = (
-        "torch.load loads weights only by default since torch 2.6: a checkpoint holding a whole module "
-        "or optimizer raises 'Weights only load failed'"
+        "torch.load loads weights only by default since torch 2.6: a checkpoint holding a whole module, "
+        "NumPy arrays or other pickled objects raises 'Weights only load failed'"
     )
     fix_applicability = Applicability.UNSAFE
     triggers = ("load",)
@@ -136,15 +187,21 @@ class LoadWholeObjectWeightsOnly(Rule):
             return
         if given is None and gives_keyword(qualified, node, "weights_only"):
             return  # misspelt: TL405 renames it
-        if self._allow_lists():
+        if allow_lists_in_file(self.context):
             return
-        evidence = self._used_as_module(node, list(self.context.ancestors), 0) or self._saved_whole(node)
-        if evidence is None:
+        used = self._used_as_module(node, list(self.context.ancestors), 0)
+        if used is not None:
+            holds, advice = f"a whole object ({used})", ADVICE["module"]
+        else:
+            saved = self._saved_refused(node)
+            if saved is None:
+                return
+            holds, advice = saved
+        if allow_lists_in_program(self.context):  # asked last: it reads the program's modules
             return
         message = (
-            f"torch.load loads weights only by default since torch 2.6, and this checkpoint holds a whole object "
-            f"({evidence}): loading raises 'Weights only load failed'; save and load state_dict(), or pass "
-            "weights_only=False for a file you trust"
+            f"torch.load loads weights only by default since torch 2.6, and this checkpoint holds {holds}: "
+            f"loading raises 'Weights only load failed'; {advice}, or pass weights_only=False for a file you trust"
         )
         self.report(node, message, self._fix(node, given))
 
@@ -196,34 +253,33 @@ class LoadWholeObjectWeightsOnly(Rule):
                 return f"{found}, where `{function.name.value}` returns it"
         return None
 
-    def _allow_lists(self) -> bool:
-        """Whether the file allow-lists types for weights_only (``torch.serialization.add_safe_globals([...])``)."""
-        if "safe_globals" not in self.context.source:
-            return False
-        facts = file_facts(self.context)
-        return facts is not None and any(
-            isinstance(node, ast.Call) and facts.imported(ast_dotted_name(node.func)) in ALLOW_LISTS for node in ast.walk(facts.tree)
-        )
+    # -- what a save to the same path writes ---------------------------------------------------------
 
-    # -- the same path saved whole ---------------------------------------------------------------------
-
-    def _saved_whole(self, node: cst.Call) -> Optional[str]:
-        """What a ``torch.save`` of a module or an optimizer writes to the path this load reads, in the file
-        (the same literal, constant or dotted name) or, for a literal, near it in the project."""
+    def _saved_refused(self, node: cst.Call) -> Optional[Tuple[str, str]]:
+        """What a ``torch.save`` to the path this load reads writes that weights_only refuses, and what to save
+        instead: a save in the file (the same literal, constant or dotted name; a function's own variable only
+        in that function) or, for a literal, near it in the project (analysis/model/saved_values.py decides what a saved value holds)."""
         path = argument(node, 0, "f")
         key = path_key(self.context, path.value) if path is not None else None
         if key is None:
             return None
         facts = file_facts(self.context)
         if facts is not None and _SAVE_CALL.search(self.context.source):
-            described = next((what for saved, what in whole_saves_in(facts, self.context.project) if saved == key), None)
-            if described:
-                return f"`torch.save` writes {described.split(' (in ')[0]} there"
+            here = _function_name(self.context.ancestors)
+            save = next(
+                (
+                    save for save in refused_saves_in(facts, self.context.project)
+                    if save.key == key and (not save.local or save.saver == here)
+                ),
+                None,
+            )
+            if save is not None:
+                return save.describe(), save.value.advice
         project = self.context.project
         if project is not None and key.startswith(("'", '"')) and self.context.path not in ("-", ""):
-            elsewhere = project.whole_object_saves(self.context.path, key)
-            if elsewhere:
-                return f"`torch.save` writes {elsewhere} there"
+            save = project.refused_save_near(self.context.path, key)
+            if save is not None:
+                return save.describe(_relative(save.path, self.context.path)), save.value.advice
         return None
 
     # -- the fix -------------------------------------------------------------------------------------------
@@ -237,6 +293,28 @@ class LoadWholeObjectWeightsOnly(Rule):
         else:
             replacement = Replacement(node, add_keyword(node, "weights_only", cst.Name("False")))
         return FixSpec(Applicability.UNSAFE, "Load it as a whole object (`weights_only=False`): only for a file you trust", (replacement,))
+
+
+def _function_name(ancestors) -> Optional[str]:
+    """``Class.method`` or ``function`` for the innermost function among ``ancestors`` (None at the top level),
+    named as analysis/model/saved_values.py names a saving function."""
+    for index in range(len(ancestors) - 1, -1, -1):
+        node = ancestors[index]
+        if isinstance(node, cst.FunctionDef):
+            owner = ancestors[index - 2] if index >= 2 else None  # ClassDef > IndentedBlock > FunctionDef
+            if isinstance(owner, cst.ClassDef):
+                return f"{owner.name.value}.{node.name.value}"
+            return node.name.value
+    return None
+
+
+def _relative(path: str, near: str) -> str:
+    """``path`` as seen from the folder of ``near`` (``trainer/state.py``)."""
+    try:
+        shown = os.path.relpath(path, os.path.dirname(os.path.abspath(near)))
+    except ValueError:  # another drive
+        shown = path
+    return shown.replace(os.sep, "/")
 
 
 def _is_true(node: cst.BaseExpression) -> bool:

@@ -30,6 +30,7 @@ from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.api.drift_fixes import (
     CallSite,
     amp_decorator_reference,
+    six_reference,
     rename_import,
     rename_reference,
     rewrite_call,
@@ -126,7 +127,7 @@ class ApiUseRule(Rule):
             return
         qualified = self.context.qualified_name(node)
         change = self.changed(qualified)
-        if change is None or self._fails_at_import(node, change) or self._bound_by_guarded_import(node):
+        if change is None or change.calls_only or self._fails_at_import(node, change) or self._bound_by_guarded_import(node):
             return
         if self.context.enclosing(cst.Import, cst.ImportFrom) is not None or self.guarded():
             return
@@ -136,6 +137,8 @@ class ApiUseRule(Rule):
                 fix = amp_decorator_reference(self.context, node, qualified)
             if fix is None and change.rename_to is not None:
                 fix = rename_reference(self.context, node, qualified, change.rename_to)
+        elif self.status is Status.REMOVED and change.name == "torch._six":
+            fix = six_reference(self.context, node, qualified)
         self.report(node, self.describe(change, qualified, "reference"), fix, confidence=self.level(change))
 
     def _fails_at_import(self, node: cst.BaseExpression, change: ApiChange) -> bool:
@@ -169,9 +172,24 @@ class ApiUseRule(Rule):
         for alias in node.names:
             name = f"{module}.{alias.evaluated_name}"
             change = self.changed(name)
-            if change is not None:
-                self.report(alias, self.describe(change, name, "from-import"), statement_fix, confidence=self.level(change))
-                statement_fix = None  # one fix per statement, on its first finding
+            if change is None or change.calls_only:
+                continue
+            if self.status is Status.DEPRECATED and not self._read_in_file(alias.evaluated_alias or alias.evaluated_name):
+                continue  # a deprecated name warns when it is used; imported and never used, nothing warns
+            self.report(alias, self.describe(change, name, "from-import"), statement_fix, confidence=self.level(change))
+            statement_fix = None  # one fix per statement, on its first finding
+
+    def _read_in_file(self, local: str) -> bool:
+        """Whether the file reads the name ``local`` anywhere (read with ``ast``: code, not comments)."""
+
+        def compute(_) -> FrozenSet[str]:
+            try:
+                tree = self.context.ast_tree if self.context.ast_tree is not None else ast.parse(self.context.source)
+            except (SyntaxError, ValueError, RecursionError):
+                return frozenset()
+            return frozenset(node.id for node in every_node(tree) if isinstance(node, ast.Name))
+
+        return local in self.context.memoized("api-uses.read-names", self.context.module, compute)
 
     def _import_fix(self, node: cst.ImportFrom, module: str) -> Optional[FixSpec]:
         return rename_import(node, module, self.renames())

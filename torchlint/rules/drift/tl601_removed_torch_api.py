@@ -64,9 +64,14 @@ class RemovedTorchApi(ApiUseRule):
       where only the eigenvalues are read, `torch.linalg.eigvalsh(A, UPLO=...)`.
     - `torch.matrix_rank(A, tol, symmetric)` becomes
       `torch.linalg.matrix_rank(A, atol=tol, rtol=0, hermitian=symmetric)`.
-    - `from torch._six import inf, nan, string_classes, int_classes,
-      container_abcs` becomes statements that bind the same values from the
-      standard library.
+    - `from torch._six import inf`, `nan`, `container_abcs`, `int_classes`
+      becomes an import of the same object (`from math import inf`, `from
+      collections import abc as container_abcs`, `from builtins import int as
+      int_classes`) when one module serves the whole statement; a reference
+      `torch._six.X` becomes what it held: `math.inf`, `math.nan`,
+      `collections.abc`, `int`, and `(str, bytes)` for `string_classes` (not
+      `str`: it matched bytes too). An import of `string_classes` has no
+      importable twin and keeps no fix.
 
     No fix for `torch.lstsq` (its solution had `max(m, n)` rows with the QR
     factors below; `torch.linalg.lstsq(A, B).solution` has `n`), `torch.eig`

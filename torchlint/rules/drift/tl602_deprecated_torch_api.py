@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import (
     LEGACY_REDUCTION_KEYWORDS,
+    SAVED_VARIABLES_DEPRECATED_SINCE,
     Status,
     deprecated_since_text,
     in_watched_package,
@@ -22,6 +23,7 @@ from torchlint.analysis.api.api_table import (
 )
 from torchlint.analysis.model.calls import NOT_A_LITERAL, has_star_args, keyword_arg, literal_value, without_args
 from torchlint.analysis.api.signatures import public_name
+from torchlint.analysis.model.autograd_functions import context_parameter
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
 
@@ -52,6 +54,14 @@ class DeprecatedTorchApi(ApiUseRule):
       tensor (`A.qr()`, `S.cholesky()`, `A.lu()`, `b.lu_solve(LU, piv)`,
       `b.triangular_solve(A)`, `A.svd()`, `a.ger(b)`), and the non-in-place
       `Tensor.resize`/`resize_as` (a PIL image's `resize` is not a tensor's);
+    - the legacy sparse constructors `torch.sparse.FloatTensor(i, v, size)`
+      (and `Double`, `Half`, `BFloat16`, `Byte`, `Char`, `Short`, `Int`,
+      `Long`, and the `torch.cuda.sparse` ones), warned since torch 2.1 when
+      called (a type check such as `isinstance(t, torch.sparse.FloatTensor)`
+      is not flagged);
+    - `ctx.saved_variables` in a method of a class deriving from
+      `torch.autograd.Function` (a `DeprecationWarning` since torch 1.0;
+      `ctx.saved_tensors` returns the same tensors);
     - every name the table generated from torch's releases marks deprecated;
     - a keyword that table marks deprecated on the target, where the target
       still takes it (`verbose=` of the learning-rate schedulers from 2.2,
@@ -126,6 +136,17 @@ class DeprecatedTorchApi(ApiUseRule):
       enabled (sdp_kernel is implemented that way);
     - `torch.set_default_tensor_type(torch.FloatTensor | DoubleTensor)` to
       `torch.set_default_dtype(torch.float32 | float64)`;
+    - `torch.sparse.FloatTensor(i, v[, size])` to
+      `torch.sparse_coo_tensor(i, v[, size])`, with no `dtype=`: torch 2.13
+      builds the legacy call exactly so, and the values give the dtype
+      (`torch.sparse.FloatTensor(i, double_values, size)` is float64); where
+      indices and values are known to be tensors, or the size is written as
+      one value (`(n, n)`, `torch.Size(...)`, `x.shape`). A tensor built from
+      a shape alone, `torch.sparse.HalfTensor(3, 4)`, becomes
+      `torch.sparse_coo_tensor((3, 4), dtype=torch.float16)`: there the type
+      gave the dtype;
+    - `ctx.saved_variables` to `ctx.saved_tensors` (torch returns the same
+      tuple under both names);
     - a deprecated keyword torch ignores is removed (`only_inputs=` of
       `torch.autograd.grad`, `eps=` of `F.gumbel_softmax`), and one torch
       renamed is renamed when the target takes the new name
@@ -144,7 +165,10 @@ class DeprecatedTorchApi(ApiUseRule):
     loading), a CUDA tensor type in `set_default_tensor_type` (it also moved
     tensor factories to the GPU), `torch.svd` whose `U`/`V` are read (it
     returns `V`, `torch.linalg.svd` returns `Vh`), `transforms.v2.ToTensor`
-    (the replacement returns a `tv_tensors.Image`), `Tensor.resize` (its
+    (the replacement returns a `tv_tensors.Image`), `torch.cuda.sparse.*`
+    (what the CUDA types build cannot be run on a CPU-only build, where they
+    raise `TypeError`), a legacy sparse call whose two arguments may be a
+    shape or indices and values, or that passes `device=`, `Tensor.resize` (its
     replacement depends on whether the size changes), and an import of a name
     whose replacement is not a drop-in (`from torch.cuda.amp import
     autocast`: its calls are fixed, the import is left for you to remove).
@@ -179,7 +203,27 @@ class DeprecatedTorchApi(ApiUseRule):
                 for keyword in written
             )
 
-        return (api_use_regions(scan, cls.known) | scan.regions_where(passes_deprecated_keyword)) or None
+        return (
+            api_use_regions(scan, cls.known)
+            | scan.regions_where(passes_deprecated_keyword)
+            | scan.regions_where(lambda region: "saved_variables" in region.attributes)
+        ) or None
+
+    def visit_Attribute(self, node: cst.Attribute) -> None:
+        super().visit_Attribute(node)
+        if node.attr.value != "saved_variables" or not isinstance(node.value, cst.Name):
+            return
+        function = self.context.enclosing(cst.FunctionDef)
+        if function is None or context_parameter(self.context, function, self.context.enclosing(cst.ClassDef)) != node.value.value:
+            return
+        if self.target < SAVED_VARIABLES_DEPRECATED_SINCE or self.guarded():
+            return
+        self.report(
+            node,
+            f"`{node.value.value}.saved_variables` is deprecated (a DeprecationWarning since torch "
+            f"{version_text(SAVED_VARIABLES_DEPRECATED_SINCE)}): use `.saved_tensors`, which returns the same tensors",
+            FixSpec(Applicability.SAFE, "Use `.saved_tensors`", (Replacement(node.attr, cst.Name("saved_tensors")),)),
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)

@@ -6,7 +6,8 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import PRETRAINED_DEPRECATED_SINCE, effective_target
 from torchlint.analysis.model.calls import keyword_arg, positional_args
-from torchlint.analysis.api.drift_fixes import api_reference, literal_bool
+from torchlint.analysis.api.drift_fixes import api_reference
+from torchlint.analysis.model.calls import literal_bool
 from torchlint.analysis.api.torchvision_builders import LegacyWeights, legacy_keywords
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Applicability, FixSpec, ImportRequirement, Replacement, Rule

@@ -8,7 +8,7 @@ from torchlint.analysis.api.api_drift import (
     effective_target,
 )
 from torchlint.analysis.model.calls import keyword_arg
-from torchlint.analysis.api.drift_fixes import literal_bool
+from torchlint.analysis.model.calls import literal_bool
 from torchlint.rule import Rule
 
 

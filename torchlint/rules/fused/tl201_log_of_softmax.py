@@ -8,7 +8,8 @@ from torchlint.analysis.model.bindings import Definition
 from torchlint.analysis.model.calls import argument
 from torchlint.analysis.values.fused import activation_of, functional, is_pure, keyword, log_softmax_call, positional
 from torchlint.analysis.project.module_outputs import called_module_activation
-from torchlint.analysis.model.ops import SoftmaxCall, match_softmax, match_unary, number_value, strip_clamp_min, strip_eps
+from torchlint.analysis.model.literals import number_value
+from torchlint.analysis.model.ops import SoftmaxCall, match_softmax, match_unary, strip_clamp_min, strip_eps
 from torchlint.analysis.values.precision import FLOAT16_ZERO_LIMIT, added_guard, project_uses_float16
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
@@ -86,7 +87,7 @@ class LogOfSoftmax(Rule):
 - **low**: `log(softmax(x) + eps)` with an eps the precision keeps: nothing becomes infinite, the form is
   only inexact (high when float16 rounds the eps to 0 in a project that runs in float16).
 """
-    triggers = ("softmax", "Softmax", "log(")  # log(: a model of another module may end in one
+    triggers = ("softmax", "Softmax", "log")  # log: a model of another module may end in one
 
     @classmethod
     def prepass(cls, scan):
@@ -96,7 +97,7 @@ class LogOfSoftmax(Rule):
         log = match_unary(self.context, node, LOG_FUNCTIONS, "log")
         if log is None:
             return
-        operand = strip_clamp_min(self.context, strip_eps(log.operand))
+        operand = strip_clamp_min(self.context, strip_eps(log.operand, self.context))
         softmax = match_softmax(self.context, operand)
         definition: Optional[Definition] = None
         if softmax is None and isinstance(operand, cst.Name):

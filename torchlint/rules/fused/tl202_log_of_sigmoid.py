@@ -83,7 +83,7 @@ class LogOfSigmoid(Rule):
 - **medium**: the model reaches the log through a parameter of a function, and every call of that
   function in the file passes a model that ends in the sigmoid; other modules may pass other models.
 """
-    triggers = ("sigmoid", "Sigmoid", "expit", "log(")  # log(: a model of another module may end in one
+    triggers = ("sigmoid", "Sigmoid", "expit", "log")  # log: a model of another module may end in one
 
     @classmethod
     def prepass(cls, scan):

@@ -120,7 +120,7 @@ class LogSumExp(Rule):
             return
         if log1p is not None:
             return
-        found = match_sum_of_exp(self.context, strip_eps(log.operand))
+        found = match_sum_of_exp(self.context, strip_eps(log.operand, self.context))
         if found is None or is_max_shifted(self.context, found.exp.operand):
             return  # exp(x - max) is already the stable form
         fix = None if log.extra_args or found.exp.extra_args or found.sum.other_args else self._fix(node, found)

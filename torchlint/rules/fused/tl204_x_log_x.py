@@ -23,6 +23,7 @@ from torchlint.analysis.values.fused import (
 from torchlint.analysis.model.ops import call_parts
 from torchlint.analysis.project.owners import where_owner
 from torchlint.analysis.flow.signs import Sign, sign_of
+from torchlint.analysis.model import conventions
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # What makes log-probabilities: their -inf (a masked logit, a probability 0) meets exp's 0.
@@ -121,7 +122,8 @@ class XLogXProduct(Rule):
             word = node.attr.value
         else:
             return None
-        return Confidence.MEDIUM if "log" in word.lower() else None
+        # Nothing shows what the exponent is: a suspect; a name that says log is one level more (a convention).
+        return Confidence.MEDIUM if conventions.says("log" in word.lower()) else Confidence.LOW
 
     def _xlogy_of_exp(self, found: ExpTimesExponent) -> FixSpec:
         """``torch.exp(l) * l`` -> ``torch.xlogy(torch.exp(l), torch.exp(l))``: 0 where ``l`` is -inf."""

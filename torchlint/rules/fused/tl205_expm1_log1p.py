@@ -14,7 +14,7 @@ from torchlint.analysis.values.fused import (
     positional,
     torch_function,
 )
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
 class Expm1Log1p(Rule):
@@ -58,6 +58,12 @@ class Expm1Log1p(Rule):
     """
 
     code = "TL205"
+    confidence_levels = """
+- **high**: the result divides or is divided (`(torch.exp(x) - 1) / x`, `y / torch.log(1 + x)`): a value that
+  lost its digits becomes 0, inf or NaN there.
+- **low**: anywhere else: the lost digits are below float32's resolution of the sum they join and the gradient
+  (`1 / (1 + x)`, `exp(x)`) is exact, so nothing shows unless `x` is tiny and the result is read alone.
+"""
     name = "expm1-log1p"
     message = "exp(x) - 1 and log(1 + x) lose every digit for small |x| (1 + x rounds to 1); use torch.expm1 / torch.log1p"
     fix_applicability = Applicability.SAFE
@@ -73,11 +79,11 @@ class Expm1Log1p(Rule):
         if is_one(node.right):
             exp = match_exp(self.context, node.left)
             if exp is not None:
-                self.report(node, fix=None if exp.extra_args else self._expm1(node, exp, negate=False))
+                self.report(node, fix=None if exp.extra_args else self._expm1(node, exp, negate=False), confidence=self._level(node))
         elif is_one(node.left):
             exp = match_exp(self.context, node.right)
             if exp is not None:
-                self.report(node, fix=None if exp.extra_args else self._expm1(node, exp, negate=True))
+                self.report(node, fix=None if exp.extra_args else self._expm1(node, exp, negate=True), confidence=self._level(node))
 
     def visit_Call(self, node: cst.Call) -> None:
         log = match_log(self.context, node)
@@ -88,7 +94,21 @@ class Expm1Log1p(Rule):
             return
         if match_exp(self.context, rest) is not None or match_sum_of_exp(self.context, rest) is not None:
             return  # log(1 + exp(x)), log(1 + sum(exp(x))) overflow: TL203's; their 1 + x loses no digit that shows
-        self.report(node, fix=None if log.extra_args else self._log1p(node, rest, log.method))
+        self.report(node, fix=None if log.extra_args else self._log1p(node, rest, log.method), confidence=self._level(node))
+
+    def _level(self, node: cst.CSTNode) -> Confidence:
+        """High where the result is a side of a division (through parentheses), low elsewhere."""
+        child: cst.CSTNode = node
+        for outer in reversed(self.context.ancestors):
+            if isinstance(outer, cst.BinaryOperation):
+                if isinstance(outer.operator, (cst.Divide, cst.FloorDivide)) and child in (outer.left, outer.right):
+                    return Confidence.HIGH
+                if not isinstance(outer.operator, (cst.Multiply, cst.Add, cst.Subtract)):
+                    return Confidence.LOW
+            elif not isinstance(outer, (cst.UnaryOperation,)):
+                return Confidence.LOW
+            child = outer
+        return Confidence.LOW
 
     def _expm1(self, node: cst.BinaryOperation, exp, negate: bool) -> FixSpec:
         if exp.method:

@@ -7,6 +7,8 @@ import libcst as cst
 from torchlint.analysis.values.fused import activation_of
 from torchlint.analysis.values.losses import match_loss, rewrite_activation
 from torchlint.analysis.project.module_outputs import trace_output
+from torchlint.analysis.model import conventions
+from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.rule import Applicability, Confidence, FixSpec, Rule
 
 # A name that says it holds probabilities, not their logs: ``probs``, ``mean_anchor_probs``, ``p_student``
@@ -81,7 +83,8 @@ class KlDivProbabilities(Rule):
     confidence_levels = (
         "`high` when the input is a softmax (inline or stored in a name), or the output of a model whose "
         "`forward` ends in one (`criterion(net(x), y)`); `medium` when only its name says it holds "
-        "probabilities (`probs`, `mean_anchor_probs`), or the model is one the file's calls hand in."
+        "probabilities (`probs`, `mean_anchor_probs`), or the model is one the file's calls hand in; `low` when "
+        "nothing shows where the input comes from (a suspect for `torchlint trace`)."
     )
 
     @classmethod
@@ -99,8 +102,11 @@ class KlDivProbabilities(Rule):
             if traced is not None and traced.kind == "softmax":
                 message = f"{self.message} (the input is the output of {traced.origin}, which ends in softmax)"
                 self.report(node, message, confidence=Confidence.MEDIUM if traced.assumed else Confidence.HIGH)
-            elif _named_probabilities(loss.input.value):
-                self.report(node, _NAMED_MESSAGE, confidence=Confidence.MEDIUM)
+            elif traced is None and not _computed_as_logs(self.context, loss.input.value):
+                # Nothing shows where the input comes from: a suspect; a name that says probabilities is one
+                # level more (a naming convention).
+                named = _named_probabilities(loss.input.value)
+                self.report(node, _NAMED_MESSAGE, confidence=Confidence.MEDIUM if named else Confidence.LOW)
             return
         rewrite = rewrite_activation(self.context, activation, "log_softmax")
         fix = None
@@ -110,7 +116,20 @@ class KlDivProbabilities(Rule):
         self.report(node, fix=fix)
 
 
+def _computed_as_logs(context, node: cst.BaseExpression) -> bool:
+    """``F.log_softmax(x)``, ``torch.log(p)``, ``dist.log_prob(y)``, a name assigned one: log-probabilities."""
+    if isinstance(node, cst.Name):
+        definition = reaching_definition(context.ancestors, node.value)
+        if definition is not None:
+            node = definition.value
+    if isinstance(node, cst.Call):
+        func = node.func
+        name = func.attr.value if isinstance(func, cst.Attribute) else func.value if isinstance(func, cst.Name) else ""
+        return name.startswith("log") or name in ("logsigmoid",)
+    return False
+
+
 def _named_probabilities(node: cst.BaseExpression) -> bool:
     """``probs``, ``self.mean_probs``, ``teacher_probabilities``: a name that says probabilities, not logs."""
     word = node.value if isinstance(node, cst.Name) else node.attr.value if isinstance(node, cst.Attribute) else None
-    return bool(word) and bool(_PROBABILITY_NAME.search(word)) and not _LOG_NAME.search(word)
+    return conventions.says(bool(word) and bool(_PROBABILITY_NAME.search(word)) and not _LOG_NAME.search(word))

@@ -70,7 +70,7 @@ class UnguardedSqrt(UnguardedOpRule):
     name = "unguarded-sqrt"
     message = "sqrt of a value that can be 0 or negative: infinite/NaN gradient at 0, NaN below; clamp the operand"
     fix_applicability = Applicability.NUMERICS
-    triggers = ("sqrt",)
+    triggers = ("sqrt", "**", "pow")  # x ** 0.5 and x.pow(0.5) are roots too
 
     confidence_levels = (
         "`high`: a negative constant, or an operand that reaches 0 in ordinary training (a constant 0, a "

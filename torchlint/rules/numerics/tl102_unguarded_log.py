@@ -62,6 +62,7 @@ class UnguardedLog(Rule):
     TL101`). Silence one line with `# noqa: TL102`.
     """
 
+    judges_names = True  # guards.assess weighs naming conventions per op
     code = "TL102"
     name = "unguarded-log"
     message = "log of a value that can be 0 or negative: -inf/NaN and an infinite gradient; clamp the operand"
@@ -84,7 +85,7 @@ class UnguardedLog(Rule):
         op = match_domain_op(self.context, node)
         if op is None or op.kind != LOG:
             return
-        confidence = assess(self.context, op)
+        confidence = assess(self.context, op, shown=self.shown_level)
         if confidence is not None:
             fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the operand to eps")
             self.report(node, fix=fix, confidence=confidence)

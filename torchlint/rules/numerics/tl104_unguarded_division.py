@@ -81,7 +81,7 @@ class UnguardedDivision(UnguardedOpRule):
     name = "unguarded-division"
     message = "division by a reduction that can be 0 (empty mask, zero vector, constant feature): NaN/inf; clamp the divisor"
     fix_applicability = Applicability.NUMERICS
-    triggers = ("/", "div(", "divide(")
+    triggers = ("/", "div")
 
     confidence_levels = (
         "`high`: the divisor reaches 0 in ordinary training (a sum of ReLU outputs, a clamp at 0, a "

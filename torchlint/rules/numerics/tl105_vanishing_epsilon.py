@@ -7,9 +7,10 @@ from typing import FrozenSet, Optional
 import libcst as cst
 
 from torchlint.analysis.model.dataflow import bindings, site_of
+from torchlint.analysis.model.literals import literal_behind, number_value
 from torchlint.analysis.flow.grad_need import gradient_flows
 from torchlint.analysis.values.kinds import computes_with_other_framework
-from torchlint.analysis.model.ops import is_value_receiver, match_unary, number_value
+from torchlint.analysis.model.ops import is_value_receiver, match_unary
 from torchlint.analysis.values.precision import (
     FLOAT16_ONE_MINUS_LIMIT,
     FLOAT16_TEXT_MARKERS,
@@ -134,7 +135,8 @@ class VanishingEpsilon(Rule):
     name = "vanishing-epsilon"
     message = "this epsilon rounds to 0 in float16 (it is <= 2.98e-8): the guard vanishes and the op gives Inf/NaN gradients at 0"
     fix_applicability = Applicability.NUMERICS
-    triggers = ("e-", "E-")
+    # A literal at most 1e-2 is written with an exponent or with ".0" (0.00000001, .001): a sound necessary condition.
+    triggers = ("e-", "E-", ".0")
 
     confidence_levels = (
         "`high` where the precision is known to lose the guard: float16 code (GradScaler, CUDA autocast, "
@@ -172,7 +174,7 @@ class VanishingEpsilon(Rule):
             self._check(node, found[0], found[1], self._consumer(node))
             return
         upper = clamp_upper_bound(self.context, node)
-        below_one = one_minus_term(upper[1]) if upper is not None else None
+        below_one = one_minus_term(self.context, upper[1]) if upper is not None else None
         if below_one is not None and self._check(node, upper[0], below_one, None, upper_bound=True):
             return  # one finding per clamp: the bound float32 itself loses
         clamp = clamp_lower_bound(self.context, node)
@@ -180,7 +182,7 @@ class VanishingEpsilon(Rule):
             self._check(node, clamp[0], clamp[1], self._consumer(node))
 
     def visit_AugAssign(self, node: cst.AugAssign) -> None:
-        if isinstance(node.operator, cst.AddAssign) and is_guard_term(node.value):
+        if isinstance(node.operator, cst.AddAssign) and is_guard_term(self.context, node.value):
             if not self._is_python_number(node.target):
                 self._check(node, node.target, node.value, None)
 
@@ -259,24 +261,7 @@ class VanishingEpsilon(Rule):
         return Confidence.HIGH if _LOG_OF_COMPLEMENT.search(code) else Confidence.LOW
 
     def _literal_of(self, term: cst.BaseExpression) -> Optional[cst.BaseExpression]:
-        """The numeric literal ``term`` is or holds: itself, the one assignment of a local or module name,
-        a parameter's default, or ``self.eps`` set in the class from a literal or an ``__init__`` default."""
-        if number_value(term) is not None:
-            return term
-        site = site_of(list(self.context.ancestors))
-        if isinstance(term, cst.Name):
-            reaching = bindings(site, term.value)
-            if len(reaching) == 1 and reaching[0].kind in ("assign", "module", "param") and reaching[0].value is not None:
-                value = reaching[0].value
-                return value if number_value(value) is not None else None
-            return None
-        if isinstance(term, cst.Attribute) and isinstance(term.value, cst.Name) and term.value.value == "self":
-            value = self.context.self_attribute_value(term.attr.value)
-            if value is not None and number_value(value) is not None:
-                return value
-            if isinstance(value, cst.Name):
-                return _init_default_node(self.context, value.value)
-        return None
+        return literal_behind(self.context, term, site_of(list(self.context.ancestors)))
 
     def _in_float16_code(self, site: cst.CSTNode) -> bool:
         """A float16 run set up in the file, or float16 values made where this guard can see them: earlier in
@@ -380,17 +365,3 @@ def _casts_to_full_precision(context, node: cst.BaseExpression) -> bool:
             return False
         node = node.func.value
     return False
-
-
-def _init_default_node(context, parameter: str) -> Optional[cst.BaseExpression]:
-    """The literal default of ``parameter`` in the enclosing class's ``__init__`` (``def __init__(self, eps=1e-12)``)."""
-    class_def = context.enclosing(cst.ClassDef)
-    if class_def is None:
-        return None
-    for statement in class_def.body.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
-            params = statement.params
-            for param in list(params.params) + list(params.kwonly_params):
-                if param.name.value == parameter and param.default is not None and number_value(param.default) is not None:
-                    return param.default
-    return None

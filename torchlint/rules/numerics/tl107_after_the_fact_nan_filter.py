@@ -135,7 +135,7 @@ class AfterTheFactNanFilter(Rule):
     name = "after-the-fact-nan-filter"
     message = "filtering NaN/Inf after the op fixes the forward value only: the op's gradient at the bad input is still NaN/Inf; guard the input instead"
     fix_applicability = Applicability.NUMERICS
-    triggers = ("nan_to_num", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "] = ")
+    triggers = ("nan_to_num", "isnan", "isinf", "isfinite", "isposinf", "isneginf", "[")
     reads_callers = True
 
     @classmethod
@@ -180,7 +180,7 @@ class AfterTheFactNanFilter(Rule):
             return
         name = target.value.value
         bound = _lower_bound_test(index.value, name)
-        if bound is None or not structurally_equal(bound, node.value) or not is_guard_constant(node.value):
+        if bound is None or not structurally_equal(bound, node.value) or not is_guard_constant(node.value, self.context):
             return
         if gradient_unlikely(self.context) or in_no_grad_code(self.context, self.context.ancestors):
             return
@@ -221,9 +221,9 @@ class AfterTheFactNanFilter(Rule):
             at = site_of(list(call_site.ancestors) + [call_site.call])
             if value is not None and (self._saves_output(value) or self._is_domain_op(value, at)):
                 return MASKED_FILTER_MESSAGE, Confidence.HIGH
-        if gradient_flows(self.context, self.context.ancestors):
-            return MASKED_FILTER_MESSAGE, Confidence.MEDIUM
-        return None
+        # Where gradients flow, a parameter clamped in place is a likely repair of a NaN source; where the code
+        # shows no gradient either way, a suspect.
+        return MASKED_FILTER_MESSAGE, Confidence.MEDIUM if gradient_flows(self.context, self.context.ancestors) else Confidence.LOW
 
     def _is_domain_op(self, value: Optional[cst.BaseExpression], site) -> bool:
         return value is not None and match_domain_op(self.context, value, site) is not None

@@ -25,6 +25,7 @@ class UnguardedOpRule(Rule):
 
     op_kinds: ClassVar[FrozenSet[str]] = frozenset()
     reads_callers = True
+    judges_names = True  # guards.assess weighs naming conventions per op
     fix_message: ClassVar[str] = "Clamp the operand to eps"
     # Divisors are classified by what the enclosing function bound them to: only they need the site.
     needs_site: ClassVar[bool] = False
@@ -53,7 +54,7 @@ class UnguardedOpRule(Rule):
         op = match_domain_op(self.context, node, site)
         if op is None or op.kind not in self.op_kinds:
             return
-        confidence = assess(self.context, op)
+        confidence = assess(self.context, op, shown=self.shown_level)
         if confidence is not None:
             self.report(node, fix=self.fix(node, op), confidence=confidence)
 

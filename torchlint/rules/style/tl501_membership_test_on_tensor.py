@@ -68,7 +68,7 @@ class MembershipTestOnTensor(Rule):
     name = "membership-test-on-tensor"
     message = "`True in tensor` builds a second full-size mask and does not compile under TorchScript; use `.any()` / `.all()`"
     fix_applicability = Applicability.SAFE
-    triggers = ("True in", "False in", "True not in", "False not in")
+    triggers = ("True", "False")
     confidence_levels = (
         "`high` in a project that traces, scripts, exports or compiles a model (`torch.jit.trace`, "
         "`torch.jit.script`, `torch.onnx.export`, `torch.compile`), where the form is frozen into the graph or "

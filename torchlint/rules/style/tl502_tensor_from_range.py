@@ -57,7 +57,7 @@ class TensorFromRange(Rule):
     name = "tensor-from-range"
     message = "torch.tensor(range(n)) copies Python ints one by one and is frozen into traced models; use torch.arange(n)"
     fix_applicability = Applicability.SAFE
-    triggers = ("range(",)
+    triggers = ("range",)
     confidence_levels = (
         "`high` in a project that traces, scripts, exports or compiles a model (`torch.jit.trace`, "
         "`torch.jit.script`, `torch.onnx.export`, `torch.compile`), where the form is frozen into the graph or "

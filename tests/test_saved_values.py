@@ -1,0 +1,87 @@
+"""What a checkpoint holds that weights-only loading refuses (torchlint/analysis/model/saved_values.py),
+asked of single files: the kind the analysis gives each saved value, and that no answer rests on a name.
+(tests/test_runtime_data.py checks the same facts against torch itself.)"""
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fixture_support import FIXTURES
+from torchlint import config, engine
+from torchlint.analysis.model.project_index import definition, facts_of_source, refused_saves_in
+
+sys.path.insert(0, str(Path(__file__).parent))
+from renaming import rename_identifiers  # noqa: E402
+
+HEADER = "import argparse, collections, copy, random\nimport numpy as np\nimport torch\nfrom torch import nn\n\n"
+
+
+def kinds(body: str):
+    """(path key, kind, inside a container) of each refused save in ``body``."""
+    facts = facts_of_source(HEADER + textwrap.dedent(body), "module.py")
+    return [(save.key, save.value.kind, save.value.inside) for save in refused_saves_in(facts, None)]
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("torch.save(np.random.get_state(), 'a.pt')", [("'a.pt'", "numpy", False)]),
+        ("torch.save({'m': 1, 'rng': np.random.get_state()}, 'a.pt')", [("'a.pt'", "numpy", True)]),
+        ("x = np.zeros(3)\ntorch.save([x * 2], 'a.pt')", [("'a.pt'", "numpy", True)]),
+        ("torch.save(np.random.rand(3), 'a.pt')", [("'a.pt'", "numpy", False)]),
+        ("torch.save(np.random.rand(), 'a.pt')", []),
+        ("torch.save(np.random.randint(5, size=None), 'a.pt')", []),
+        ("torch.save(np.mean([1.0]).item(), 'a.pt')", []),
+        ("torch.save(np.allclose(1, 1), 'a.pt')", []),
+        ("torch.save({'t': torch.ones(2).numpy()}, 'a.pt')", [("'a.pt'", "numpy", True)]),
+        ("torch.save({'t': torch.ones(2).numpy().tolist()}, 'a.pt')", []),
+        ("torch.save(dict(options=argparse.Namespace(lr=1)), 'a.pt')", [("'a.pt'", "namespace", True)]),
+        ("torch.save(collections.Counter('ab'), 'a.pt')", []),
+        ("torch.save(collections.OrderedDict(a=1), 'a.pt')", []),
+        ("torch.save(collections.defaultdict(list), 'a.pt')", [("'a.pt'", "container", False)]),
+        ("torch.save(random.getstate(), 'a.pt')", []),
+        ("torch.save(copy.deepcopy(nn.Linear(2, 2)), 'a.pt')", [("'a.pt'", "module", False)]),
+        ("torch.save(nn.Parameter(torch.ones(1)), 'a.pt')", []),
+        ("torch.save({'f': lambda x: x}, 'a.pt')", []),
+        ("class Vocab:\n    pass\n\ntorch.save({'v': Vocab()}, 'a.pt')", [("'a.pt'", "object", True)]),
+        ("class Net(nn.Module):\n    pass\n\ntorch.save(Net(), 'a.pt')", [("'a.pt'", "module", False)]),
+        ("from typing import TypedDict\nclass Row(TypedDict):\n    a: int\n\ntorch.save(Row(a=1), 'a.pt')", []),
+        ("def loss(x):\n    return x\n\ntorch.save({'loss': loss}, 'a.pt')", [("'a.pt'", "global", True)]),
+        ("def f(state):\n    state['rng'] = np.random.get_state()\n    torch.save(state, 'a.pt')", [("'a.pt'", "numpy", True)]),
+        ("def f(state):\n    torch.save(state, 'a.pt')\n    state['rng'] = np.random.get_state()", []),
+        ("def f(x):\n    torch.save(x, 'a.pt')\n    x = np.zeros(1)", []),
+        (
+            "class C:\n    def __init__(self):\n        self.m = np.zeros(1)\n    def store(self, p):\n        torch.save(vars(self), p)",
+            [("p", "numpy", True)],
+        ),
+        (
+            "class C:\n    def __init__(self):\n        self.m = [1]\n    def store(self, p):\n        torch.save(self.__dict__, p)",
+            [],
+        ),
+        ("def np_state():\n    return {'seed': 1}\n\ntorch.save({'s': np_state()}, 'a.pt')", []),
+    ],
+)
+def test_what_a_save_holds(body, expected):
+    assert kinds(body) == expected
+
+
+def test_a_class_found_in_the_project_through_the_definition_lookup():
+    # The lookup the index passes: a class of another module, seen through ``definition``.
+    facts = facts_of_source(HEADER + "class Corpus:\n    pass\n", "module.py")
+    found = definition("module.Corpus", facts, None)
+    assert found is not None and found[1] == "Corpus"
+
+
+@pytest.mark.parametrize("path", sorted((FIXTURES / "TL406" / "checker").glob("*.py")), ids=lambda p: p.name)
+def test_tl406_findings_do_not_rest_on_names(path):
+    # Renaming every identifier a file binds keeps every TL406 finding and its level (DESIGN.md).
+    settings = config.Settings(enabled=frozenset({"TL406"}))
+    source = path.read_text(encoding="utf-8")
+
+    def levels(text):
+        return sorted(f.confidence.value for f in engine.lint_text(text, "module.py", settings).findings)
+
+    assert levels(rename_identifiers(source)) == levels(source)

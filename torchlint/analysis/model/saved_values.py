@@ -1,0 +1,702 @@
+"""What a checkpoint holds that weights-only loading refuses, read from the code that writes it.
+
+Since torch 2.6 ``torch.load`` unpickles with ``weights_only=True`` unless told otherwise.  That unpickler
+accepts tensors (Parameters too), ``torch.Size``, dtypes and devices, ``str``/``bytes``/``int``/``float``/
+``complex``/``bool``/``None``, and ``dict``, ``list``, ``tuple``, ``set``, ``collections.OrderedDict`` and
+``collections.Counter`` of them (``random.getstate()``, ``vars(args)``, every ``state_dict()`` are such
+values).  Any other object in the file stops the load: "Weights only load failed ... Unsupported global".
+
+:func:`refused_value` says which value of a ``torch.save`` is such an object, from what the code does
+(qualified names through imports, values followed through assignments), never from what a name is called.
+Each fact below was checked with torch 2.13 and NumPy 2.4 (TL406's runtime proofs in
+tests/test_runtime_data.py rerun the ones its fixtures rely on):
+
+- ``module``: modules, optimizers and LR schedulers (torch.nn / torch.optim classes, torchvision and timm
+  builders, classes of the project deriving from them);
+- ``object``: an instance of any other class of the project (a vocabulary, a tokenizer, a corpus, a
+  dataclass, a NamedTuple: the class is pickled by name).  A ``TypedDict`` builds a plain dict: allowed;
+- ``numpy``: NumPy arrays and scalars: ``np.array(...)``, ``np.float64(...)``, ``np.random.get_state()`` (a
+  tuple holding an array), what NumPy's functions compute (``np.mean(xs)`` is a ``np.float64``),
+  ``tensor.numpy()``, and what indexing, arithmetic and methods make of them.  ``.item()`` and
+  ``.tolist()`` give Python values (allowed); so do the ``numpy.random`` samplers called without a size
+  (``np.random.rand()`` is a ``float``, ``np.random.rand(3)`` an array), so only the ``numpy.random`` calls
+  of :data:`NUMPY_RANDOM_VALUES` and the samplers of :data:`NUMPY_RANDOM_SIZE_AT` given a size count;
+  ``np.pi`` is a ``float``;
+- ``generator``: NumPy random generators (``np.random.default_rng()``, ``np.random.RandomState()``);
+- ``namespace``: ``argparse.Namespace`` (``parser.parse_args()``; ``vars(args)`` is a dict, allowed);
+- ``container``: ``collections.defaultdict``, ``collections.deque``, ``frozenset``;
+- ``value``: ``pathlib`` paths, ``datetime`` values;
+- ``global``: a function or a class of the project itself (``{"loss_fn": focal_loss}``).
+
+The ``__dict__`` (or ``vars()``) of an object is a plain dict: refused only when one of the fields its
+class assigns (``self.mean = np.zeros(3)`` in any of its methods) is.  A lambda is not reported: pickle
+cannot save one, so ``torch.save`` fails before any load.
+
+Where a value comes from: a dict, list, tuple or set literal holding it (``{"model": m.state_dict(),
+"rng": np.random.get_state()}``), ``dict(...)``, ``copy.deepcopy(...)``, a name bound once in the saving
+function (or at the module's top level, unless the function binds it too), an entry added to that name
+before the save (``ckpt["args"] = args``, ``ckpt.update(...)``), an attribute ``self.x`` its class assigns
+once.  What a value may be on one path only (``x if c else y``, a name bound twice) is not followed.
+
+The project index imports this module only when a question reaches it (a warm run that reads only its
+cache loads no LibCST, which analysis/model/checkpoints.py and ops.py import).
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
+
+from torchlint.analysis.model.ast_names import BUILTIN_NAMES, ast_dotted_name, every_node
+from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS, ast_path_key
+from torchlint.analysis.model.ops import MODULE_MOVES
+
+# How many steps (names, fields, containers, calls) a value is followed through.
+MAX_DEPTH = 8
+# How long the code shown in a message may be.
+_SHOWN = 48
+
+# kind -> what to save instead (the message's advice; the weights_only=False alternative is the rule's).
+ADVICE: Dict[str, str] = {
+    "module": "save and load state_dict()",
+    "object": "save its fields as tensors and plain containers",
+    "numpy": "save tensors or Python values instead (torch.from_numpy, .tolist(), .item())",
+    "generator": "save its state as Python values (rng.bit_generator.state)",
+    "namespace": "save vars(args)",
+    "container": "save it as a dict or a list",
+    "value": "save it as a string",
+    "global": "save its name",
+}
+
+# Calls (qualified) whose results weights_only refuses: kind and how a message names the value.
+REFUSED_CALLS: Dict[str, Tuple[str, str]] = {
+    "argparse.Namespace": ("namespace", "an `argparse.Namespace`"),
+    "collections.defaultdict": ("container", "a `collections.defaultdict`"),
+    "collections.deque": ("container", "a `collections.deque`"),
+    "numpy.random.default_rng": ("generator", "a NumPy random generator"),
+    "numpy.random.Generator": ("generator", "a NumPy random generator"),
+    "numpy.random.RandomState": ("generator", "a NumPy random generator"),
+    "pathlib.Path": ("value", "a `pathlib.Path`"),
+    "pathlib.PurePath": ("value", "a `pathlib.Path`"),
+    "pathlib.PosixPath": ("value", "a `pathlib.Path`"),
+    "pathlib.WindowsPath": ("value", "a `pathlib.Path`"),
+    "datetime.datetime": ("value", "a `datetime`"),
+    "datetime.datetime.now": ("value", "a `datetime`"),
+    "datetime.datetime.today": ("value", "a `datetime`"),
+    "datetime.datetime.utcnow": ("value", "a `datetime`"),
+    "datetime.datetime.fromtimestamp": ("value", "a `datetime`"),
+    "datetime.date": ("value", "a `datetime.date`"),
+    "datetime.date.today": ("value", "a `datetime.date`"),
+    "datetime.timedelta": ("value", "a `datetime.timedelta`"),
+}
+# Builtins whose results weights_only refuses.
+REFUSED_BUILTINS: Dict[str, Tuple[str, str]] = {"frozenset": ("container", "a `frozenset`")}
+
+# numpy.random: its samplers return Python numbers when called without a size and None when they seed or
+# shuffle, so only these calls are known to give NumPy values (arrays, NumPy scalars).
+NUMPY_RANDOM_VALUES: FrozenSet[str] = frozenset(
+    {"numpy.random.get_state", "numpy.random.permutation", "numpy.random.choice"}
+)
+# numpy.random samplers and the position of their ``size`` argument: given a size (positionally or as
+# ``size=``) they return arrays, without one Python numbers.
+NUMPY_RANDOM_SIZE_AT: Dict[str, int] = {
+    "numpy.random.rand": 0, "numpy.random.randn": 0, "numpy.random.random": 0, "numpy.random.random_sample": 0,
+    "numpy.random.ranf": 0, "numpy.random.sample": 0, "numpy.random.standard_normal": 0,
+    "numpy.random.poisson": 1, "numpy.random.exponential": 1,
+    "numpy.random.uniform": 2, "numpy.random.normal": 2, "numpy.random.randint": 2, "numpy.random.binomial": 2,
+    "numpy.random.beta": 2, "numpy.random.gamma": 2, "numpy.random.lognormal": 2, "numpy.random.laplace": 2,
+}
+# Other NumPy calls whose results are Python values or None.
+NUMPY_PYTHON_RESULTS: FrozenSet[str] = frozenset(
+    {
+        "numpy.allclose", "numpy.array_equal", "numpy.array_equiv", "numpy.ndim", "numpy.shape", "numpy.size",
+        "numpy.isscalar", "numpy.seterr", "numpy.geterr", "numpy.get_printoptions", "numpy.set_printoptions",
+        "numpy.save", "numpy.savez", "numpy.savez_compressed", "numpy.savetxt", "numpy.printoptions",
+    }
+)
+# NumPy namespaces that compute no values (tests, typing).
+_NUMPY_SILENT_PREFIXES = ("numpy.testing.", "numpy.typing.")
+# How a message names what a NumPy call returns.
+_NUMPY_SCALAR_TYPES: FrozenSet[str] = frozenset(
+    {
+        "numpy.float64", "numpy.float32", "numpy.float16", "numpy.double", "numpy.single", "numpy.half",
+        "numpy.int64", "numpy.int32", "numpy.int16", "numpy.int8", "numpy.uint8", "numpy.uint16", "numpy.uint32",
+        "numpy.uint64", "numpy.bool_", "numpy.str_", "numpy.longlong", "numpy.intc",
+    }
+)
+_NUMPY_ARRAY_BUILDERS: FrozenSet[str] = frozenset(
+    {
+        "numpy.array", "numpy.asarray", "numpy.zeros", "numpy.ones", "numpy.empty", "numpy.full", "numpy.arange",
+        "numpy.linspace", "numpy.concatenate", "numpy.stack", "numpy.vstack", "numpy.hstack", "numpy.load",
+        "numpy.zeros_like", "numpy.ones_like", "numpy.stack", "numpy.random.get_state", "numpy.random.permutation",
+        "numpy.eye", "numpy.frombuffer", "numpy.fromfile", "numpy.loadtxt", "numpy.genfromtxt",
+    }
+)
+# Methods of a NumPy value that give Python values; every other one gives a NumPy value (``a.mean()``).
+NUMPY_PYTHON_METHODS: FrozenSet[str] = frozenset({"item", "tolist", "tobytes", "tostring", "dump", "dumps", "tofile"})
+# Calls that return a copy of their argument.
+_COPIES: FrozenSet[str] = frozenset({"copy.deepcopy", "copy.copy"})
+# Builtins that build a container of their argument's elements.
+_CONTAINER_BUILDERS: FrozenSet[str] = frozenset({"list", "tuple", "set", "sorted"})
+# Where whole-object classes come from when they are not the project's own.
+MODULE_NAMESPACES = ("torch.nn.", "torch.optim.", "torchvision.models.", "timm.")
+# torch.nn classes whose instances are tensors (allowed).
+_TENSOR_CLASSES: FrozenSet[str] = frozenset(
+    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.parameter.Buffer", "torch.nn.Buffer"}
+)
+# Bases whose classes build plain dicts.
+_DICT_BASES: FrozenSet[str] = frozenset({"typing.TypedDict", "typing_extensions.TypedDict"})
+# Methods that add entries to the container they are called on (``ckpt.update(...)``, ``states.append(x)``).
+_ADDERS: FrozenSet[str] = frozenset({"update", "setdefault", "append", "extend", "insert", "add"})
+
+
+def is_module_class(qualified: Optional[str], is_project_class: bool) -> bool:
+    """A class whose instances are whole objects to pickle: one of the project's, or a torch.nn / torch.optim
+    class (``nn.Linear``, ``optim.lr_scheduler.StepLR``), a torchvision or timm model builder."""
+    if is_project_class:
+        return True
+    if not qualified or qualified in _TENSOR_CLASSES or not qualified.startswith(MODULE_NAMESPACES):
+        return False
+    last = qualified.rsplit(".", 1)[-1]
+    return last[:1].isupper() or qualified.startswith(("torchvision.models.", "timm."))
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A value weights_only refuses: its kind (a key of :data:`ADVICE`), how a message names it, the code
+    that makes it."""
+
+    kind: str
+    label: str
+    shown: str
+    # The value holds it (a container, an object's fields) rather than being it.
+    inside: bool = False
+
+    def within(self) -> "Refused":
+        return self if self.inside else Refused(self.kind, self.label, self.shown, True)
+
+    def itself(self, kind: str) -> bool:
+        """Whether the value is (not merely holds) a value of ``kind``."""
+        return self.kind == kind and not self.inside
+
+    @property
+    def advice(self) -> str:
+        return ADVICE[self.kind]
+
+
+@dataclass(frozen=True)
+class RefusedSave:
+    """A ``torch.save`` whose file weights_only cannot load: the path key (checkpoints.ast_path_key's), what
+    it holds, the function (``Class.method``, or None at the top level), the module and file holding it."""
+
+    key: str
+    value: Refused
+    saver: Optional[str]
+    module: str
+    path: str
+    # The path is a name local to the saving function (``def save(stats, path)``): the same name elsewhere is
+    # another value, so only loads in that function read this file.
+    local: bool = False
+
+    def describe(self, shown_path: Optional[str] = None) -> str:
+        """``NumPy arrays (np.random.get_state() in save_state)``; ``shown_path``: the saving file, named when
+        it is not the loading one (``... in save_state, trainer/state.py``)."""
+        where = "at the top level" if self.saver is None else f"in {self.saver}"
+        if shown_path:
+            where = f"{where}, {shown_path}"
+        return f"{self.value.label} ({self.value.shown} {where})"
+
+
+# -- statements and bindings of a scope -----------------------------------------------
+
+
+def own_statements(scope: ast.AST) -> Iterator[ast.stmt]:
+    """The statements of a function or module, nested blocks included, nested functions and classes not."""
+    pending = list(getattr(scope, "body", ()))
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        for block in ("body", "orelse", "finalbody", "handlers"):
+            pending.extend(child for child in getattr(node, block, ()) or () if isinstance(child, (ast.stmt, ast.excepthandler)))
+
+
+def header_nodes(statement: ast.stmt) -> Iterator[ast.AST]:
+    """The nodes of a statement outside its nested blocks (a loop's target and iterable, not its body)."""
+    if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return
+    pending: List[ast.AST] = [statement]
+    while pending:
+        node = pending.pop()
+        yield node
+        for name, value in ast.iter_fields(node):
+            if node is statement and name in ("body", "orelse", "finalbody", "handlers"):
+                continue
+            if isinstance(value, list):
+                pending.extend(v for v in value if isinstance(v, ast.AST))
+            elif isinstance(value, ast.AST):
+                pending.append(value)
+
+
+def bound_names(function: ast.AST) -> Set[str]:
+    """The names a function binds: its parameters and every assignment target."""
+    names = {arg.arg for arg in ast.walk(function.args) if isinstance(arg, ast.arg)} if hasattr(function, "args") else set()
+    for node in own_statements(function):
+        for target in getattr(node, "targets", None) or [getattr(node, "target", None)]:
+            if target is not None:
+                names.update(inner.id for inner in ast.walk(target) if isinstance(inner, ast.Name))
+    return names
+
+
+def single_assignments(scope: ast.AST) -> Dict[str, ast.expr]:
+    """The names ``scope`` binds exactly once by a plain assignment, with the value (a name bound by a loop,
+    a ``with``, an augmented assignment or an unpacking too is left out: which value reaches a use is not known)."""
+    built: Dict[str, List[Optional[ast.expr]]] = {}
+    for node in own_statements(scope):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            built.setdefault(node.targets[0].id, []).append(node.value)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+            built.setdefault(node.target.id, []).append(node.value)
+        else:
+            for target in _other_targets(node):
+                for name in _target_names(target):
+                    built.setdefault(name, []).append(None)
+    return {name: values[0] for name, values in built.items() if len(values) == 1 and values[0] is not None}
+
+
+def _target_names(target: ast.expr) -> Iterator[str]:
+    """The names an assignment target binds (``a, *b``), not those it only reads (``d[k]``, ``o.x``)."""
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, ast.Starred):
+        yield from _target_names(target.value)
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _target_names(element)
+
+
+def _other_targets(node: ast.stmt) -> List[ast.expr]:
+    """The names a statement binds other than by ``name = value``: unpacking, loops, ``with ... as``, ``+=``."""
+    if isinstance(node, ast.Assign):
+        return [t for t in node.targets if not isinstance(t, ast.Name) or len(node.targets) > 1]
+    if isinstance(node, ast.AnnAssign) and node.value is None:
+        return []
+    if isinstance(node, (ast.AugAssign, ast.For, ast.AsyncFor)):
+        return [node.target]
+    if isinstance(node, (ast.With, ast.AsyncWith)):
+        return [item.optional_vars for item in node.items if item.optional_vars is not None]
+    return []
+
+
+# -- the values of one module -------------------------------------------------------------
+
+# ``(qualified, facts) -> (facts of the defining module, its name there)``: where a class or function is
+# defined, in the file or the project (project_index.definition with the run's index).
+Locate = Callable[[str, object], Optional[Tuple[object, str]]]
+
+
+class Scope:
+    """A function (or a module's top level) of one module, read for what its names hold.  ``facts`` is the
+    module's project_index._ModuleFacts (imports, top-level definitions); ``owner`` the class of a method."""
+
+    def __init__(self, facts, node: ast.AST, locate: Locate, owner: Optional[ast.ClassDef] = None) -> None:
+        self.facts = facts
+        self.node = node
+        self.locate = locate
+        self.owner = owner
+        self.is_module = node is facts.tree
+        own = single_assignments(node)
+        if self.is_module:
+            self.single, self.shadowed = own, set()
+        else:
+            module_single = _module_single(facts)
+            self.shadowed = bound_names(node)
+            self.single = {**{k: v for k, v in module_single.items() if k not in self.shadowed}, **own}
+        arguments = getattr(node, "args", None)
+        positional = (arguments.posonlyargs + arguments.args) if arguments is not None else []
+        self.self_name = positional[0].arg if owner is not None and positional else None
+        self._statements: Optional[List[ast.stmt]] = None
+
+    @property
+    def name(self) -> Optional[str]:
+        if self.is_module:
+            return None
+        return f"{self.owner.name}.{self.node.name}" if self.owner is not None else self.node.name
+
+    def statements(self) -> List[ast.stmt]:
+        if self._statements is None:
+            self._statements = sorted(own_statements(self.node), key=lambda statement: statement.lineno)
+        return self._statements
+
+    def reaches(self, name: str, value: ast.expr, before: int) -> bool:
+        """Whether the single assignment of ``name`` to ``value`` is what ``name`` holds at line ``before``:
+        it comes first, and does not rebind a parameter on one branch only (``if c: x = np.array(x)``)."""
+        if self.is_module or name not in self.shadowed:
+            return True
+        if value.lineno >= before:
+            return False
+        if name in self.parameters():
+            return any(isinstance(s, ast.Assign) and s.value is value for s in getattr(self.node, "body", ()))
+        return True
+
+    def parameters(self) -> Set[str]:
+        arguments = getattr(self.node, "args", None)
+        return {arg.arg for arg in ast.walk(arguments) if isinstance(arg, ast.arg)} if arguments is not None else set()
+
+    def module_scope(self) -> "Scope":
+        return self if self.is_module else _module_scope(self.facts, self.locate)
+
+    def is_builtin(self, name: str) -> bool:
+        facts = self.facts
+        return (
+            name in BUILTIN_NAMES
+            and name not in self.shadowed
+            and name not in self.single
+            and name not in facts.imports
+            and name not in facts.classes
+            and name not in facts.functions
+            and name not in facts.values
+            and facts.imported(name) is None
+        )
+
+    def entries(self, name: str, before: int) -> Iterator[ast.expr]:
+        """The values added to ``name`` before line ``before``: ``name[k] = v`` (nested keys too),
+        ``name.update({...})`` / ``name.update(k=v)``, ``name.setdefault(k, v)``, ``name.append(v)``."""
+        for statement in self.statements():
+            if getattr(statement, "lineno", before) >= before:
+                continue
+            if isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    if isinstance(target, ast.Subscript) and _root_name(target) == name:
+                        yield statement.value
+            elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                call = statement.value
+                if isinstance(call.func, ast.Attribute) and call.func.attr in _ADDERS and _root_name(call.func.value, True) == name:
+                    yield from call.args
+                    yield from (keyword.value for keyword in call.keywords)
+
+
+def _root_name(node: ast.expr, allow_plain: bool = False) -> Optional[str]:
+    """``ckpt`` for ``ckpt["a"]["b"]`` (and for ``ckpt`` itself when ``allow_plain``)."""
+    if not allow_plain:
+        if not isinstance(node, ast.Subscript):
+            return None
+        node = node.value
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _module_single(facts) -> Dict[str, ast.expr]:
+    found = facts.memo.get("saved_values.module_single")
+    if found is None:
+        found = facts.memo["saved_values.module_single"] = single_assignments(facts.tree)
+    return found  # type: ignore[return-value]
+
+
+def _module_scope(facts, locate: Locate) -> Scope:
+    found = facts.memo.get("saved_values.module_scope")
+    if found is None:
+        found = facts.memo["saved_values.module_scope"] = Scope(facts, facts.tree, locate)
+    return found  # type: ignore[return-value]
+
+
+def _shown(node: ast.AST) -> str:
+    try:
+        text = ast.unparse(node)
+    except Exception:  # pragma: no cover - ast.unparse handles every parsed tree
+        return "..."
+    text = " ".join(text.split())
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
+
+
+def refused_value(expr: ast.expr, scope: Scope, before: int, depth: int = 0) -> Optional[Refused]:
+    """What ``expr`` (read in ``scope``, at line ``before``) holds that weights_only refuses; None when the
+    code shows nothing of the kind (tensors, state dicts, Python values, or values the analysis cannot see)."""
+    if depth > MAX_DEPTH:
+        return None
+    step = depth + 1
+    if isinstance(expr, ast.Dict):
+        return _inside(refused_value(value, scope, before, step) for value in expr.values)
+    if isinstance(expr, (ast.List, ast.Tuple, ast.Set)):
+        return _inside(
+            refused_value(e.value if isinstance(e, ast.Starred) else e, scope, before, step) for e in expr.elts
+        )
+    if isinstance(expr, ast.Name):
+        return _name(expr, scope, before, step)
+    if isinstance(expr, ast.Attribute):
+        if expr.attr == "__dict__":
+            return _fields(expr.value, scope, step)
+        return _attribute(expr, scope, step)
+    if isinstance(expr, ast.Subscript):
+        inner = refused_value(expr.value, scope, before, step)
+        return Refused("numpy", _NUMPY_VALUES, _shown(expr)) if inner is not None and inner.itself("numpy") else None
+    if isinstance(expr, ast.BinOp):
+        sides = [refused_value(side, scope, before, step) for side in (expr.left, expr.right)]
+        numpy = [side is not None and side.itself("numpy") for side in sides]
+        numbers = [isinstance(side, ast.Constant) and isinstance(side.value, (int, float)) for side in (expr.left, expr.right)]
+        if all(n or m for n, m in zip(numpy, numbers)) and any(numpy):
+            return Refused("numpy", _NUMPY_VALUES, _shown(expr))
+        return None
+    if isinstance(expr, ast.Call):
+        return _call(expr, scope, before, step)
+    return None
+
+
+_NUMPY_VALUES = "NumPy values"
+
+
+def _first(found: Iterator[Optional[Refused]]) -> Optional[Refused]:
+    return next((value for value in found if value is not None), None)
+
+
+def _inside(found: Iterator[Optional[Refused]]) -> Optional[Refused]:
+    """The first refused element of a container, as a value the container holds."""
+    first = _first(found)
+    return first.within() if first is not None else None
+
+
+def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Refused]:
+    name = expr.id
+    value = scope.single.get(name)
+    if value is not None and not scope.reaches(name, value, before):
+        return None
+    if value is not None:
+        owner = scope if name in scope.shadowed or scope.is_module else scope.module_scope()
+        found = refused_value(value, owner, before if owner is scope else 10**9, depth)
+        if found is not None:
+            return found
+    if name in scope.shadowed or scope.is_module or value is None:
+        found = _inside(refused_value(entry, scope, before, depth) for entry in scope.entries(name, before))
+        if found is not None:
+            return found
+    if value is None and name not in scope.shadowed and name != scope.self_name:
+        return _global(name, scope)
+    return None
+
+
+def _global(name: str, scope: Scope) -> Optional[Refused]:
+    """A function or a class of the project named by ``name`` (the object itself, pickled by name)."""
+    facts = scope.facts
+    if name in facts.functions:
+        return Refused("global", f"the function `{name}`", name)
+    if name in facts.classes:
+        return Refused("global", f"the class `{name}`", name)
+    qualified = facts.imports.get(name)
+    if qualified is None:
+        return None
+    found = scope.locate(qualified, facts)
+    if found is None:
+        return None
+    defining, defined = found
+    if defined in defining.functions:
+        return Refused("global", f"the function `{name}`", name)
+    if defined in defining.classes:
+        return Refused("global", f"the class `{name}`", name)
+    return None
+
+
+def _attribute(expr: ast.Attribute, scope: Scope, depth: int) -> Optional[Refused]:
+    """``self.x`` in a method: the value its class assigns to it, when it assigns it once."""
+    if not (isinstance(expr.value, ast.Name) and expr.value.id == scope.self_name and scope.owner is not None):
+        return None
+    assigned = [
+        (value, method) for attribute, value, method in _assigned_fields(scope.owner, scope.facts, scope.locate)
+        if attribute == expr.attr
+    ]
+    if len(assigned) != 1:
+        return None
+    value, method = assigned[0]
+    return refused_value(value, method, 10**9, depth)
+
+
+def _assigned_fields(cls: ast.ClassDef, facts, locate: Locate) -> List[Tuple[str, ast.expr, Scope]]:
+    """``(attribute, value, method scope)`` for each ``self.attribute = value`` in the methods of ``cls``."""
+    key = ("saved_values.fields", cls.name, cls.lineno)
+    found = facts.memo.get(key)
+    if found is None:
+        found = []
+        for method in cls.body:
+            if not isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            scope = Scope(facts, method, locate, owner=cls)
+            if scope.self_name is None or any(
+                isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod") for d in method.decorator_list
+            ):
+                continue
+            for statement in scope.statements():
+                if not isinstance(statement, ast.Assign):
+                    continue
+                for target in statement.targets:
+                    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == scope.self_name:
+                        found.append((target.attr, statement.value, scope))
+        facts.memo[key] = found
+    return found  # type: ignore[return-value]
+
+
+def _fields(owner: ast.expr, scope: Scope, depth: int) -> Optional[Refused]:
+    """``obj.__dict__`` / ``vars(obj)``: a field its class assigns that weights_only refuses."""
+    found = _class_of_instance(owner, scope, depth)
+    if found is None:
+        return None
+    facts, cls = found
+    for attribute, value, method in _assigned_fields(cls, facts, scope.locate):
+        inner = refused_value(value, method, 10**9, depth + 1)
+        if inner is not None:
+            return Refused(inner.kind, inner.label, f"self.{attribute} = {inner.shown}", True)
+    return None
+
+
+def _class_of_instance(expr: ast.expr, scope: Scope, depth: int) -> Optional[Tuple[object, ast.ClassDef]]:
+    """The class (its module's facts and node) whose instance ``expr`` is: ``self`` in a method, a name bound
+    once to ``ProjectClass(...)``."""
+    if isinstance(expr, ast.Name) and expr.id == scope.self_name and scope.owner is not None:
+        return scope.facts, scope.owner
+    if isinstance(expr, ast.Name) and depth <= MAX_DEPTH:
+        value = scope.single.get(expr.id)
+        if value is not None:
+            owner = scope if expr.id in scope.shadowed or scope.is_module else scope.module_scope()
+            return _class_of_instance(value, owner, depth + 1)
+    if isinstance(expr, ast.Call):
+        qualified = scope.facts.qualify(expr.func)
+        found = scope.locate(qualified, scope.facts) if qualified else None
+        if found is not None and found[1] in found[0].class_nodes:
+            return found[0], found[0].class_nodes[found[1]]
+    return None
+
+
+def _call(expr: ast.Call, scope: Scope, before: int, depth: int) -> Optional[Refused]:
+    func = expr.func
+    facts = scope.facts
+    if isinstance(func, ast.Attribute):
+        method = func.attr
+        if method == "numpy" and not expr.args:
+            return Refused("numpy", "NumPy arrays", _shown(expr))
+        if method == "parse_args":
+            return Refused("namespace", "an `argparse.Namespace`", _shown(expr))
+        if method in MODULE_MOVES:
+            inner = refused_value(func.value, scope, before, depth)
+            if inner is not None and (inner.itself("module") or inner.itself("object")):
+                return inner
+        elif method not in NUMPY_PYTHON_METHODS:
+            # A method of a NumPy value gives a NumPy value (``a.mean()``, ``a.astype(...)``).
+            inner = refused_value(func.value, scope, before, depth)
+            if inner is not None and inner.itself("numpy"):
+                return Refused("numpy", _NUMPY_VALUES, _shown(expr))
+    if isinstance(func, ast.Name) and scope.is_builtin(func.id):
+        builtin = func.id
+        if builtin in REFUSED_BUILTINS:
+            kind, label = REFUSED_BUILTINS[builtin]
+            return Refused(kind, label, _shown(expr))
+        if builtin == "vars" and len(expr.args) == 1:
+            return _fields(expr.args[0], scope, depth)
+        if builtin == "dict":
+            return _inside(
+                refused_value(value, scope, before, depth)
+                for value in list(expr.args) + [keyword.value for keyword in expr.keywords]
+            )
+        if builtin in _CONTAINER_BUILDERS and len(expr.args) == 1:
+            inner = refused_value(expr.args[0], scope, before, depth)
+            return inner.within() if inner is not None else None
+        return None
+    qualified = facts.qualify(func)
+    if not qualified:
+        return None
+    if qualified in _COPIES and expr.args:
+        return refused_value(expr.args[0], scope, before, depth)
+    if qualified in REFUSED_CALLS:
+        kind, label = REFUSED_CALLS[qualified]
+        return Refused(kind, label, _shown(expr))
+    if qualified.startswith("numpy."):
+        return _numpy(qualified, expr)
+    if qualified.startswith(MODULE_NAMESPACES):
+        if is_module_class(qualified, False):
+            return Refused("module", f"a whole `{ast_dotted_name(func) or qualified}`", _shown(expr))
+        return None
+    found = scope.locate(qualified, facts) if not qualified.startswith("torch.") else None
+    if found is not None and found[1] in found[0].class_nodes:
+        family = _class_family(found[0], found[0].class_nodes[found[1]], scope.locate, 0)
+        shown_name = ast_dotted_name(func) or found[1]
+        if family == "module":
+            return Refused("module", f"a whole `{shown_name}`", _shown(expr))
+        if family == "object":
+            return Refused("object", f"an object of the project's class `{shown_name}`", _shown(expr))
+    return None
+
+
+def _numpy(qualified: str, expr: ast.Call) -> Optional[Refused]:
+    if qualified in NUMPY_PYTHON_RESULTS or qualified.startswith(_NUMPY_SILENT_PREFIXES):
+        return None
+    if qualified in NUMPY_RANDOM_SIZE_AT:
+        size = next((k.value for k in expr.keywords if k.arg == "size"), None)
+        position = NUMPY_RANDOM_SIZE_AT[qualified]
+        if size is None and len(expr.args) > position:
+            size = expr.args[position]
+        if size is None or (isinstance(size, ast.Constant) and size.value is None):
+            return None
+        return Refused("numpy", "NumPy arrays", _shown(expr))
+    if qualified.startswith("numpy.random.") and qualified not in NUMPY_RANDOM_VALUES:
+        return None
+    if qualified in _NUMPY_SCALAR_TYPES:
+        label = "a NumPy scalar"
+    elif qualified in _NUMPY_ARRAY_BUILDERS:
+        label = "NumPy arrays"
+    else:
+        label = _NUMPY_VALUES
+    return Refused("numpy", label, _shown(expr))
+
+
+def _class_family(facts, cls: ast.ClassDef, locate: Locate, depth: int) -> Optional[str]:
+    """``module`` for a class deriving (in the project) from a torch.nn / torch.optim class, ``dict`` for a
+    ``TypedDict`` (its instances are plain dicts), ``object`` for any other class of the project."""
+    for base in cls.bases:
+        qualified = facts.qualify(base)
+        if not qualified:
+            continue
+        if qualified in _DICT_BASES:
+            return "dict"
+        if qualified.startswith(MODULE_NAMESPACES):
+            return "module"
+        found = locate(qualified, facts) if depth < MAX_DEPTH else None
+        if found is not None and found[1] in found[0].class_nodes:
+            family = _class_family(found[0], found[0].class_nodes[found[1]], locate, depth + 1)
+            if family != "object":
+                return family
+    return "object"
+
+
+# -- the saves of one module ----------------------------------------------------------------
+
+
+def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
+    """Each ``torch.save(obj, path)`` of a module whose ``obj`` holds a value weights_only refuses, with the
+    path's key (checkpoints.ast_path_key's: a literal's text, a dotted name otherwise)."""
+    found: List[RefusedSave] = []
+    methods: Dict[int, ast.ClassDef] = {}
+    scopes: List[ast.AST] = []
+    for node in every_node(facts.tree):
+        if isinstance(node, ast.ClassDef):
+            for member in node.body:
+                if isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    methods[id(member)] = node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            scopes.append(node)
+    for node in scopes:
+        scope: Optional[Scope] = None
+        for statement in own_statements(node):
+            for call in header_nodes(statement):
+                if not (isinstance(call, ast.Call) and len(call.args) >= 2 and facts.qualify(call.func) in SAVE_FUNCTIONS):
+                    continue
+                if scope is None:
+                    scope = _module_scope(facts, locate) if node is facts.tree else Scope(facts, node, locate, methods.get(id(node)))
+                key = ast_path_key(call.args[1], scope.single, facts.values)
+                if key is None:
+                    continue
+                value = refused_value(call.args[0], scope, call.lineno)
+                if value is not None:
+                    path = call.args[1]
+                    local = isinstance(path, ast.Name) and path.id in scope.shadowed and not key.startswith(("'", '"'))
+                    found.append(RefusedSave(key, value, scope.name, facts.module, facts.path, local))
+    found.sort(key=lambda save: (save.key, save.saver or ""))
+    return found

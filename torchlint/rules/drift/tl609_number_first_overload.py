@@ -1,0 +1,131 @@
+from __future__ import annotations
+
+from typing import Optional
+
+import libcst as cst
+
+from torchlint.analysis.api.api_drift import NUMBER_FIRST_OVERLOADS, NUMBER_FIRST_WARNS_SINCE, effective_target, version_text
+from torchlint.analysis.api.version_guards import is_version_guarded
+from torchlint.analysis.model.calls import add_keyword, has_star_args, without_args
+from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.values.kinds import value_kind
+from torchlint.analysis.values.tensors import is_tensor
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+_METHODS = frozenset(name + suffix for name in NUMBER_FIRST_OVERLOADS for suffix in ("", "_"))
+_ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
+class NumberFirstOverload(Rule):
+    """
+    ## What it does
+    Flags the overloads of `add`, `sub`, `addcmul` and `addcdiv` (and their
+    in-place forms) that take the scale factor first, as a positional
+    number: `x.add_(alpha, other)`, `x.sub(alpha, other)`,
+    `x.addcmul_(value, t1, t2)`, `x.addcdiv_(value, t1, t2)`,
+    `torch.add(x, alpha, other)`, `torch.addcmul(x, value, t1, t2)`.
+
+    The receiver must be known to be a tensor (a torch call's result, a
+    tensor method's, a `forward` argument, a `.grad`), and the number a
+    literal, a name bound to one, or a literal combined with one name
+    (`1 - beta1`): the method of some other object called `add_` is not
+    torch's, and a name alone (`-lr`) may hold a tensor.
+
+    ## Why is this bad?
+    These overloads are deprecated since torch 1.5: every call warns
+    `This overload of add_ is deprecated: add_(Number alpha, Tensor other)`,
+    and old optimizers written this way (`exp_avg.mul_(beta1).add_(1 - beta1,
+    grad)`) flood the log at every step. The scale factor is a keyword in
+    the supported signature (`alpha=` for `add`/`sub`, `value=` for
+    `addcmul`/`addcdiv`); torch implements the old overload by calling it.
+
+    ## Example
+    ```python
+    exp_avg.add_(1 - beta1, grad)
+    exp_avg_sq.addcmul_(1 - beta2, grad, grad)
+    param.addcdiv_(-0.5, exp_avg, denom)
+    ```
+
+    ## Use instead
+    ```python
+    exp_avg.add_(grad, alpha=1 - beta1)
+    exp_avg_sq.addcmul_(grad, grad, value=1 - beta2)
+    param.addcdiv_(exp_avg, denom, value=-0.5)
+    ```
+
+    ## Fix safety
+    Safe: the number moves to the keyword the supported overload takes
+    (`alpha=` or `value=`) and the tensors keep their order; torch computes
+    the deprecated overload with exactly that call, so the values are the
+    same bit for bit. Not flagged for `target-torch-version` below 1.5, where
+    the overload did not warn, nor for a call that also passes keywords or
+    `*args` (its overload cannot be read from the text).
+    """
+
+    code = "TL609"
+    name = "number-first-overload"
+    message = "deprecated overload that takes the scale factor first: it warns on every call; pass it as `alpha=`/`value=`"
+    fix_applicability = Applicability.SAFE
+    triggers = tuple(sorted(_METHODS))
+
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_calling(_METHODS) or None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        func = node.func
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _METHODS:
+            return
+        if has_star_args(node) or any(arg.keyword is not None for arg in node.args):
+            return
+        method = func.attr.value
+        keyword, tensors = NUMBER_FIRST_OVERLOADS[method.rstrip("_")]
+        qualified = self.context.qualified_name(func)
+        if qualified is None:
+            position = 0  # x.add_(alpha, other): the receiver is the input
+            if not self._is_tensor(func.value):
+                return
+        elif qualified == f"torch.{method}" and not method.endswith("_"):
+            position = 1  # torch.add(x, alpha, other)
+        else:
+            return
+        if len(node.args) != position + 1 + tensors or not self._is_number(node.args[position].value):
+            return
+        site = site_of(self.context.ancestors)
+        if any(value_kind(self.context, arg.value, site) == "number" for arg in node.args[position + 1:]):
+            return  # x.add(2, 3) is no overload of these
+        if effective_target(self.context.settings.target_torch_version) < NUMBER_FIRST_WARNS_SINCE or is_version_guarded(self.context):
+            return
+        shown = f"torch.{method}" if position else f"Tensor.{method}"
+        self.report(
+            node,
+            f"`{shown}` with the scale factor first is a deprecated overload (since torch "
+            f"{version_text(NUMBER_FIRST_WARNS_SINCE)}): it warns on every call; pass it as `{keyword}=`",
+            self._fix(node, position, keyword),
+        )
+
+    def _is_tensor(self, node: cst.BaseExpression) -> bool:
+        return is_tensor(self.context, node) or value_kind(self.context, node, site_of(self.context.ancestors)) == "tensor"
+
+    def _is_number(self, node: cst.BaseExpression) -> bool:
+        """A number literal (``0.9``, ``-1``), a name bound to one, or a literal and one other operand that is
+        not known to be a tensor or an array (``1 - beta1``, ``-(1 - beta1)``)."""
+        site = site_of(self.context.ancestors)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+            return self._is_number(node.expression)
+        if value_kind(self.context, node, site) == "number":
+            return True
+        if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ARITHMETIC):
+            sides = (node.left, node.right)
+            kinds = [value_kind(self.context, side, site) for side in sides]
+            literal = any(isinstance(side, (cst.Integer, cst.Float)) for side in sides)
+            return literal and all(kind in ("number", "unknown") for kind in kinds) and all(
+                isinstance(side, (cst.Integer, cst.Float, cst.Name)) for side in sides
+            )
+        return False
+
+    @staticmethod
+    def _fix(node: cst.Call, position: int, keyword: str) -> Optional[FixSpec]:
+        number = node.args[position]
+        call = add_keyword(without_args(node, [number]), keyword, number.value)
+        return FixSpec(Applicability.SAFE, f"Pass the scale factor as `{keyword}=`", (Replacement(node, call),))

@@ -1,0 +1,124 @@
+from __future__ import annotations
+
+import ast
+
+import libcst as cst
+
+from torchlint.analysis.api.api_drift import ZERO_DIM_INDEX_RAISES_SINCE, ZERO_DIM_INDEX_WARNS_SINCE, effective_target, version_text
+from torchlint.analysis.api.version_guards import is_version_guarded
+from torchlint.analysis.model.ast_names import every_node
+from torchlint.analysis.values.ranks import known_rank
+from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+
+class ZeroDimIndex(Rule):
+    """
+    ## What it does
+    Flags `[0]` on a tensor the code shows to be 0-dimensional, with or
+    without `.data` before it: `loss.data[0]`, `loss[0]`,
+    `x.sum().data[0]`. The value is 0-dim when it is
+
+    - the output of a torch loss whose reduction leaves one number (the
+      default `"mean"`, `"sum"`, `"batchmean"`): `F.nll_loss(out, y)`, or a
+      module `criterion = nn.CrossEntropyLoss()` called as `criterion(out, y)`;
+    - a full reduction of a tensor: `x.sum()`, `x.mean()`, `x.norm()`,
+      `x.max()` with no dimension, `torch.sum(x)`;
+    - a local name bound to one of these.
+
+    ## Why is this bad?
+    Up to torch 0.3 a loss was a 1-element tensor, and `loss.data[0]` read
+    its value. Since 0.4 losses and full reductions are 0-dimensional, and
+    since 0.5 indexing one raises `IndexError: invalid index of a 0-dim
+    tensor. Use tensor.item() in Python or tensor.item<T>() in C++ to convert
+    a 0-dim tensor to a number` (0.4 warned). Old training loops crash at the
+    first logging line.
+
+    ## Example
+    ```python
+    loss = criterion(model(x), y)
+    total += loss.data[0]
+    norm = grad.norm()[0]
+    ```
+
+    ## Use instead
+    ```python
+    loss = criterion(model(x), y)
+    total += loss.item()
+    norm = grad.norm().item()
+    ```
+
+    ## Fix safety
+    Safe for `X.data[0]`: it was the Python number `X.item()` returns, and
+    `.data` had already cut the graph. Unsafe for `X[0]` without `.data`: on
+    torch 0.3 a `Variable` indexed so stayed in the autograd graph, and
+    `.item()` returns a number that does not (if the result is
+    back-propagated, keep the 0-dim tensor `X` itself instead).
+    """
+
+    code = "TL611"
+    name = "zero-dim-index"
+    message = "indexing a 0-dim tensor raises IndexError since torch 0.5: use `.item()`"
+    fix_applicability = Applicability.UNSAFE
+    triggers = ("[0]",)
+
+    @classmethod
+    def prepass(cls, scan):
+        def indexes_with_zero(region) -> bool:
+            return any(
+                isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == 0
+                for node in every_node(region.node)
+            )
+
+        return scan.regions_where(indexes_with_zero) or None
+
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
+            return
+        index = node.slice[0].slice.value
+        if not isinstance(index, cst.Integer) or index.value != "0" or node.slice[0].comma is not cst.MaybeSentinel.DEFAULT:
+            return
+        if not _tight(node):
+            return  # the trigger "[0]" is written as such
+        if isinstance(self.context.parent, (cst.AssignTarget, cst.AugAssign, cst.Del)):
+            return
+        base, through_data = node.value, False
+        if isinstance(base, cst.Attribute) and base.attr.value == "data":
+            base, through_data = base.value, True
+        if known_rank(self.context, base) != 0:
+            return
+        target = effective_target(self.context.settings.target_torch_version)
+        if target < ZERO_DIM_INDEX_WARNS_SINCE or is_version_guarded(self.context):
+            return
+        raises = target >= ZERO_DIM_INDEX_RAISES_SINCE
+        effect = (
+            f"raises IndexError since torch {version_text(ZERO_DIM_INDEX_RAISES_SINCE)}"
+            if raises
+            else f"warns since torch {version_text(ZERO_DIM_INDEX_WARNS_SINCE)}"
+        )
+        written = "`.data[0]`" if through_data else "`[0]`"
+        self.report(
+            node,
+            f"{written} on a 0-dim tensor (a loss or a full reduction) {effect}: "
+            f"invalid index of a 0-dim tensor; use `.item()`",
+            self._fix(node, base, through_data),
+        )
+
+    @staticmethod
+    def _fix(node: cst.Subscript, base: cst.BaseExpression, through_data: bool) -> FixSpec:
+        item = cst.Call(func=cst.Attribute(value=base, attr=cst.Name("item")))
+        if through_data:
+            return FixSpec(Applicability.SAFE, "Use `.item()` (the number `.data[0]` read)", (Replacement(node, item),))
+        return FixSpec(
+            Applicability.UNSAFE,
+            "Use `.item()` (a number: out of the autograd graph, where the old `Variable` element stayed in it)",
+            (Replacement(node, item),),
+        )
+
+
+def _tight(node: cst.Subscript) -> bool:
+    empty = ("", None)
+    return (
+        getattr(node.lbracket.whitespace_after, "value", None) in empty
+        and getattr(node.rbracket.whitespace_before, "value", None) in empty
+        and getattr(node.whitespace_after_value, "value", None) in empty
+    )
