@@ -948,17 +948,60 @@ class FunctionFlow:
         that iteration's own."""
         if binding.comprehension or binding.site.order < at.order or loop not in binding.site.loops:
             return False
-        header = self.loop_sites.get(id(loop))
+        if self._first_iteration_unbound(binding.name, at, loop):
+            return False
         return not any(
-            header is not None
-            and earlier.site.order < at.order
-            and earlier.site.loops
-            and earlier.site.loops[-1] is loop
-            and earlier.site.branches == header.branches
+            earlier.site.order < at.order
+            and self._starts_every_iteration(earlier, loop, at)
             and not earlier.element
             and not _reads_name(earlier.value, earlier.name)
             for earlier in self.bindings.get(binding.name, ())
         )
+
+    def _first_iteration_unbound(self, name: str, at: Site, loop: cst.CSTNode) -> bool:
+        """An iteration of ``loop`` that reaches ``at`` with the previous iteration's ``name`` skipped every
+        binding of it before ``at`` that does not read it; when each of them is skipped only by ``if`` tests
+        that read nothing the loop changes, the first iteration skipped them too, and there ``name`` was
+        unbound (nothing binds it before the loop, it is no parameter): that path never runs
+        (``if mode == "a": loss = ...`` / ``elif mode == "b": loss = ...``, then ``loss.backward()``)."""
+        header = self.loop_sites.get(id(loop))
+        if header is None or name in self._parameter_names():
+            return False
+        bindings = self.bindings.get(name, ())
+        if any(b.site.order < header.order or loop not in b.site.loops for b in bindings if b.site.order < at.order):
+            return False
+        changed = self._names_bound_in(loop)
+        for earlier in bindings:
+            if earlier.site.order >= at.order or earlier.element or _reads_name(earlier.value, name):
+                continue
+            if at.loops[: len(earlier.site.loops)] != earlier.site.loops:
+                return False  # in an inner loop that may run no time
+            for key, branch in earlier.site.branches[len(header.branches):]:
+                test = self.if_tests.get(key)
+                if test is None or not _invariant_test(test, changed):
+                    return False
+        return True
+
+    def _parameter_names(self) -> FrozenSet[str]:
+        if not isinstance(self.function, cst.FunctionDef):
+            return frozenset()
+        params = self.function.params
+        names = [p.name.value for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params)]
+        names += [star.name.value for star in (params.star_arg, params.star_kwarg) if isinstance(star, cst.Param)]
+        return frozenset(names)
+
+    def _names_bound_in(self, loop: cst.CSTNode) -> FrozenSet[str]:
+        return frozenset(name for name, bound in self.bindings.items() if any(loop in b.site.loops for b in bound))
+
+    def _starts_every_iteration(self, earlier: Binding, loop: cst.CSTNode, at: Site) -> bool:
+        """``earlier`` runs on no condition in the body of a loop that holds ``at`` and is ``loop`` or lies
+        inside it: every pass of ``loop`` that reaches ``at`` made it first (``loss = 0`` at the top of the
+        batch loop, inside the epoch loop)."""
+        if not earlier.site.loops or loop not in earlier.site.loops:
+            return False
+        inner = earlier.site.loops[-1]
+        header = self.loop_sites.get(id(inner))
+        return header is not None and inner in at.loops and earlier.site.branches == header.branches
 
     def ends_iteration(self, binding: Binding, loop: cst.CSTNode, given: Optional[Site]) -> bool:
         """Whether ``binding`` gets round ``loop``'s back edge in an iteration that ran ``given``: no
@@ -1730,6 +1773,23 @@ def _stepped_optimizer(call: cst.Call) -> Optional[cst.BaseExpression]:
 
 # Module methods that make a fresh state rather than run the module (``model.init_hidden(bsz)``).
 _STATE_INITIALISER = re.compile(r"^(?:init|initial|reset|zero|empty|new)(?:_|[A-Z]|$)")
+
+
+def _invariant_test(test: cst.BaseExpression, changed: FrozenSet[str]) -> bool:
+    """An ``if`` test that gives the same answer in every iteration of a loop binding ``changed``: it calls
+    nothing and reads no name the loop binds (``mode == "a"``, ``args.fp16``, ``n_gpu > 1``)."""
+    found = []
+
+    class _Varies(cst.CSTVisitor):
+        def visit_Call(self, visited: cst.Call) -> None:
+            found.append(visited)
+
+        def visit_Name(self, visited: cst.Name) -> None:
+            if visited.value in changed:
+                found.append(visited)
+
+    visit(test, _Varies())
+    return not found
 
 
 def _reads_name(node: Optional[cst.CSTNode], name: str) -> bool:

@@ -93,7 +93,42 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
     for statement in _unconditional_statements(tree):
         if isinstance(statement, ast.Assign) and _built_on_gpu(statement.value, qualify):
             built = True
+    # A script's own top level that moves something to the GPU on no condition cannot run without one.
+    for statement in _script_statements(tree):
+        if isinstance(statement, (ast.Expr, ast.Assign)) and _moves_to_gpu(statement.value):
+            built = True
     return DeviceFacts(chooses, uses or built, built)
+
+
+def _moves_to_gpu(value: ast.expr) -> bool:
+    """``x.cuda()`` or ``x.to("cuda")``: raises where no GPU is."""
+    if not (isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute)):
+        return False
+    if value.func.attr == "cuda":
+        return True
+    if value.func.attr == "to" and value.args:
+        first = value.args[0]
+        return isinstance(first, ast.Constant) and isinstance(first.value, str) and first.value.split(":")[0] == "cuda"
+    return False
+
+
+def _script_statements(tree: ast.Module) -> Iterable[ast.stmt]:
+    """The statements a script's top level runs on no condition: the module's own, those of its ``with``
+    blocks and of its ``if __name__ == "__main__":`` block."""
+    pending: List[ast.stmt] = list(tree.body)
+    while pending:
+        statement = pending.pop()
+        yield statement
+        if isinstance(statement, ast.With) or (isinstance(statement, ast.If) and _is_main_guard(statement.test)):
+            pending.extend(statement.body)
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+        and len(test.comparators) == 1 and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value == "__main__"
+    )
 
 
 def _device_names(node: ast.AST, qualify: Callable[[ast.expr], Optional[str]]) -> Iterable[str]:
@@ -251,6 +286,24 @@ def _loads_with_map_location(context: "FileContext", scope: cst.CSTNode) -> bool
 
     visit(scope, _Loads())
     return bool(found)
+
+
+def opened_path(context: "FileContext", path: cst.BaseExpression) -> cst.BaseExpression:
+    """The path a file handle was opened from, when ``path`` is the name an enclosing ``with open(p) as f``
+    binds (``torch.load(f)``), else ``path`` itself."""
+    if not isinstance(path, cst.Name):
+        return path
+    for node in reversed(context.ancestors):
+        if not isinstance(node, cst.With):
+            continue
+        for item in node.items:
+            call = item.item
+            if (
+                item.asname is not None and isinstance(item.asname.name, cst.Name) and item.asname.name.value == path.value
+                and isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "open" and call.args
+            ):
+                return call.args[0].value
+    return path
 
 
 def saved_before_in_same_run(context: "FileContext", call: cst.Call, path: cst.BaseExpression) -> bool:
@@ -412,20 +465,16 @@ def _enclosing_chain(module: cst.Module, target: cst.CSTNode):
     return found
 
 
-def _opened_files(scope: cst.CSTNode) -> Dict[str, cst.BaseExpression]:
-    """``f`` -> ``path`` for every ``with open(path, ...) as f`` in ``scope``."""
+def _handles_opened(node: cst.With) -> Dict[str, cst.BaseExpression]:
+    """``f`` -> ``path`` for each ``open(path, ...) as f`` item of one ``with``."""
     found: Dict[str, cst.BaseExpression] = {}
-
-    class _With(cst.CSTVisitor):
-        def visit_WithItem(self, node: cst.WithItem) -> None:
-            call = node.item
-            if (
-                isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "open" and call.args
-                and node.asname is not None and isinstance(node.asname.name, cst.Name)
-            ):
-                found[node.asname.name.value] = call.args[0].value
-
-    visit(scope, _With())
+    for item in node.items:
+        call = item.item
+        if (
+            isinstance(call, cst.Call) and isinstance(call.func, cst.Name) and call.func.value == "open" and call.args
+            and item.asname is not None and isinstance(item.asname.name, cst.Name)
+        ):
+            found[item.asname.name.value] = call.args[0].value
     return found
 
 
@@ -440,11 +489,16 @@ def _saves_to(
     ``stop``; whether ``stop`` was reached). ``into_functions=False``: the scope's own statements only."""
     found = []
     reached = []
-
-    opened = _opened_files(scope)
+    handles: List[Dict[str, cst.BaseExpression]] = []  # the ``with open(...) as f`` blocks around the visit
 
     class _Saves(cst.CSTVisitor):
+        def on_leave(self, original_node: cst.CSTNode) -> None:
+            if isinstance(original_node, cst.With):
+                handles.pop()
+
         def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, cst.With):
+                handles.append(_handles_opened(node))  # before any return: on_leave pops it
             if reached:
                 return False
             if node is stop:
@@ -455,8 +509,10 @@ def _saves_to(
             if isinstance(node, cst.Call) and context.qualified_name(node.func) in SAVE_FUNCTIONS:
                 target = argument(node, 1, "f")
                 written = target.value if target is not None else None
-                if isinstance(written, cst.Name) and written.value in opened:
-                    written = opened[written.value]  # ``with open(path, "wb") as f: torch.save(obj, f)``
+                opened = next((block[written.value] for block in reversed(handles)
+                               if isinstance(written, cst.Name) and written.value in block), None)
+                if opened is not None:
+                    written = opened  # ``with open(path, "wb") as f: torch.save(obj, f)``
                 if written is not None and (path is None or structurally_equal(written, path)):
                     found.append(node)
             return True

@@ -10,6 +10,7 @@ from torchlint.analysis.project.devices import (
     GPU_REQUIRED,
     device_policy,
     holds_cpu_tensors,
+    opened_path,
     other_branch_maps_location,
     saved_before_in_same_run,
     used_as_cpu_data,
@@ -130,8 +131,9 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         if used_as_cpu_data(ancestors, node) or other_branch_maps_location(self.context, node):
             return None
         path = argument(node, 0, "f")
-        if path is not None and (
-            saved_before_in_same_run(self.context, node, path.value) or holds_cpu_tensors(self.context, path.value)
+        loaded = opened_path(self.context, path.value) if path is not None else None
+        if loaded is not None and (
+            saved_before_in_same_run(self.context, node, loaded) or holds_cpu_tensors(self.context, loaded)
         ):
             return Confidence.LOW
         # A program that needs a GPU to run loads where one is: only a file saved from another index fails.
