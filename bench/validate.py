@@ -4,6 +4,7 @@
     python bench/validate.py DRAW --packet DIR [--parts K] [--label L ...]
     python bench/validate.py DRAW --record FILE [FILE ...]
     python bench/validate.py --measured DRAW [DRAW ...] [--label L]
+    python bench/validate.py --calibrate DRAW [DRAW ...] [--label L] [--write]
 
 A draw (``bench/draw.py``) is read twice, blind, by readers with fresh eyes:
 
@@ -26,7 +27,9 @@ change can be scored from its own virtual environment under another ``--label``)
 findings beside the corpus, and prints the figures; ``--write`` records them in
 ``bench/results/draws/DRAW/LABEL.md``. ``--measured`` writes the figures the product quotes
 (``torchlint/data/measured_precision.json``, read by ``torchlint rule CODE``) from the named draws
-together: validation draws only.
+together: validation draws only. ``--calibrate`` applies the decision rule to draws that have become
+calibration: it lints them with the level table off and writes the table (``--write``:
+``torchlint/data/level_calibration.json`` and ``bench/results/draws/calibration.md``).
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ import argparse
 import csv
 import datetime
 import json
+import os
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -47,6 +51,9 @@ import draw  # noqa: E402
 import precision_user  # noqa: E402
 from precision_user import Finding, Key, Verdict  # noqa: E402
 from verdict_files import verdict_rows  # noqa: E402
+
+sys.path.insert(0, str(BENCH.parent))
+from torchlint.rule import LEVEL_TABLE_VARIABLE  # noqa: E402
 
 RESULTS = BENCH / "results" / "draws"
 HUNT_COLUMNS = ("repo", "path", "line", "code", "verdict", "what")
@@ -294,9 +301,91 @@ def measured(names: Sequence[str], label: str, corpus: Path) -> int:
     return 0
 
 
+# The decision rule: the share of real (or real*) findings each level promises. A form (a rule's findings
+# at the level the analysis found them) is shown at the highest level whose promise it kept on the
+# calibration draws; ``low`` promises nothing.
+PROMISES = (("high", 0.90), ("medium", 0.50))
+LEVEL_TABLE = BENCH.parent / "torchlint" / "data" / "level_calibration.json"
+CALIBRATION = RESULTS / "calibration.md"
+
+
+def level_counts(findings: Sequence[Finding], verdicts: Dict[Key, Verdict]) -> Dict[Tuple[str, str], Counter]:
+    counts: Dict[Tuple[str, str], Counter] = defaultdict(Counter)
+    for finding in findings:
+        verdict = verdicts.get(finding.key)
+        counts[(finding.code, finding.confidence)][verdict.verdict if verdict else "unread"] += 1
+    return counts
+
+
+def shown_level(found: str, counts: Counter) -> str:
+    """The level the decision rule shows a form found at ``found`` at, from its read findings."""
+    read = counts["real"] + counts["real*"] + counts["false"]
+    if not read:
+        return found
+    share = (counts["real"] + counts["real*"]) / read
+    for level, promise in PROMISES:
+        if precision_user.at_or_above(found, level) and share >= promise:
+            return level
+    return "low"
+
+
+def calibrate(names: Sequence[str], label: str, torchlint: str, corpus: Path, rerun: bool, write: bool) -> int:
+    """Lint the calibration draws at the levels the analysis finds (the level table off), and show each form
+    at the level the decision rule gives it; ``write`` records the table and its evidence."""
+    findings: List[Finding] = []
+    verdicts: Dict[Key, Verdict] = {}
+    lines = repositories = 0
+    previous = os.environ.get(LEVEL_TABLE_VARIABLE)
+    os.environ[LEVEL_TABLE_VARIABLE] = "off"
+    try:
+        for name in names:
+            found, counted = lint_draw(name, corpus, torchlint, f"{label}-found", rerun)
+            findings += found
+            lines += counted
+            repositories += len(draw.pinned_repositories(name))
+            verdicts.update(precision_user.read_verdicts(results_of(name) / "verdicts.tsv"))
+    finally:
+        if previous is None:
+            os.environ.pop(LEVEL_TABLE_VARIABLE, None)
+        else:
+            os.environ[LEVEL_TABLE_VARIABLE] = previous
+    counts = level_counts(findings, verdicts)
+    moves = {}
+    out = [f"# Calibration: the decision rule on draws {', '.join(names)}", "",
+           f"`python bench/validate.py --calibrate {' '.join(names)} --label {label}`", "",
+           f"{repositories} repositories, {lines:,} lines; every finding at the level the analysis found it "
+           "(the level table off), against the verdicts read blind. A form below 0.90 real at `high` is shown "
+           "at `medium`, below 0.50 at `low`.", "",
+           "| form | read | real or real* | share | unread | shown at |", "|---|---:|---:|---:|---:|---|"]
+    for (code, level) in sorted(counts, key=lambda k: (k[0], precision_user.LEVELS.index(k[1]))):
+        c = counts[(code, level)]
+        read = c["real"] + c["real*"] + c["false"]
+        real = c["real"] + c["real*"]
+        shown = shown_level(level, c)
+        if shown != level:
+            moves[f"{code}:{level}"] = shown
+        share = f"{real / read:.2f}" if read else ""
+        out.append(f"| {code} {level} | {read} | {real} | {share} | {c['unread']} | {shown} |")
+    text = "\n".join(out) + "\n"
+    print(text)
+    print(json.dumps(moves, indent=1, sort_keys=True))
+    if write:
+        CALIBRATION.write_text(text, encoding="utf-8")
+        table = {
+            "note": (f"The decision rule applied to calibration draws {', '.join(names)} ({repositories} repositories, "
+                     f"{lines:,} lines, read blind): a form (CODE:level found) below 0.90 real at high is shown at "
+                     "medium, below 0.50 at low, where torchlint trace can confirm it. Evidence: "
+                     "bench/results/draws/calibration.md; written by bench/validate.py --calibrate."),
+            "moves": dict(sorted(moves.items())),
+        }
+        LEVEL_TABLE.write_text(json.dumps(table, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {CALIBRATION} and {LEVEL_TABLE}")
+    return 0
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("draws", nargs="+", help="the draw (several with --measured)")
+    parser.add_argument("draws", nargs="+", help="the draw (several with --measured or --calibrate)")
     parser.add_argument("--label", action="append", default=None,
                         help="which tree's findings (default 'after'; repeatable with --packet)")
     parser.add_argument("--torchlint", default=str(Path(sys.executable).with_name("torchlint")))
@@ -307,10 +396,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--parts", type=int, default=1)
     parser.add_argument("--record", type=Path, nargs="+", default=None)
     parser.add_argument("--measured", action="store_true")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="apply the decision rule to the named calibration draws (with --write: the level table)")
     args = parser.parse_args(argv)
     labels = args.label or ["after"]
     if args.measured:
         return measured(args.draws, labels[0], args.corpus)
+    if args.calibrate:
+        return calibrate(args.draws, labels[0], args.torchlint, args.corpus, args.rerun, args.write)
     if len(args.draws) != 1:
         parser.error("one draw at a time, except with --measured")
     name = args.draws[0]

@@ -21,12 +21,20 @@ CLEAN = "import torch\n\nx = torch.zeros(3)\n"
 ONLY = ("--select", "TL201,TL401")
 
 
-def torchlint(*args: str, cwd: Union[str, Path], stdin: Optional[Union[str, bytes]] = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    """``python -m torchlint ARGS`` in ``cwd``; stdout/stderr decoded as UTF-8 (bytes kept in ``.stdout_bytes``)."""
+def torchlint(
+    *args: str, cwd: Union[str, Path], stdin: Optional[Union[str, bytes]] = None, timeout: float = 300,
+    measured_levels: bool = False,
+) -> subprocess.CompletedProcess:
+    """``python -m torchlint ARGS`` in ``cwd``; stdout/stderr decoded as UTF-8 (bytes kept in ``.stdout_bytes``).
+    ``measured_levels``: with the measured level table that users get (tests/conftest.py turns it off)."""
     data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+    env = dict(os.environ)
+    if measured_levels:
+        env.pop("TORCHLINT_LEVEL_TABLE", None)
     proc = subprocess.run(
         [sys.executable, "-m", "torchlint", *args],
         cwd=str(cwd),
+        env=env,
         input=data if data is not None else b"",
         capture_output=True,
         timeout=timeout,

@@ -132,19 +132,33 @@ def test_the_docs_page_explains_the_levels(levels):
 
 
 def test_a_numerics_fix_below_the_default_level_is_unsafe():
-    # The same clamp is applied by --fix on a `high` finding (a root of a leaf that is exactly 0) and offered
-    # as unsafe on a `low` one (a log of a value of unknown sign in a loss, where the measured levels put it):
-    # --fix changes values only where the level promises.
+    # The same clamp is applied by --fix on a `high` finding (a sum of ReLU outputs under a division) and offered
+    # as unsafe on a `medium` one (a log of a value of unknown sign in a loss): --fix changes values only where
+    # the level promises.
     text = (
-        "import torch\n\n"
-        "w = torch.tensor(0.0, requires_grad=True)\n"
-        "root = torch.sqrt(w)\n\n\n"
-        "def loss(y):\n"
-        "    return torch.log(y).mean()\n"
+        "import torch\n\n\n"
+        "def loss(x, w, y):\n"
+        "    return (x / torch.relu(w).sum()).sum() + torch.log(y).mean()\n"
     )
-    settings = config.Settings(enabled=frozenset({"TL101", "TL102"}), confidence_floor=Confidence.LOW)
+    settings = config.Settings(enabled=frozenset({"TL102", "TL104"}), confidence_floor=Confidence.LOW)
     found = {f.code: f for f in engine.lint_text(text, "m.py", settings).findings}
-    assert found["TL101"].confidence is Confidence.HIGH and found["TL101"].fix.applicability.value == "numerics"
-    assert found["TL102"].confidence is Confidence.LOW and found["TL102"].fix.applicability.value == "unsafe"
+    assert found["TL104"].confidence is Confidence.HIGH and found["TL104"].fix.applicability.value == "numerics"
+    assert found["TL102"].confidence is Confidence.MEDIUM and found["TL102"].fix.applicability.value == "unsafe"
     fixed = engine.fix_text(text, "m.py", settings).text
-    assert "torch.sqrt(w.clamp_min(" in fixed and "torch.log(y)" in fixed
+    assert "torch.relu(w).sum().clamp_min(" in fixed and "torch.log(y)" in fixed
+
+
+def test_a_form_the_level_table_moves_below_high_loses_its_numerics_fix(monkeypatch):
+    # The decision rule's table (torchlint/data/level_calibration.json) moves a form's findings; one shown below
+    # `high` offers its numerics fix as unsafe, as any finding below the default level does.
+    from torchlint import rule as rule_module
+
+    text = "import torch\n\nw = torch.tensor(0.0, requires_grad=True)\nroot = torch.sqrt(w)\n"
+    settings = config.Settings(enabled=frozenset({"TL101"}), confidence_floor=Confidence.LOW)
+    (found,) = engine.lint_text(text, "m.py", settings).findings
+    assert found.confidence is Confidence.HIGH and found.fix.applicability.value == "numerics"
+    monkeypatch.setattr(rule_module, "measured_level_moves", lambda: {"TL101:high": "medium"})
+    (shown,) = engine.lint_text(text, "m.py", settings).findings
+    assert shown.confidence is Confidence.MEDIUM and shown.fix.applicability.value == "unsafe"
+    assert shown.fix.edits == found.fix.edits
+    assert engine.fix_text(text, "m.py", settings).applied == 0

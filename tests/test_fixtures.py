@@ -17,6 +17,9 @@ from fixture_support import (
 )
 from torchlint import engine, registry
 
+# What users are shown: the measured level table on (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("measured_levels")
+
 
 @pytest.mark.parametrize("path", checker_files(), ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_checker_fixture(path):

@@ -16,7 +16,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BUGS = ROOT.parent / "shared" / "bugs"
 
-pytestmark = pytest.mark.skipif(not (BUGS / "score.py").is_file(), reason="../shared/bugs is not beside the project")
+# What users are shown: the measured level table on (tests/conftest.py).
+pytestmark = [
+    pytest.mark.usefixtures("measured_levels_for_module"),
+    pytest.mark.skipif(not (BUGS / "score.py").is_file(), reason="../shared/bugs is not beside the project"),
+]
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,9 @@ from fixture_support import FIXTURES, all_rules_settings, checker_files, checker
 from renaming import rename_identifiers, renamed_path
 from torchlint import engine
 
+# What users are shown: the measured level table on (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("measured_levels")
+
 ROOT = Path(__file__).resolve().parent.parent
 KNOWN = Path(__file__).resolve().parent / "data" / "renaming_known_differences.tsv"
 

@@ -68,7 +68,7 @@ from dataclasses import fields
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
 import torchlint
-from torchlint.rule import Applicability, Confidence, Diagnostic, Edit, Finding, Fix, Location, NotebookCell
+from torchlint.rule import LEVEL_TABLE_VARIABLE, Applicability, Confidence, Diagnostic, Edit, Finding, Fix, Location, NotebookCell
 
 DEFAULT_DIR_NAME = ".torchlint_cache"
 # Bumped when the entry layout changes (1: one pickle per file).
@@ -198,7 +198,9 @@ class Cache:
     def __init__(self, directory: str, settings, version: Optional[str] = None, code: Optional[str] = None) -> None:
         self.directory = directory
         self.code = code if code is not None else code_fingerprint()
-        run = repr((FORMAT, version or torchlint.__version__, self.code, settings.fingerprint(), settings.root))
+        # the level table in force decides the levels stored, like the settings
+        levels = os.environ.get(LEVEL_TABLE_VARIABLE)
+        run = repr((FORMAT, version or torchlint.__version__, self.code, settings.fingerprint(), settings.root, levels))
         self.run_key = hashlib.blake2b(run.encode(), digest_size=16).hexdigest()
         self.manifest_path = os.path.join(directory, self.run_key + ".json")
         self.catalog_path = _catalog_path(directory, self.code)

@@ -67,9 +67,16 @@ class PendingReport:
 # The trigger every text holds: the rule's ast pre-pass alone decides where it runs.
 ANY_TEXT: Tuple[str, ...] = ("",)
 
+# ``off``: findings are shown at the level the analysis found, before the measured table (what
+# ``bench/validate.py --calibrate`` reads to apply the decision rule again).
+LEVEL_TABLE_VARIABLE = "TORCHLINT_LEVEL_TABLE"
+
+
 @functools.lru_cache(maxsize=None)
 def measured_level_moves() -> Dict[str, str]:
     """``CODE:level`` -> the level its findings are shown at (torchlint/data/level_calibration.json)."""
+    if os.environ.get(LEVEL_TABLE_VARIABLE) == "off":
+        return {}
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "level_calibration.json")
     try:
         with open(path, encoding="utf-8") as handle:

@@ -1,0 +1,44 @@
+"""bench/validate.py's decision rule: a form is shown at the highest level whose promise its read findings kept."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from bench_support import bench_module
+
+
+@pytest.fixture(scope="module")
+def validate():
+    with bench_module("validate.py", "validate_bench") as module:
+        yield module
+
+
+@pytest.mark.parametrize(
+    "found, counts, shown",
+    [
+        ("high", Counter(real=9, false=1), "high"),  # 0.90 keeps high's promise
+        ("high", Counter(real=8, **{"real*": 1}, false=2), "medium"),  # 9 of 11: below 0.90
+        ("high", Counter(real=2, false=3), "low"),  # below medium's 0.50 too
+        ("medium", Counter(real=1, false=1), "medium"),
+        ("medium", Counter(real=1, false=2), "low"),
+        ("medium", Counter(real=10), "medium"),  # never moved up
+        ("low", Counter(real=10), "low"),
+        ("high", Counter(unread=5), "high"),  # nothing read: no evidence to move it
+    ],
+)
+def test_a_form_is_shown_where_its_findings_kept_the_promise(validate, found, counts, shown):
+    assert validate.shown_level(found, counts) == shown
+
+
+def test_forms_are_counted_by_rule_and_found_level(validate):
+    Finding = validate.Finding
+    findings = [
+        Finding("o/r", "a.py", 3, 1, "TL401", "high", "m", "torch.load(p)", None),
+        Finding("o/r", "b.py", 4, 1, "TL401", "high", "m", "torch.load(q)", None),
+        Finding("o/r", "b.py", 9, 1, "TL101", "medium", "m", "torch.sqrt(x)", None),
+    ]
+    read = {findings[0].key: validate.Verdict("real", "ok", "saved on a GPU")}
+    counts = validate.level_counts(findings, read)
+    assert counts[("TL401", "high")] == Counter(real=1, unread=1)
+    assert counts[("TL101", "medium")] == Counter(unread=1)
