@@ -60,6 +60,9 @@ def feature_std_loss(x):
 
 def inverse_root_loss(x):
     return torch.rsqrt(x)
+
+def rounded_root_loss(x):
+    return torch.sqrt(x).round()
 """
 
 
@@ -104,6 +107,18 @@ def test_std_of_a_constant_feature(sqrt_pair, dtype):
     value, (grad,) = forward_backward(good, x)
     assert finite(value, grad), sqrt_pair.describe()
     same_forward(bad, good, torch.tensor([[1.0, 5.0], [2.0, 7.0], [4.0, 9.0]], dtype=dtype))
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_a_rounded_root_still_has_an_infinite_derivative(sqrt_pair, dtype):
+    # round() passes back a zero gradient, and 0 * inf is NaN: rounding does not make the root safe.
+    bad, good = sqrt_pair.functions("rounded_root_loss")
+    boundary = torch.tensor([0.0, 4.0], dtype=dtype)
+    _, (grad,) = forward_backward(bad, boundary)
+    assert torch.isnan(grad[0].float()), "d round(sqrt(x)) at 0 is 0 * inf = NaN"
+    value, (grad,) = forward_backward(good, boundary)
+    assert finite(value, grad), sqrt_pair.describe()
+    same_forward(bad, good, torch.tensor([0.01, 2.0, 300.0], dtype=dtype))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)

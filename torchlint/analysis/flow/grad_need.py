@@ -116,13 +116,11 @@ GRADIENT_ONLY_KINDS = frozenset({SQRT, POW})
 NO_GRAD_CONTEXTS: FrozenSet[str] = frozenset(
     {"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"}
 )
-# Consumers after which no gradient is wanted.  Some leave autograd (``detach``, ``long``, comparisons);
-# the piecewise-constant ones (``floor``, ``round``, ``sign``) pass back a zero gradient, which still
-# meets sqrt's infinite one as NaN when the operand needs a gradient.  Code that rounds a root computes
-# sizes and counts from data that does not: reporting them gave 4 false alarms (kornia's crop-size
-# sampling) and no real finding on the 15-package corpus (bench/results/precision_tl1.md, read 9).
+# Consumers after which no gradient is wanted: they leave autograd (``detach``, ``long``, comparisons).
+# The piecewise-constant ones (``floor``, ``round``, ``sign``) are not among them: they pass back a zero
+# gradient, which meets sqrt's infinite one as 0 * inf = NaN when the operand needs a gradient.
 _NON_DIFFERENTIABLE = frozenset({
-    "detach", "item", "tolist", "numpy", "round", "floor", "ceil", "trunc", "long", "int", "bool", "sign",
+    "detach", "item", "tolist", "numpy", "long", "int", "bool",
     "argmax", "argmin", "argsort", "nonzero", "isnan", "isinf", "isfinite", "eq", "ne", "gt", "lt", "ge", "le",
 })
 # Ground truth by name: ``target``, ``bbox_reg_targets``, ``gt_boxes``, ``y_true`` (not ``target_logit``,
