@@ -65,7 +65,7 @@ LINE_SLACK = 2
 # log of a softmax is TL201 to one and an unguarded log (TL102) to the other; a whole object under the
 # weights_only default is the catalogue's TL402 and torchlint's TL406; a backward through parameters an
 # optimizer step changed is a second backward (TL303) to a hunter and TL305 to torchlint. Every drift
-# code (TL6xx) matches every other.
+# code (TL6xx) matches every other, and a keyword torch removed is drift to a hunter and TL405 to torchlint.
 FAMILIES: Tuple[frozenset, ...] = (
     frozenset({"TL101", "TL103"}),
     frozenset({"TL102", "TL201", "TL202"}),
@@ -91,7 +91,8 @@ def results_of(name: str) -> Path:
 
 
 def same_family(first: str, second: str) -> bool:
-    if first == second or (first.startswith("TL6") and second.startswith("TL6")):
+    drift = ("TL6", "TL405")
+    if first == second or (first.startswith(drift) and second.startswith(drift)):
         return True
     return any(first in family and second in family for family in FAMILIES)
 
@@ -210,6 +211,17 @@ def read_hunt(name: str) -> List[HuntedSite]:
     return sites
 
 
+def misplaced_sites(sites: Sequence[HuntedSite], root: Path) -> List[str]:
+    """Hunted rows whose file is missing or shorter than their line: a hunter's slip that would count as a miss."""
+    problems = []
+    for site in sites:
+        path, _, cell = site.path.partition(":cell ")
+        lines = precision_user.source_lines(root / site.repo.replace("/", "+") / path, int(cell) if cell.isdigit() else None)
+        if site.line > len(lines):
+            problems.append(f"{site.repo} {site.path}:{site.line}: the file has {len(lines)} lines")
+    return problems
+
+
 def matches(site: HuntedSite, finding: Finding) -> bool:
     return (site.repo == finding.repo and site.path == finding.path
             and abs(site.line - finding.line) <= LINE_SLACK and same_family(site.code, finding.code))
@@ -272,14 +284,18 @@ def without_drift(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], flo
             f"real or real* ({precision_user.precision(counts)}); {counts['unread']} unread.\n")
 
 
-def figures(name: str, label: str, findings: Sequence[Finding], lines: int) -> str:
+def figures(name: str, label: str, findings: Sequence[Finding], lines: int, corpus: Path) -> str:
+    sites = read_hunt(name)
+    problems = misplaced_sites(sites, corpus / name)
+    if problems:
+        raise SystemExit("hunt rows that point at no line of their file (locate them again):\n" + "\n".join(problems))
     verdicts = precision_user.read_verdicts(results_of(name) / "verdicts.tsv")
     floor = precision_user.default_floor()
     repositories = len(draw.pinned_repositories(name))
     text = precision_user.report(findings, verdicts, lines, repositories, floor)
     text += without_drift(findings, verdicts, floor)
     text += per_rule_levels(findings, verdicts)
-    text += recall(read_hunt(name), findings, floor)
+    text += recall(sites, findings, floor)
     return text
 
 
@@ -414,7 +430,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if args.record is not None:
         return record(name, args.corpus, args.record)
     findings, lines = lint_draw(name, args.corpus, args.torchlint, labels[0], args.rerun)
-    text = figures(name, labels[0], findings, lines)
+    text = figures(name, labels[0], findings, lines, args.corpus)
     print(text)
     if args.write:
         target = results_of(name) / f"{labels[0]}.md"

@@ -42,3 +42,21 @@ def test_forms_are_counted_by_rule_and_found_level(validate):
     counts = validate.level_counts(findings, read)
     assert counts[("TL401", "high")] == Counter(real=1, unread=1)
     assert counts[("TL101", "medium")] == Counter(unread=1)
+
+
+def test_a_keyword_torch_removed_is_drift_to_a_hunter_and_tl405_to_torchlint(validate):
+    assert validate.same_family("TL602", "TL405")
+    assert validate.same_family("TL405", "TL611")
+    assert not validate.same_family("TL405", "TL401")
+
+
+def test_a_hunt_row_past_the_end_of_its_file_is_refused(validate, tmp_path):
+    repo = tmp_path / "o+r"
+    repo.mkdir()
+    (repo / "train.py").write_text("import torch\nx = torch.load(p)\n", encoding="utf-8")
+    Site = validate.HuntedSite
+    sites = [Site("o/r", "train.py", 2, "TL401", "real", "load"), Site("o/r", "train.py", 129, "TL602", "real", "old"),
+             Site("o/r", "gone.py", 1, "TL101", "real*", "sqrt")]
+    problems = validate.misplaced_sites(sites, tmp_path)
+    assert [p.split(":")[0] for p in problems] == ["o/r train.py", "o/r gone.py"]
+    assert "2 lines" in problems[0]
