@@ -224,6 +224,14 @@ class Scan:
         self._mentioning(set(words), found)
         return frozenset(found)
 
+    def regions_whose_text_matches(self, pattern: "re.Pattern[str]") -> FrozenSet[int]:
+        """Regions whose source text holds a match of ``pattern``: a cheap superset for a syntactic seed."""
+        starts = self._line_starts()
+        return frozenset(
+            index for index, region in enumerate(self.regions)
+            if pattern.search(self.source, starts[region.first_line - 1], starts[region.last_line])
+        )
+
     def _mentioning(self, words: Set[str], found: Set[int]) -> Set[int]:
         """Add to ``found`` the regions whose text holds one of ``words``; return those regions."""
         if not words:

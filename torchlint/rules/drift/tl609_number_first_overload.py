@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import libcst as cst
 
 from torchlint.analysis.api.api_drift import NUMBER_FIRST_OVERLOADS, NUMBER_FIRST_WARNS_SINCE, effective_target, version_text
 from torchlint.analysis.api.version_guards import is_version_guarded
+from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.model.calls import add_keyword, has_star_args, without_args
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.kinds import value_kind
@@ -70,7 +72,19 @@ class NumberFirstOverload(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_calling(_METHODS) or None
+        """Regions calling one of the methods with the overload's count of positional arguments and no
+        keyword (``x.add_(a, b)``, ``torch.addcmul(x, v, a, b)``): ``seen.add(k)`` needs no LibCST."""
+
+        def overload_shaped(region) -> bool:
+            for node in every_node(region.node):
+                if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or node.keywords:
+                    continue
+                method = node.func.attr
+                if method in _METHODS and len(node.args) - NUMBER_FIRST_OVERLOADS[method.rstrip("_")][1] in (1, 2):
+                    return True
+            return False
+
+        return frozenset(i for i in scan.regions_calling(_METHODS) if overload_shaped(scan.regions[i])) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -83,13 +97,13 @@ class NumberFirstOverload(Rule):
         qualified = self.context.qualified_name(func)
         if qualified is None:
             position = 0  # x.add_(alpha, other): the receiver is the input
-            if not self._is_tensor(func.value):
-                return
         elif qualified == f"torch.{method}" and not method.endswith("_"):
             position = 1  # torch.add(x, alpha, other)
         else:
             return
         if len(node.args) != position + 1 + tensors or not self._is_number(node.args[position].value):
+            return
+        if position == 0 and not self._is_tensor(func.value):
             return
         site = site_of(self.context.ancestors)
         if any(value_kind(self.context, arg.value, site) == "number" for arg in node.args[position + 1:]):

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 
 import libcst as cst
 
@@ -9,6 +10,10 @@ from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.values.ranks import known_rank
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+
+
+# Every ``x[0]`` is written so (a comment or string may match too: the ast check decides).
+_ZERO_INDEX_TEXT = re.compile(r"\[[\s(]*0[\s)]*\]")
 
 
 class ZeroDimIndex(Rule):
@@ -63,13 +68,25 @@ class ZeroDimIndex(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        def indexes_with_zero(region) -> bool:
-            return any(
-                isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == 0
-                for node in every_node(region.node)
-            )
+        """Regions indexing ``[0]`` into what ``known_rank`` can show is 0-dim: a call, or a name some
+        assignment of the region or of the module binds to a call or a name (a parameter or a loop variable
+        has no rank the code shows, nor has an attribute such as ``x.shape``)."""
+        module_names = _names_bound_to_calls(scan.tree.body)
 
-        return scan.regions_where(indexes_with_zero) or None
+        def indexes_with_zero(region) -> bool:
+            nodes = list(every_node(region.node))
+            indexed = [
+                node.value.value if isinstance(node.value, ast.Attribute) and node.value.attr == "data" else node.value
+                for node in nodes
+                if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant) and node.slice.value == 0
+            ]
+            if any(isinstance(value, ast.Call) for value in indexed):
+                return True
+            names = {value.id for value in indexed if isinstance(value, ast.Name)}
+            return bool(names) and not names.isdisjoint(module_names | _names_bound_to_calls(nodes))
+
+        written = scan.regions_whose_text_matches(_ZERO_INDEX_TEXT)
+        return frozenset(i for i in written if indexes_with_zero(scan.regions[i])) or None
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
@@ -122,3 +139,15 @@ def _tight(node: cst.Subscript) -> bool:
         and getattr(node.rbracket.whitespace_before, "value", None) in empty
         and getattr(node.whitespace_after_value, "value", None) in empty
     )
+
+
+def _names_bound_to_calls(nodes) -> set:
+    """Names that ``name = call(...)`` or ``name = other`` (or an annotated assignment) binds among ``nodes``:
+    the values through which ``known_rank`` follows a name."""
+    names = set()
+    for node in nodes:
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name)):
+            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.value, (ast.Call, ast.Name)) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names

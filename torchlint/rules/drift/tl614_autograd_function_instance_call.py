@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import ast
-from typing import List, Optional
+from typing import FrozenSet, List, Optional, Set
 
 import libcst as cst
 
@@ -12,7 +12,7 @@ from torchlint.analysis.api.api_drift import (
     version_text,
 )
 from torchlint.analysis.api.version_guards import is_version_guarded
-from torchlint.analysis.model.autograd_functions import CONTEXT_METHODS, is_autograd_function, is_static
+from torchlint.analysis.model.autograd_functions import CONTEXT_METHODS, FUNCTION_BASES, is_autograd_function, is_static
 from torchlint.analysis.model.ops import module_constructor
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 
@@ -86,18 +86,27 @@ class AutogradFunctionInstanceCall(Rule):
     message = "calling an instance of an autograd Function raises RuntimeError since torch 1.5: use `MyFn.apply(...)`"
     fix_applicability = Applicability.SAFE
     triggers = ("Function",)
+    _constructed: Optional[FrozenSet[str]] = None
 
     @classmethod
     def prepass(cls, scan):
-        """The whole file, when it defines a top-level class with a base that may be torch's Function."""
-        for statement in scan.tree.body:
-            if isinstance(statement, ast.ClassDef) and any(
-                any(name.startswith("torch.") for name in scan.qualified(base)) for base in statement.bases
-            ):
-                return WHOLE_FILE
+        """The whole file, when it defines a top-level class whose base is torch's Function (what
+        ``is_autograd_function`` asks of the class a call constructs) and constructs one."""
+        functions = {
+            statement.name for statement in scan.tree.body
+            if isinstance(statement, ast.ClassDef)
+            and any(not FUNCTION_BASES.isdisjoint(scan.qualified(base)) for base in statement.bases)
+        }
+        if functions and any(
+            isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions
+            for node in ast.walk(scan.tree)
+        ):
+            return WHOLE_FILE  # a call constructs one of them: an instance may be called
         return None
 
     def visit_Call(self, node: cst.Call) -> None:
+        if not self._constructed_functions():
+            return  # no call of the file constructs one of its Functions: no instance to call
         func = node.func
         constructor = func if isinstance(func, cst.Call) else module_constructor(self.context, func)
         if not isinstance(constructor, cst.Call) or not isinstance(constructor.func, cst.Name):
@@ -116,6 +125,25 @@ class AutogradFunctionInstanceCall(Rule):
         )
         fix, why = self._fix(node, constructor, class_def)
         self.report(node, f"calling an instance of the autograd Function `{name}` {effect} (legacy Function call): use `{name}.apply(...)`{why}", fix)
+
+    def _constructed_functions(self) -> FrozenSet[str]:
+        """The file's autograd Function classes that some call of the file constructs (``MyFn()``)."""
+        if self._constructed is None:
+            classes = {
+                s.name.value for s in self.context.module.body
+                if isinstance(s, cst.ClassDef) and is_autograd_function(self.context, s)
+            }
+            called: Set[str] = set()
+
+            class Constructions(cst.CSTVisitor):
+                def visit_Call(self, call: cst.Call) -> None:
+                    if isinstance(call.func, cst.Name) and call.func.value in classes:
+                        called.add(call.func.value)
+
+            if classes:
+                self.context.module.visit(Constructions())
+            self._constructed = frozenset(called)
+        return self._constructed
 
     def _file_class(self, name: str) -> Optional[cst.ClassDef]:
         found = [s for s in self.context.module.body if isinstance(s, cst.ClassDef) and s.name.value == name]
