@@ -1069,3 +1069,25 @@ def test_tl614_instance_calls_raise_and_apply_computes_the_same_values_and_gradi
     (grad,) = torch.autograd.grad((square + shifted + clamped + doubled).sum(), x)
     expected = 2 * x + 2 * (x + 1) + (x.abs() <= 0.5).float() + 2
     assert torch.allclose(grad, expected.detach())
+
+
+# -- TL615 iterator-next-method -----------------------------------------------------------------------------
+
+
+def test_tl615_next_method_raises_on_a_loader_iterator_and_the_builtin_gives_the_same_batches():
+    source = (FIXTURES / "TL615" / "fix" / "iterator_next.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL615")
+    assert after == (FIXTURES / "TL615" / "fix" / "iterator_next.out.py").read_text(encoding="utf-8")
+    features, targets = torch.randn(12, 3), torch.arange(12)
+    with pytest.raises(AttributeError, match="has no attribute 'next'"):
+        run(source)["first_batches"](features, targets)
+    images, labels, second, again = run(after)["first_batches"](features, targets)
+    # unshuffled batches of 4; a fresh iterator starts again: its second batch is rows 4-7
+    assert torch.equal(images, features[:4]) and torch.equal(labels, targets[:4])
+    assert torch.equal(second[0], features[4:8]) and torch.equal(again[0], features[:4])
+
+
+def test_tl615_the_recorded_release_still_has_no_next_on_loader_iterators():
+    loader = torch.utils.data.DataLoader(list(range(4)), batch_size=2)
+    assert not hasattr(iter(loader), "next")
+    assert api_drift.LOADER_ITERATOR_NEXT_REMOVED_IN <= tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])

@@ -425,6 +425,10 @@ MASK_METHODS: Dict[str, int] = {"masked_fill": 0, "masked_fill_": 0, "masked_sca
 FUNCTION_INSTANCE_CALL_WARNS_SINCE: Version = (1, 2)
 FUNCTION_INSTANCE_CALL_RAISES_SINCE: Version = (1, 5)
 
+# ``it.next()`` on a DataLoader iterator: its Python 2 ``next`` alias of ``__next__`` is gone since torch 1.13
+# (AttributeError: '_SingleProcessDataLoaderIter' object has no attribute 'next').
+LOADER_ITERATOR_NEXT_REMOVED_IN: Version = (1, 13)
+
 # Private names with a public twin (the same object): private paths move between releases unannounced.
 PUBLIC_TWINS: Dict[str, Tuple[str, Version]] = {
     # private name -> (public name, first release where the public name exists)
