@@ -162,7 +162,11 @@ def classify_divisor(
             and all(b.kind in ("masked", "conditional") for b in reaching[:-1])
         ):
             found = classify_divisor(context, reaching[-1].value, numerator, reaching[-1].site)
-            if found is not None and found.kind not in ("normalize", "cosine"):
+            if found is not None and found.kind in ("normalize", "cosine"):
+                # ``n = x.norm(dim=1, keepdim=True); x / n``: the same magnitude, though not the
+                # one-expression form that F.normalize / F.cosine_similarity rewrite
+                found = classify_divisor(context, reaching[-1].value, None, reaching[-1].site)
+            if found is not None:
                 return Divisor(found.kind, found.reduction, through_name=True, edge=found.edge)
         return None
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
