@@ -64,7 +64,8 @@ LINE_SLACK = 2
 # Codes that name one hazard from two sides: a hunter's TL101 on ``x ** 0.5`` is torchlint's TL103 too; a
 # log of a softmax is TL201 to one and an unguarded log (TL102) to the other; a whole object under the
 # weights_only default is the catalogue's TL402 and torchlint's TL406; a backward through parameters an
-# optimizer step changed is a second backward (TL303) to a hunter and TL305 to torchlint. Every drift
+# optimizer step changed is a second backward (TL303) to a hunter and TL305 to torchlint; a Parameter moved
+# after it was made (TL307) is a parameter cut from training (TL302) to a hunter. Every drift
 # code (TL6xx) matches every other, and a keyword torch removed is drift to a hunter and TL405 to torchlint.
 FAMILIES: Tuple[frozenset, ...] = (
     frozenset({"TL101", "TL103"}),
@@ -73,6 +74,7 @@ FAMILIES: Tuple[frozenset, ...] = (
     frozenset({"TL206", "TL207"}),
     frozenset({"TL402", "TL406"}),
     frozenset({"TL303", "TL305"}),
+    frozenset({"TL302", "TL307"}),
 )
 
 
