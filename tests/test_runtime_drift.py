@@ -1091,3 +1091,21 @@ def test_tl615_the_recorded_release_still_has_no_next_on_loader_iterators():
     loader = torch.utils.data.DataLoader(list(range(4)), batch_size=2)
     assert not hasattr(iter(loader), "next")
     assert api_drift.LOADER_ITERATOR_NEXT_REMOVED_IN <= tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+# -- TL602 Variable(...) ------------------------------------------------------------------------------------
+
+
+def test_tl602_variable_is_a_detached_alias_and_the_rewrite_is_the_same_alias():
+    source = (FIXTURES / "TL602" / "fix" / "variable.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL602")
+    assert after == (FIXTURES / "TL602" / "fix" / "variable.out.py").read_text(encoding="utf-8")
+    encoder = torch.nn.Linear(3, 2)
+    x, w = torch.randn(4, 3), torch.randn(2)
+    results = [run(text)["features"](encoder, x, w) for text in (source, after)]
+    for codes, weights in results:
+        # no gradient reaches the encoder through the wrapped output; the weights are a new leaf
+        assert codes.grad_fn is None and not codes.requires_grad
+        assert weights.is_leaf and weights.requires_grad and weights.grad_fn is None
+    (codes_before, weights_before), (codes_after, weights_after) = results
+    assert torch.equal(codes_before, codes_after) and torch.equal(weights_before, weights_after)

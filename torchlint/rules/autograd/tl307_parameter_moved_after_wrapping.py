@@ -6,6 +6,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.values.fused import as_receiver
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
@@ -99,6 +100,6 @@ class ParameterMovedAfterWrapping(Rule):
         data = wrapped.args[0]
         if data.keyword is not None and data.keyword.value != "data":
             return None
-        moved = node.with_changes(func=node.func.with_changes(value=data.value))  # type: ignore[union-attr]
+        moved = node.with_changes(func=node.func.with_changes(value=as_receiver(data.value)))  # type: ignore[union-attr]
         parameter = wrapped.with_changes(args=[data.with_changes(value=moved), *wrapped.args[1:]])
         return FixSpec(Applicability.UNSAFE, "Move the tensor inside `nn.Parameter(...)`", (Replacement(node, parameter),))

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.api.api_drift import (
     LEGACY_REDUCTION_KEYWORDS,
     SAVED_VARIABLES_DEPRECATED_SINCE,
+    VARIABLE_CLASSES,
     Status,
     deprecated_since_text,
     in_watched_package,
@@ -24,6 +25,7 @@ from torchlint.analysis.api.api_table import (
 from torchlint.analysis.model.calls import NOT_A_LITERAL, has_star_args, keyword_arg, literal_value, without_args
 from torchlint.analysis.api.signatures import public_name
 from torchlint.analysis.model.autograd_functions import context_parameter
+from torchlint.analysis.values.fused import as_receiver
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
 
@@ -62,6 +64,11 @@ class DeprecatedTorchApi(ApiUseRule):
     - `ctx.saved_variables` in a method of a class deriving from
       `torch.autograd.Function` (a `DeprecationWarning` since torch 1.0;
       `ctx.saved_tensors` returns the same tensors);
+    - `torch.autograd.Variable(x)` (deprecated in torch's documentation, at
+      `low`: it does not warn). It is no longer a wrapper that autograd needs:
+      it returns a detached alias of `x`, so gradients stop there
+      (`Variable(model(x))` trains nothing before it). `Variable(x,
+      volatile=True)` is TL606's;
     - every name the table generated from torch's releases marks deprecated;
     - a keyword that table marks deprecated on the target, where the target
       still takes it (`verbose=` of the learning-rate schedulers from 2.2,
@@ -147,6 +154,10 @@ class DeprecatedTorchApi(ApiUseRule):
       gave the dtype;
     - `ctx.saved_variables` to `ctx.saved_tensors` (torch returns the same
       tuple under both names);
+    - `Variable(x)` to `x.detach()` and `Variable(x, requires_grad=b)` to
+      `x.detach().requires_grad_(b)`: the same alias, sharing `x`'s storage,
+      as Variable returns (where the cut was not meant, drop `.detach()` by
+      hand);
     - a deprecated keyword torch ignores is removed (`only_inputs=` of
       `torch.autograd.grad`, `eps=` of `F.gumbel_softmax`), and one torch
       renamed is renamed when the target takes the new name
@@ -207,6 +218,7 @@ class DeprecatedTorchApi(ApiUseRule):
             api_use_regions(scan, cls.known)
             | scan.regions_where(passes_deprecated_keyword)
             | scan.regions_where(lambda region: "saved_variables" in region.attributes)
+            | scan.regions_calling_qualified(VARIABLE_CLASSES)
         ) or None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -227,6 +239,9 @@ class DeprecatedTorchApi(ApiUseRule):
 
     def visit_Call(self, node: cst.Call) -> None:
         super().visit_Call(node)
+        if self.context.qualified_name(node.func) in VARIABLE_CLASSES:
+            self._variable(node)
+            return
         if not any(arg.keyword is not None for arg in node.args):
             return
         qualified = self.context.qualified_name(node.func)
@@ -248,6 +263,30 @@ class DeprecatedTorchApi(ApiUseRule):
             note = api_entry(api).deprecated_keywords[keyword]
             renamed = self._renamed_keyword(api, note.replacement)
             self.report(arg, _keyword_message(api, keyword, since, warns, note, renamed), self._keyword_fix(node, arg, note, renamed), confidence=level)
+
+    def _variable(self, node: cst.Call) -> None:
+        """``Variable(x)``: deprecated in torch's documentation only (no warning), so ``low``. It returns a
+        detached alias of ``x``; ``x.detach()`` is that alias (``.requires_grad_(b)`` for the flag)."""
+        if has_star_args(node) or keyword_arg(node, "volatile") is not None or self.guarded():
+            return  # volatile=: TL606 reports the flag that no longer works
+        positional = [arg for arg in node.args if arg.keyword is None]
+        keywords = {arg.keyword.value: arg for arg in node.args if arg.keyword is not None}
+        if not positional or len(positional) > 2 or set(keywords) - {"requires_grad"} or (len(positional) == 2 and keywords):
+            return
+        data = positional[0].value
+        flag = positional[1] if len(positional) == 2 else keywords.get("requires_grad")
+        detached = cst.Call(func=cst.Attribute(value=as_receiver(data), attr=cst.Name("detach")))
+        if flag is not None:
+            replacement = cst.Call(func=cst.Attribute(value=detached, attr=cst.Name("requires_grad_")), args=[cst.Arg(value=flag.value)])
+        else:
+            replacement = detached
+        self.report(
+            node,
+            "`torch.autograd.Variable` is deprecated (torch's documentation): it returns a detached alias of its "
+            "argument, so no gradient flows back through it; pass the tensor itself, or `.detach()` where the cut is meant",
+            FixSpec(Applicability.SAFE, "Use `.detach()` (what Variable returns)", (Replacement(node, replacement),)),
+            confidence=Confidence.LOW,
+        )
 
     def _renamed_keyword(self, api: str, replacement: Optional[str]) -> Optional[str]:
         """The replacement, when it is a keyword the target's API takes (``min_value`` -> ``min_val``)."""
