@@ -5,6 +5,7 @@ Skipped where Neovim is not installed (``apt-get install neovim``; `.ci/run` ins
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,6 +16,8 @@ pytest.importorskip("pygls")
 
 from cli_support import BAD, isolate, torchlint  # noqa: E402
 from server_support import SERVER  # noqa: E402
+
+from torchlint.rule import LEVEL_TABLE_VARIABLE  # noqa: E402
 
 NVIM = shutil.which("nvim")
 SCRIPT = Path(__file__).resolve().parent / "editors" / "neovim_quickfix.lua"
@@ -27,6 +30,8 @@ def test_neovim_applies_the_quick_fix_and_saves_what_fix_would_write(tmp_path):
     path.write_text(BAD, encoding="utf-8")
     log = tmp_path / "nvim.log"
     env = {"TORCHLINT_SERVER_CMD": json.dumps(SERVER), "TORCHLINT_NVIM_LOG": str(log), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    # the server shows the levels the analysis finds, as the fix run below does (tests/conftest.py)
+    env.update({key: value for key, value in os.environ.items() if key == LEVEL_TABLE_VARIABLE})
     proc = subprocess.run(
         [NVIM, "--headless", "--clean", "-n", str(path), "-c", f"luafile {SCRIPT}"],
         cwd=tmp_path,
