@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 from typing import Optional
 
 import libcst as cst
@@ -62,8 +63,27 @@ class ImplicitSoftmaxDim(Rule):
 
     @classmethod
     def prepass(cls, scan):
+        """Regions calling one of the family without a dimension (or with ``dim=None``): a call that
+        passes one needs no LibCST."""
         names = {name.rsplit(".", 1)[1] for name in SOFTMAX_FAMILY}
-        return scan.regions_calling(names) or None
+
+        def without_dim(call: ast.Call) -> bool:
+            family = [name for name in scan.qualified(call.func) if name in SOFTMAX_FAMILY]
+            if not family:
+                return False
+            for keyword in call.keywords:
+                if keyword.arg == "dim":
+                    return isinstance(keyword.value, ast.Constant) and keyword.value.value is None
+            module = family[0].rsplit(".", 1)[1][0].isupper()
+            position = 0 if module else 1
+            if any(isinstance(arg, ast.Starred) for arg in call.args) or len(call.args) <= position:
+                return True
+            given = call.args[position]
+            return isinstance(given, ast.Constant) and given.value is None
+
+        return frozenset(
+            i for i in scan.regions_calling(names) if any(without_dim(call) for call in scan.regions[i].callees)
+        ) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
