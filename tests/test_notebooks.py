@@ -396,3 +396,34 @@ def test_a_notebook_without_code_or_without_triggers_is_cheap_and_quiet():
     assert notebook.check(nb, "n.ipynb", SETTINGS).findings == []
     quiet = cells(("code", "def broken(:"))  # no rule's trigger: nothing is parsed, as for a .py file
     assert notebook.check(quiet, "n.ipynb", SETTINGS).diagnostics == []
+
+
+# -- facts read across cells --------------------------------------------------------------------------
+
+
+TRAIN_AND_SAVE = """\
+best = float("inf")
+for epoch in range(3):
+    loss = train(model)
+    if loss < best:
+        best = loss
+        torch.save(model.state_dict(), "best.pt")"""
+LOAD_BEST = 'model.load_state_dict(torch.load("best.pt"))'
+
+
+def _load_levels(*sources):
+    nb = new_notebook(cells=[new_code_cell(source) for source in sources])
+    settings = config.resolve(None, config.Overrides(select=["TL401"], confidence_level="low"))
+    return [f.confidence.value for f in notebook.lint_text(as_json(nb), "n.ipynb", settings).findings]
+
+
+def test_a_notebook_that_saves_its_best_model_then_loads_it_loaded_what_the_session_wrote():
+    # the cells run in order in one session: the file holds what this machine saved (low, not high)
+    setup = "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\nmodel = build().to(device)"
+    assert _load_levels(setup, TRAIN_AND_SAVE, LOAD_BEST) == ["low"]
+
+
+def test_a_notebook_that_loads_before_any_save_keeps_its_finding():
+    setup = "import torch\ndevice = 'cuda' if torch.cuda.is_available() else 'cpu'\nmodel = build().to(device)"
+    levels = _load_levels(setup, LOAD_BEST, TRAIN_AND_SAVE)
+    assert levels == ["high"]
