@@ -18,10 +18,12 @@ def validate():
     "found, counts, shown",
     [
         ("high", Counter(real=9, false=1), "high"),  # 0.90 keeps high's promise
-        ("high", Counter(real=8, **{"real*": 1}, false=2), "medium"),  # 9 of 11: below 0.90
-        ("high", Counter(real=2, false=3), "low"),  # below medium's 0.50 too
+        ("high", Counter(real=16, **{"real*": 2}, false=6), "medium"),  # 18 of 24: even the upper bound misses 0.90
+        ("high", Counter(real=1, false=9), "low"),  # and 0.50 too
+        ("high", Counter(false=1), "medium"),  # one false reading cannot send a form to low
+        ("high", Counter(real=8, false=2), "high"),  # 8 of 10 may still be a 0.90 form
         ("medium", Counter(real=1, false=1), "medium"),
-        ("medium", Counter(real=1, false=2), "low"),
+        ("medium", Counter(real=1, false=9), "low"),
         ("medium", Counter(real=10), "medium"),  # never moved up
         ("low", Counter(real=10), "low"),
         ("high", Counter(unread=5), "high"),  # nothing read: no evidence to move it
@@ -29,6 +31,13 @@ def validate():
 )
 def test_a_form_is_shown_where_its_findings_kept_the_promise(validate, found, counts, shown):
     assert validate.shown_level(found, counts) == shown
+
+
+def test_the_upper_bound_is_wilsons(validate):
+    assert validate.upper_bound(0, 0) == 1.0
+    assert validate.upper_bound(10, 10) == pytest.approx(1.0)
+    assert 0.5 < validate.upper_bound(0, 1) < 0.7  # one false reading: anything up to about 0.62 is likely
+    assert validate.upper_bound(137, 192) == pytest.approx(0.75, abs=0.01)
 
 
 def test_forms_are_counted_by_rule_and_found_level(validate):
