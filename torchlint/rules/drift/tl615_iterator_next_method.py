@@ -143,12 +143,7 @@ class IteratorNextMethod(Rule):
         return self._own_next
 
     def _iter_is_builtin(self) -> bool:
-        if self.context.imports.is_bound("iter"):
-            return False
-        for statement in self.context.module.body:
-            if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value == "iter":
-                return False
-        return True
+        return not (self.context.binds_name("iter") or self.context.imports.is_bound("iter"))
 
 
 def _is_iter_call(node: Optional[cst.BaseExpression], iter_is_builtin: bool) -> bool:
