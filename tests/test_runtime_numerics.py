@@ -331,22 +331,12 @@ def _norm_pair(request, dtype):
     return request.getfixturevalue("div_pair_half_eps" if dtype == torch.float16 else "div_pair")
 
 
+# ``x / x.norm(...)`` and the norm kept in a name first (``n = torch.norm(x, 2, 1, True); x.div(n)``)
+@pytest.mark.parametrize("function", ["unit_loss", "named_unit_loss"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_normalising_a_zero_vector(request, dtype):
+def test_normalising_a_zero_vector(request, dtype, function):
     pair = _norm_pair(request, dtype)
-    bad, good = pair.functions("unit_loss")
-    x = torch.tensor([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], dtype=dtype)
-    value, (grad,) = forward_backward(bad, x)
-    assert torch.isnan(value[0].float()).all() and torch.isnan(grad.float()).any()
-    value, (grad,) = forward_backward(good, x)
-    assert finite(value, grad), pair.describe()
-    same_forward(bad, good, torch.tensor([[1.0, 2.0, 2.0], [3.0, 4.0, 0.5]], dtype=dtype))
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_normalising_by_a_norm_kept_in_a_name(request, dtype):
-    pair = _norm_pair(request, dtype)
-    bad, good = pair.functions("named_unit_loss")
+    bad, good = pair.functions(function)
     x = torch.tensor([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], dtype=dtype)
     value, (grad,) = forward_backward(bad, x)
     assert torch.isnan(value[0].float()).all() and torch.isnan(grad.float()).any()
