@@ -12,6 +12,7 @@ import pytest
 from fixture_support import FIXTURES
 from torchlint import config, engine
 from torchlint.analysis.model.project_index import definition, facts_of_source, refused_saves_in
+from torchlint.analysis.model.saved_values import saved_layouts
 
 sys.path.insert(0, str(Path(__file__).parent))
 from renaming import rename_identifiers  # noqa: E402
@@ -62,6 +63,11 @@ def kinds(body: str):
             [],
         ),
         ("def np_state():\n    return {'seed': 1}\n\ntorch.save({'s': np_state()}, 'a.pt')", []),
+        # What a function of the module returns, the same kind on every return; an unpacked element of it.
+        ("def options():\n    return argparse.ArgumentParser().parse_args()\n\ntorch.save({'a': options()}, 'a.pt')", [("'a.pt'", "namespace", True)]),
+        ("def options(c):\n    if c:\n        return {}\n    return argparse.Namespace()\n\ntorch.save({'a': options(1)}, 'a.pt')", []),
+        ("def score(xs):\n    return np.mean(xs), len(xs)\n\ndef f():\n    acc, n = score([1.0])\n    torch.save({'acc': acc, 'n': n}, 'a.pt')", [("'a.pt'", "numpy", True)]),
+        ("def score(xs):\n    return np.mean(xs), len(xs)\n\ndef f():\n    acc, n = score([1.0])\n    torch.save({'n': n}, 'a.pt')", []),
     ],
 )
 def test_what_a_save_holds(body, expected):
@@ -85,3 +91,34 @@ def test_tl406_findings_do_not_rest_on_names(path):
         return sorted(f.confidence.value for f in engine.lint_text(text, "module.py", settings).findings)
 
     assert levels(rename_identifiers(source)) == levels(source)
+
+
+def layouts(body: str):
+    """(keys, kind or None) of each saved dict with literal keys in ``body``."""
+    facts = facts_of_source(HEADER + textwrap.dedent(body), "module.py")
+    found = saved_layouts(facts, lambda qualified, local: definition(qualified, local, None))
+    return [(sorted(layout.keys), layout.refused.kind if layout.refused else None) for layout in found]
+
+
+@pytest.mark.parametrize(
+    "body, expected",
+    [
+        ("torch.save({'model': 1, 'args': argparse.Namespace()}, path)", [(["args", "model"], "namespace")]),
+        ("state = {'model': 1}\nstate['rng'] = np.random.get_state()\ntorch.save(state, f(x))", [(["model", "rng"], "numpy")]),
+        ("torch.save(dict(model=1, epoch=2), path)", [(["epoch", "model"], None)]),
+        ("torch.save({'model': 1, **extra}, path)", []),  # a key the code does not spell
+        ("torch.save({k: 1 for k in ks}, path)", []),
+        (
+            "def save_checkpoint(state, folder):\n    torch.save(state, folder + '/last.pt')\n\n"
+            "save_checkpoint({'epoch': 1, 'opt': argparse.Namespace()}, 'runs')",
+            [(["epoch", "opt"], "namespace")],
+        ),
+        (
+            "def save_checkpoint(state, folder):\n    state = {'wrapped': state}\n    torch.save(state, folder)\n\n"
+            "save_checkpoint({'epoch': 1}, 'runs')",
+            [(["wrapped"], None)],
+        ),
+    ],
+)
+def test_the_layout_of_a_saved_dict(body, expected):
+    assert layouts(body) == expected

@@ -52,7 +52,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
 
     from torchlint.analysis.model.file_context import AnalysisSettings, FileContext
-    from torchlint.analysis.model.saved_values import RefusedSave
+    from torchlint.analysis.model.saved_values import RefusedSave, SavedLayout
 
 # How many import / inheritance hops a lookup follows.
 MAX_HOPS = 8
@@ -454,6 +454,7 @@ class ProjectIndex:
         self._files_source = files
         self._lock = threading.RLock()
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
+        self._file_list: Tuple[str, ...] = ()
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
         self._refused_saves: Dict[Tuple[str, str], Optional["RefusedSave"]] = {}
         self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
@@ -473,6 +474,7 @@ class ProjectIndex:
             with self._lock:
                 if self._modules is None:
                     files = self._files_source() if callable(self._files_source) else self._files_source
+                    self._file_list = tuple(files)
                     modules: Dict[str, str] = {}
                     # module_name's climb through __init__.py packages, done once per directory however many
                     # files it holds (a warm cached run over a large tree builds this map and little else).
@@ -564,9 +566,20 @@ class ProjectIndex:
         if self._reading is not None:
             self._reading.add(module)
 
-    def module_texts(self) -> Iterator[bytes]:
-        """The text of every module of the project, read one at a time (for facts read from text first)."""
-        for module in sorted(self._ensure()):
+    def files(self) -> List[str]:
+        """Every file of the project as the run listed it (notebooks too); reading one is the asker's business."""
+        self._ensure()
+        return list(self._file_list)
+
+    def module_texts(self, distinct_files: bool = False) -> Iterator[bytes]:
+        """The text of every module of the project, read one at a time (for facts read from text first);
+        ``distinct_files``: once per file, though a namespace folder gives a file a second module name."""
+        seen: Set[str] = set()
+        for module, path in sorted(self._ensure().items()):
+            if distinct_files:
+                if path in seen:
+                    continue
+                seen.add(path)
             yield self._module_bytes(module)
 
     def reaches_words(self, module: str, words: Tuple[bytes, ...]) -> bool:
@@ -654,6 +667,14 @@ class ProjectIndex:
 
         return self.fact(f"program:{module}", compute)
 
+    def is_imported(self, module: str) -> bool:
+        """Whether another module of the project imports ``module`` (read from import lines, nothing parsed)."""
+
+        def compute() -> FrozenSet[str]:
+            return frozenset(imported for name in self._ensure() for imported in self.imports_of(name) if imported != name)
+
+        return module in self.fact("imported-modules", compute)
+
     def is_module(self, module: str) -> bool:
         """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
         return module in self._ensure()
@@ -693,6 +714,32 @@ class ProjectIndex:
                         break
             self._refused_saves[key] = found
         return self._refused_saves[key]
+
+    def saved_layouts_near(self, near: str) -> Tuple["SavedLayout", ...]:
+        """The dicts with literal keys that the modules near file ``near`` (see :meth:`refused_save_near`) save,
+        directly or through a project function (analysis/model/saved_values.py ``saved_layouts``); only files
+        whose bytes hold ``save`` are parsed."""
+        from torchlint.analysis.model.saved_values import saved_layouts
+
+        folder = _package_root(os.path.dirname(os.path.abspath(near)))
+
+        def compute() -> Tuple["SavedLayout", ...]:
+            found: List["SavedLayout"] = []
+            seen: Set[str] = set()
+            prefix = folder + os.sep
+            for module, path in sorted(self._ensure().items(), key=lambda item: (item[0].count("."), item[0])):
+                absolute = os.path.abspath(path)
+                if not absolute.startswith(prefix) or absolute in seen:
+                    continue
+                seen.add(absolute)
+                if b"save" not in self._module_bytes(module):
+                    continue
+                facts = self._module_facts(module)
+                if facts is not None:
+                    found.extend(saved_layouts(facts, lambda qualified, local: definition(qualified, local, self)))
+            return tuple(found)
+
+        return self.fact(f"saved-layouts:{folder}", compute)
 
     def module_of(self, path: str) -> Optional[str]:
         """The module name of a file of the run (None when it is not one of them)."""

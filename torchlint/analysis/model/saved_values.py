@@ -36,7 +36,12 @@ Where a value comes from: a dict, list, tuple or set literal holding it (``{"mod
 "rng": np.random.get_state()}``), ``dict(...)``, ``copy.deepcopy(...)``, a name bound once in the saving
 function (or at the module's top level, unless the function binds it too), an entry added to that name
 before the save (``ckpt["args"] = args``, ``ckpt.update(...)``), an attribute ``self.x`` its class assigns
-once.  What a value may be on one path only (``x if c else y``, a name bound twice) is not followed.
+once, what a function of the project returns when each of its ``return``s gives the same kind
+(``args = parse_options()``), and the element of a returned tuple that an unpacking binds
+(``acc, n = evaluate(...)`` where ``evaluate`` returns ``np.mean(accs), len(accs)``).  What a value may be on one path only (``x if c else y``, a name bound twice) is not followed.
+
+:func:`saved_layouts` reads the other half of a match: the literal keys of each dict a module saves (whatever
+its path), so that a load read by those keys is known to read a file of that layout.
 
 The project index imports this module only when a question reaches it (a warm run that reads only its
 cache loads no LibCST, which analysis/model/checkpoints.py and ops.py import).
@@ -471,9 +476,44 @@ def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Ref
         found = _inside(refused_value(entry, scope, before, depth) for entry in scope.entries(name, before))
         if found is not None:
             return found
+    if value is None:
+        found = _unpacked(name, scope, before, depth)
+        if found is not None:
+            return found
     if value is None and name not in scope.shadowed and name != scope.self_name:
         return _global(name, scope)
     return None
+
+
+def _unpacked(name: str, scope: Scope, before: int, depth: int) -> Optional[Refused]:
+    """``a, b = f(...)``, the only binding of ``name`` in the scope, before ``before``: the element of what the
+    project function ``f`` returns at that position, when every ``return`` of it is a tuple of that length."""
+    bindings = [
+        statement for statement in scope.statements()
+        if any(name in _target_names(t) for t in _other_targets(statement) + list(getattr(statement, "targets", []) or []))
+    ]
+    if len(bindings) != 1 or not isinstance(bindings[0], ast.Assign) or bindings[0].lineno >= before:
+        return None
+    statement = bindings[0]
+    if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Tuple) or not isinstance(statement.value, ast.Call):
+        return None
+    elements = statement.targets[0].elts
+    if any(isinstance(e, ast.Starred) for e in elements):
+        return None
+    position = next((i for i, e in enumerate(elements) if isinstance(e, ast.Name) and e.id == name), None)
+    qualified = scope.facts.qualify(statement.value.func)
+    found = scope.locate(qualified, scope.facts) if qualified and position is not None else None
+    if found is None or found[1] not in found[0].functions:
+        return None
+    function = found[0].functions[found[1]]
+    returns = [s for s in own_statements(function) if isinstance(s, ast.Return)]
+    if not returns or any(not isinstance(r.value, ast.Tuple) or len(r.value.elts) != len(elements) for r in returns):
+        return None
+    inner = Scope(found[0], function, scope.locate)
+    values = [refused_value(r.value.elts[position], inner, r.lineno + 1, depth + 1) for r in returns]  # type: ignore[union-attr]
+    if any(v is None for v in values) or len({v.kind for v in values}) != 1:
+        return None
+    return values[0]
 
 
 def _global(name: str, scope: Scope) -> Optional[Refused]:
@@ -615,6 +655,8 @@ def _call(expr: ast.Call, scope: Scope, before: int, depth: int) -> Optional[Ref
             return Refused("module", f"a whole `{ast_dotted_name(func) or qualified}`", _shown(expr))
         return None
     found = scope.locate(qualified, facts) if not qualified.startswith("torch.") else None
+    if found is not None and found[1] in found[0].functions:
+        return _returned(found[0], found[0].functions[found[1]], scope.locate, depth)
     if found is not None and found[1] in found[0].class_nodes:
         family = _class_family(found[0], found[0].class_nodes[found[1]], scope.locate, 0)
         shown_name = ast_dotted_name(func) or found[1]
@@ -623,6 +665,21 @@ def _call(expr: ast.Call, scope: Scope, before: int, depth: int) -> Optional[Ref
         if family == "object":
             return Refused("object", f"an object of the project's class `{shown_name}`", _shown(expr))
     return None
+
+
+def _returned(facts, function: ast.AST, locate: Locate, depth: int) -> Optional[Refused]:
+    """What a project function returns that weights_only refuses, when every ``return`` of it says the same kind
+    (``def parse_option(): ...; return parser.parse_args()``)."""
+    if depth > MAX_DEPTH:
+        return None
+    returns = [s for s in own_statements(function) if isinstance(s, ast.Return)]
+    if not returns or any(r.value is None for r in returns):
+        return None
+    scope = Scope(facts, function, locate)
+    values = [refused_value(r.value, scope, r.lineno + 1, depth + 1) for r in returns]
+    if any(v is None for v in values) or len({v.kind for v in values}) != 1:
+        return None
+    return values[0]
 
 
 def _numpy(qualified: str, expr: ast.Call) -> Optional[Refused]:
@@ -669,10 +726,8 @@ def _class_family(facts, cls: ast.ClassDef, locate: Locate, depth: int) -> Optio
 # -- the saves of one module ----------------------------------------------------------------
 
 
-def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
-    """Each ``torch.save(obj, path)`` of a module whose ``obj`` holds a value weights_only refuses, with the
-    path's key (checkpoints.ast_path_key's: a literal's text, a dotted name otherwise)."""
-    found: List[RefusedSave] = []
+def _calls_by_scope(facts, locate: Locate) -> Iterator[Tuple[ast.Call, Callable[[], Scope]]]:
+    """Every call of a module (outside nested blocks' own scopes), with the scope it is read in, built on demand."""
     methods: Dict[int, ast.ClassDef] = {}
     scopes: List[ast.AST] = []
     for node in every_node(facts.tree):
@@ -683,20 +738,152 @@ def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
             scopes.append(node)
     for node in scopes:
-        scope: Optional[Scope] = None
+        built: List[Scope] = []
+
+        def scope_of(node: ast.AST = node, built: List[Scope] = built) -> Scope:
+            if not built:
+                built.append(_module_scope(facts, locate) if node is facts.tree else Scope(facts, node, locate, methods.get(id(node))))
+            return built[0]
+
         for statement in own_statements(node):
             for call in header_nodes(statement):
-                if not (isinstance(call, ast.Call) and len(call.args) >= 2 and facts.qualify(call.func) in SAVE_FUNCTIONS):
-                    continue
-                if scope is None:
-                    scope = _module_scope(facts, locate) if node is facts.tree else Scope(facts, node, locate, methods.get(id(node)))
-                key = ast_path_key(call.args[1], scope.single, facts.values)
-                if key is None:
-                    continue
-                value = refused_value(call.args[0], scope, call.lineno)
-                if value is not None:
-                    path = call.args[1]
-                    local = isinstance(path, ast.Name) and path.id in scope.shadowed and not key.startswith(("'", '"'))
-                    found.append(RefusedSave(key, value, scope.name, facts.module, facts.path, local))
+                if isinstance(call, ast.Call):
+                    yield call, scope_of
+
+
+def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
+    """Each ``torch.save(obj, path)`` of a module whose ``obj`` holds a value weights_only refuses, with the
+    path's key (checkpoints.ast_path_key's: a literal's text, a dotted name otherwise)."""
+    found: List[RefusedSave] = []
+    for call, scope_of in _calls_by_scope(facts, locate):
+        if len(call.args) < 2 or facts.qualify(call.func) not in SAVE_FUNCTIONS:
+            continue
+        scope = scope_of()
+        key = ast_path_key(call.args[1], scope.single, facts.values)
+        if key is None:
+            continue
+        value = refused_value(call.args[0], scope, call.lineno)
+        if value is not None:
+            path = call.args[1]
+            local = isinstance(path, ast.Name) and path.id in scope.shadowed and not key.startswith(("'", '"'))
+            found.append(RefusedSave(key, value, scope.name, facts.module, facts.path, local))
     found.sort(key=lambda save: (save.key, save.saver or ""))
     return found
+
+
+# -- the layout of the dicts a module saves ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SavedLayout:
+    """The string keys of a dict a ``torch.save`` writes (directly, or through a helper of the project that
+    saves what it is given: ``save_checkpoint({...}, path)``), and what in it weights_only refuses (None:
+    nothing the analysis can show).  A load that reads these keys reads a file of this layout."""
+
+    keys: FrozenSet[str]
+    refused: Optional[Refused]
+    saver: Optional[str]
+    module: str
+    path: str
+
+    def describe(self, shown_path: Optional[str] = None) -> str:
+        """``NumPy values (np.mean(accs), in the dict main saves with the keys read here, in train.py)``."""
+        who = "the top level" if self.saver is None else self.saver
+        where = f", in {shown_path}" if shown_path else ""
+        assert self.refused is not None
+        return f"{self.refused.label} ({self.refused.shown}, in the dict {who} saves with the keys read here{where})"
+
+
+def saved_layouts(facts, locate: Locate) -> List[SavedLayout]:
+    """Each dict with literal keys that a module saves with ``torch.save`` (whatever the path), or hands to a
+    project function that saves the parameter it receives it as."""
+    found = facts.memo.get("saved_values.layouts")
+    if found is not None:
+        return found  # type: ignore[return-value]
+    found = []
+    for call, scope_of in _calls_by_scope(facts, locate):
+        if not call.args or any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        qualified = facts.qualify(call.func)
+        if qualified in SAVE_FUNCTIONS:
+            saved = call.args[0]
+        else:
+            position = _saving_parameter(qualified, facts, locate) if qualified else None
+            if position is None or position >= len(call.args):
+                continue
+            saved = call.args[position]
+        scope = scope_of()
+        keys = _dict_keys(saved, scope, call.lineno, 0)
+        if keys:
+            found.append(SavedLayout(keys, refused_value(saved, scope, call.lineno), scope.name, facts.module, facts.path))
+    facts.memo["saved_values.layouts"] = found
+    return found
+
+
+def _saving_parameter(qualified: str, facts, locate: Locate) -> Optional[int]:
+    """The position of the parameter a project function passes, unchanged, as what ``torch.save`` writes."""
+    located = locate(qualified, facts)
+    if located is None:
+        return None
+    defining, name = located
+    function = defining.functions.get(name)
+    if function is None:
+        return None
+    key = ("saved_values.saving_parameter", name)
+    if key not in defining.memo:
+        positional = [arg.arg for arg in function.args.posonlyargs + function.args.args]
+        rebound = bound_names(function) - set(positional)
+        position = None
+        for statement in own_statements(function):
+            for call in header_nodes(statement):
+                if (
+                    isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
+                    and defining.qualify(call.func) in SAVE_FUNCTIONS and call.args[0].id in positional
+                    and call.args[0].id not in rebound and not _reassigned(function, call.args[0].id)
+                ):
+                    position = positional.index(call.args[0].id)
+        defining.memo[key] = position
+    return defining.memo[key]  # type: ignore[return-value]
+
+
+def _reassigned(function: ast.AST, name: str) -> bool:
+    """Whether the function assigns ``name`` (a parameter) anywhere: what it saves may then be another value."""
+    for statement in own_statements(function):
+        for target in getattr(statement, "targets", None) or [getattr(statement, "target", None)]:
+            if target is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(target)):
+                return True
+    return False
+
+
+def _dict_keys(expr: ast.expr, scope: Scope, before: int, depth: int) -> Optional[FrozenSet[str]]:
+    """The string keys of the dict ``expr`` holds at line ``before``: a display with literal keys, ``dict(k=v)``,
+    a name bound once to one of these, with the ``name["k"] = v`` entries added before; None when any key is
+    not a literal (``**extra``) or the value is not seen to be such a dict."""
+    if depth > MAX_DEPTH:
+        return None
+    if isinstance(expr, ast.Dict):
+        if any(key is None or not (isinstance(key, ast.Constant) and isinstance(key.value, str)) for key in expr.keys):
+            return None
+        return frozenset(key.value for key in expr.keys)  # type: ignore[union-attr]
+    if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and expr.func.id == "dict" and scope.is_builtin("dict"):
+        if expr.args or any(keyword.arg is None for keyword in expr.keywords):
+            return None
+        return frozenset(keyword.arg for keyword in expr.keywords)  # type: ignore[misc]
+    if isinstance(expr, ast.Name):
+        value = scope.single.get(expr.id)
+        if value is None or not scope.reaches(expr.id, value, before):
+            return None
+        keys = _dict_keys(value, scope, before, depth + 1)
+        if keys is None:
+            return None
+        added = set()
+        for statement in scope.statements():
+            if getattr(statement, "lineno", before) >= before or not isinstance(statement, ast.Assign):
+                continue
+            for target in statement.targets:
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id == expr.id:
+                    if not (isinstance(target.slice, ast.Constant) and isinstance(target.slice.value, str)):
+                        return None
+                    added.add(target.slice.value)
+        return keys | frozenset(added)
+    return None

@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import os
 import re
-from typing import List, Optional, Tuple
+from typing import FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -19,12 +19,12 @@ from torchlint.analysis.model.checkpoints import (
 from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES
-from torchlint.analysis.model.project_index import file_facts, refused_saves_in
-from torchlint.analysis.model.saved_values import ADVICE
+from torchlint.analysis.model.project_index import definition, file_facts, refused_saves_in
+from torchlint.analysis.model.saved_values import ADVICE, saved_layouts
 from torchlint.analysis.project.allow_lists import allow_lists_in_file, allow_lists_in_program
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.analysis.flow.callers import framework_called
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 from torchlint.walk_order import visit
 
 # How far a loaded value is followed (names, moves, helpers that return it).
@@ -44,7 +44,11 @@ class LoadWholeObjectWeightsOnly(Rule):
     literal, constant or attribute path such as `args.checkpoint`, or a
     function's own variable within that function; or as the same literal
     path in another module of the project: of the package the file belongs
-    to, or of its folder):
+    to, or of its folder), or the keys the loaded value is read by
+    (`ckpt["args"]`, `ckpt.get("epoch")`) are keys of a dict the project
+    saves, whatever its path (directly, or handed to a project function that
+    saves what it is given: `save_checkpoint({"epoch": e, "args": args},
+    folder)`), and every such dict holds:
 
     - a whole module, optimizer or LR scheduler (`torch.save(model, path)`);
     - NumPy arrays and scalars: `np.random.get_state()`, `np.float64(acc)`,
@@ -130,11 +134,12 @@ class LoadWholeObjectWeightsOnly(Rule):
     whole process: a module the loading file imports, or one importing it;
     another script of the repository does not count), loaded
     values used only as dicts or tensors, a `lambda` in a checkpoint (pickle
-    cannot save one: the save fails first). Not seen: objects saved in
-    another module under a path that is not a literal, values a helper
-    saves for its callers (`def save_checkpoint(state, path)`), values that
-    only one branch binds, and uses of the loaded value in other functions
-    than the one holding the load or the helper's callers.
+    cannot save one: the save fails first), a load whose keys are also keys
+    of a dict the project saves with allowed values only (which file it is,
+    the code does not say). Not seen: objects saved in another module under
+    a path that is not a literal and read by no key, values that only one
+    branch binds, and uses of the loaded value in other functions than the
+    one holding the load or the helper's callers.
     """
 
     code = "TL406"
@@ -145,6 +150,12 @@ class LoadWholeObjectWeightsOnly(Rule):
     )
     fix_applicability = Applicability.UNSAFE
     triggers = ("load",)
+    confidence_levels = """
+`high` when the loaded value is used as a module, when a save to the same
+path shows what the file holds, or when two keys or more that the load reads
+match the saved dicts; `medium` when one key does (another program may write
+a file of that layout too).
+"""
 
     @classmethod
     def prepass(cls, scan):
@@ -189,21 +200,26 @@ class LoadWholeObjectWeightsOnly(Rule):
             return  # misspelt: TL405 renames it
         if allow_lists_in_file(self.context):
             return
+        level = Confidence.HIGH
         used = self._used_as_module(node, list(self.context.ancestors), 0)
         if used is not None:
             holds, advice = f"a whole object ({used})", ADVICE["module"]
         else:
             saved = self._saved_refused(node)
             if saved is None:
-                return
-            holds, advice = saved
+                saved = self._layout_refused(node)
+                if saved is None:
+                    return
+                holds, advice, level = saved
+            else:
+                holds, advice = saved
         if allow_lists_in_program(self.context):  # asked last: it reads the program's modules
             return
         message = (
             f"torch.load loads weights only by default since torch 2.6, and this checkpoint holds {holds}: "
             f"loading raises 'Weights only load failed'; {advice}, or pass weights_only=False for a file you trust"
         )
-        self.report(node, message, self._fix(node, given))
+        self.report(node, message, self._fix(node, given), confidence=level)
 
     # -- the loaded value used as a module --------------------------------------------------------
 
@@ -282,6 +298,55 @@ class LoadWholeObjectWeightsOnly(Rule):
                 return save.describe(_relative(save.path, self.context.path)), save.value.advice
         return None
 
+    def _layout_refused(self, node: cst.Call) -> Optional[Tuple[str, str, Confidence]]:
+        """The dicts the project saves (whatever the path) whose keys include every key the loaded value is read
+        by: when each of them holds a value weights_only refuses, the file is one of theirs.  Sure when two keys
+        or more match; one key may be a layout another program writes too."""
+        keys = self._keys_read(node, list(self.context.ancestors))
+        if not keys:
+            return None
+        project = self.context.project
+        if project is not None and self.context.path not in ("-", ""):
+            layouts = project.saved_layouts_near(self.context.path)
+        else:
+            facts = file_facts(self.context)
+            if facts is None:
+                return None
+            layouts = tuple(saved_layouts(facts, lambda qualified, local: definition(qualified, local, None)))
+        matching = [layout for layout in layouts if keys <= layout.keys]
+        if not matching or any(layout.refused is None for layout in matching):
+            return None
+        here = os.path.abspath(self.context.path)
+        layout = next((m for m in matching if os.path.abspath(m.path) == here), matching[0])
+        shown = None if os.path.abspath(layout.path) == here else _relative(layout.path, self.context.path)
+        level = Confidence.HIGH if len(keys) >= 2 else Confidence.MEDIUM
+        return layout.describe(shown), layout.refused.advice, level
+
+    def _keys_read(self, value: cst.CSTNode, ancestors: List[cst.CSTNode]) -> FrozenSet[str]:
+        """The string keys the loaded value is read by: ``torch.load(f)["model"]``, or ``ckpt["model"]`` and
+        ``ckpt.get("epoch")`` where the load's assignment to ``ckpt`` reaches, in its function."""
+        if not ancestors:
+            return frozenset()
+        parent = ancestors[-1]
+        key = _key_of(value, parent, ancestors[-2] if len(ancestors) > 1 else None)
+        if key is not None:
+            return frozenset({key})
+        if not (isinstance(parent, cst.Assign) and parent.value is value and len(parent.targets) == 1):
+            return frozenset()
+        target = parent.targets[0].target
+        if not isinstance(target, cst.Name):
+            return frozenset()
+        name = target.value
+        scope = next((a for a in reversed(ancestors) if isinstance(a, (cst.FunctionDef, cst.Module))), self.context.module)
+        keys = set()
+        for use, use_ancestors in _mentions(scope, name):
+            if not use_ancestors or not _reaches(self.context, parent, name, use_ancestors):
+                continue
+            key = _key_of(use, use_ancestors[-1], use_ancestors[-2] if len(use_ancestors) > 1 else None)
+            if key is not None:
+                keys.add(key)
+        return frozenset(keys)
+
     # -- the fix -------------------------------------------------------------------------------------------
 
     def _fix(self, node: cst.Call, given: Optional[cst.Arg]) -> Optional[FixSpec]:
@@ -293,6 +358,23 @@ class LoadWholeObjectWeightsOnly(Rule):
         else:
             replacement = Replacement(node, add_keyword(node, "weights_only", cst.Name("False")))
         return FixSpec(Applicability.UNSAFE, "Load it as a whole object (`weights_only=False`): only for a file you trust", (replacement,))
+
+
+def _key_of(value: cst.CSTNode, parent: cst.CSTNode, grand: Optional[cst.CSTNode]) -> Optional[str]:
+    """``"k"`` when ``value`` is read as ``value["k"]`` or ``value.get("k", ...)``."""
+    if isinstance(parent, cst.Subscript) and parent.value is value and len(parent.slice) == 1:
+        index = parent.slice[0].slice
+        if isinstance(index, cst.Index) and isinstance(index.value, cst.SimpleString):
+            text = index.value.evaluated_value
+            return text if isinstance(text, str) else None
+    if (
+        isinstance(parent, cst.Attribute) and parent.value is value and parent.attr.value == "get"
+        and isinstance(grand, cst.Call) and grand.func is parent and grand.args
+        and isinstance(grand.args[0].value, cst.SimpleString) and grand.args[0].keyword is None
+    ):
+        text = grand.args[0].value.evaluated_value
+        return text if isinstance(text, str) else None
+    return None
 
 
 def _function_name(ancestors) -> Optional[str]:
