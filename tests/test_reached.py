@@ -1,0 +1,121 @@
+"""Code nothing in the project names (analysis/project/reached.py): its findings sit one level lower, and every way
+a project can still reach the code keeps them where the rule put them."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, List
+
+from fixture_support import all_rules_settings, checker_target
+from torchlint import cli, engine
+
+# TL602 finds ``init.kaiming_normal`` at ``high`` (the level table is off in the tests).
+HELPER = (
+    "import torch.nn as nn\n"
+    "import torch.nn.init as init\n"
+    "\n"
+    "\n"
+    "def init_params(net):\n"
+    "    for m in net.modules():\n"
+    "        init.kaiming_normal(m.weight)\n"
+)
+CALLER = "import torch.nn as nn\nfrom helpers import init_params\n\nnet = nn.Linear(2, 2)\ninit_params(net)\n"
+# Imports the helpers' module (a program the project shows) and calls nothing of it.
+IDLE = "import torch.nn as nn\n\nimport helpers\nimport layers\n\nnet = nn.Linear(2, 2)\n"
+
+
+def levels(project: Path, capsys) -> Dict[str, List[str]]:
+    here = os.getcwd()
+    os.chdir(project)
+    try:
+        cli.main(["check", "--select", "TL602", "--confidence-level", "low", "--output-format", "json", "--exit-zero", "--no-cache", "."])
+    finally:
+        os.chdir(here)
+    found: Dict[str, List[str]] = {}
+    for item in json.loads(capsys.readouterr().out):
+        found.setdefault(item["path"].removeprefix("./"), []).append(item["confidence"])
+    return found
+
+
+def project(tmp_path: Path, files: Dict[str, str]) -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n", encoding="utf-8")
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_a_helper_no_module_names_is_one_level_lower(tmp_path, capsys):
+    assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": IDLE}), capsys) == {"helpers.py": ["medium"]}
+
+
+def test_a_helper_another_module_calls_keeps_its_level(tmp_path, capsys):
+    assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": CALLER}), capsys) == {"helpers.py": ["high"]}
+
+
+def test_a_comment_naming_the_helper_is_no_call(tmp_path, capsys):
+    files = {"helpers.py": HELPER, "train.py": IDLE + "# init_params(net) is not needed here\n"}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}
+
+
+def test_a_call_in_the_same_file_or_a_string_keeps_its_level(tmp_path, capsys):
+    same_file = HELPER + "\n\nif __name__ == '__main__':\n    init_params(nn.Linear(2, 2))\n"
+    assert levels(project(tmp_path / "same", {"helpers.py": same_file}), capsys) == {"helpers.py": ["high"]}
+    registry = {"helpers.py": HELPER, "train.py": IDLE + "INITS = {'kaiming': 'init_params'}\n"}
+    assert levels(project(tmp_path / "registry", registry), capsys) == {"helpers.py": ["high"]}
+
+
+def test_a_decorated_function_is_called_by_its_decorator(tmp_path, capsys):
+    decorated = HELPER.replace("def init_params", "@register\ndef init_params").replace(
+        "import torch.nn.init as init\n", "import torch.nn.init as init\nfrom registry import register\n"
+    )
+    assert levels(project(tmp_path, {"helpers.py": decorated}), capsys) == {"helpers.py": ["high"]}
+
+
+def test_a_lookup_by_a_computed_name_may_reach_any_definition(tmp_path, capsys):
+    files = {"helpers.py": HELPER, "train.py": "import helpers\n\nchoice = input()\ngetattr(helpers, choice)(None)\n"}
+    assert levels(project(tmp_path / "computed", files), capsys) == {"helpers.py": ["high"]}
+    files = {"helpers.py": HELPER, "train.py": "import torch.nn as nn\nimport helpers\n\nwidth = getattr(nn, 'Linear')\n"}
+    assert levels(project(tmp_path / "literal", files), capsys) == {"helpers.py": ["medium"]}
+
+
+def test_a_method_lives_as_long_as_its_class(tmp_path, capsys):
+    layer = (
+        "import torch.nn as nn\n"
+        "import torch.nn.init as init\n"
+        "\n"
+        "\n"
+        "class Masked(nn.Linear):\n"
+        "    def reset_parameters(self):\n"
+        "        init.kaiming_normal(self.weight)\n"
+    )
+    used = {"layers.py": layer, "train.py": "from layers import Masked\n\nnet = Masked(2, 2)\n"}
+    assert levels(project(tmp_path / "used", used), capsys) == {"layers.py": ["high"]}
+    unused = {"layers.py": layer, "train.py": IDLE}
+    assert levels(project(tmp_path / "unused", unused), capsys) == {"layers.py": ["medium"]}
+
+
+def test_a_call_from_a_notebook_of_the_project_keeps_its_level(tmp_path, capsys):
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": ["from helpers import init_params\n", "init_params(net)\n"]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    files = {"helpers.py": HELPER, "explore.ipynb": json.dumps(notebook)}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["high"]}
+
+
+def test_a_module_no_file_imports_may_be_an_excerpt(tmp_path, capsys):
+    # Definitions only, imported by nothing: the code that calls them may not be in the project.
+    alone = {"helpers.py": HELPER, "train.py": "import torch.nn as nn\n\nnet = nn.Linear(2, 2)\n"}
+    assert levels(project(tmp_path, alone), capsys) == {"helpers.py": ["high"]}
+    script = {"helpers.py": HELPER + "\n\nprint(nn.Linear(2, 2))\n"}  # runs code: a script
+    assert levels(project(tmp_path / "script", script), capsys) == {"helpers.py": ["medium"]}
+
+
+def test_a_text_linted_alone_is_never_judged_unreached():
+    settings = all_rules_settings(checker_target(HELPER))
+    found = engine.lint_text(HELPER, "helpers.py", settings).findings
+    assert [(f.code, f.confidence.value) for f in found] == [("TL602", "high")]

@@ -1,0 +1,203 @@
+"""Code that nothing in the project runs: a function or a class that no module, script or notebook names.
+
+A finding in such code cannot happen at run time as the project stands (readers of validation draws judged
+31 of the 35 false API-drift findings at ``high`` on draws d1-d7 to sit in helpers no file calls: an unused
+``init_params``, a ``weights_init`` no ``apply`` receives).  The fact is read from the project's text: the
+name of each enclosing ``def`` or ``class`` appears nowhere else, comments left out.  Anything that may
+reach it keeps it alive:
+
+- a call, an attribute, an import, a string (a registry, a ``console_scripts`` entry, an argparse choice),
+  another definition of the same name anywhere (which one a call reaches is not asked);
+- a decorator (a registry, a command line, a test framework or a compiler calls it);
+- a method: only through its class (an override is called by its base class: ``reset_parameters``,
+  ``training_step``), so a method is unreached when its class is;
+- a lookup by a computed name in the project (``globals()[name]``, ``module.__dict__[name]``,
+  ``getattr(module, name)`` of an imported module, ``import_module``, ``eval``): every definition is then
+  taken as reached;
+- a function that the framework calls by its name (``forward``, dunders, ``test_*`` for pytest).
+
+Only code of a program the project shows is judged: a file that another module imports, that runs code at its
+top level (a script: a ``__main__`` block, a call), or a notebook.  An excerpt (a module of definitions that
+nothing imports, as pasted in a bug report) may be called from code that is not there.  Without a project (a
+text linted on its own) nothing is known to be unreached.  The fact lowers a finding by
+one level (rule.py): the code can still be called by a user of the project.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import TYPE_CHECKING, Iterable, Optional
+
+import libcst as cst
+
+from torchlint.analysis.model.project_index import ProjectIndex
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.analysis.model.file_context import FileContext
+
+NOTEBOOK_SUFFIX = ".ipynb"
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+# A comment: ``#`` at the start of a line or after a space, to the end of the line.
+_COMMENT = re.compile(rb"(?m)(?:^|(?<=\s))#[^\n]*")
+# Lookups of a definition by a computed name: of any module (``globals()``, ``import_module``, ``eval``), or of
+# one the file imports (``getattr(models, name)``, ``models.__dict__[name]``, ``vars(models)``).
+_DYNAMIC = re.compile(rb"\bglobals\s*\(\s*\)|\bimport_module\s*\(|(?<![\w.])(?:eval|exec)\s*\(|\bsys\.modules\b")
+_BY_NAME_OF = (
+    re.compile(rb"\bgetattr\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*(?![\s\"'])"),
+    re.compile(rb"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\.__dict__\b"),
+    re.compile(rb"\bvars\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)"),
+)
+# Functions the framework or Python calls by their name.
+_CALLED_BY_NAME = re.compile(r"^(__\w+__|forward|main|test_\w*|setup|teardown)$")
+
+
+def _code_text(data: bytes) -> bytes:
+    return _COMMENT.sub(b"", data)
+
+
+def _imported_module(data: bytes, name: bytes) -> Optional[str]:
+    """The module ``name`` is bound to by an import of ``data`` (``.`` first for a relative one), else None."""
+    word = rb"(?<![\w.])%s(?![\w.])" % name
+    match = re.search(rb"^\s*import\s+([\w.]+)\s+as\s+%s" % word, data, re.M)
+    if match:
+        return match.group(1).decode("ascii", "replace")
+    match = re.search(rb"^\s*import\s+(?:[\w.]+\s*,\s*)*(%s)\b" % re.escape(name), data, re.M)
+    if match:
+        return name.decode("ascii", "replace")
+    match = re.search(rb"^\s*from\s+(\.*[\w.]*)\s+import\s+[^\n]*%s" % word, data, re.M)
+    if match:
+        base = match.group(1).decode("ascii", "replace")
+        return f"{base}.{name.decode('ascii', 'replace')}" if not base.endswith(".") else base + name.decode("ascii", "replace")
+    return None
+
+
+def _looks_up_by_name(data: bytes, index: ProjectIndex) -> bool:
+    """Whether ``data`` looks up a definition of the project by a computed name."""
+    if _DYNAMIC.search(data):
+        return True
+    for pattern in _BY_NAME_OF:
+        for match in pattern.finditer(data):
+            module = _imported_module(data, match.group(1))
+            if module is not None and (module.startswith(".") or _is_project_module(index, module)):
+                return True
+    return False
+
+
+def _is_project_module(index: ProjectIndex, module: str) -> bool:
+    """``module`` or its package is one of the project's (an import names a module or a name in it)."""
+    return index.is_module(module) or index.is_module(module.rpartition(".")[0])
+
+
+def _notebook_texts(index: ProjectIndex) -> Iterable[bytes]:
+    for path in index.files():
+        if path.endswith(NOTEBOOK_SUFFIX):
+            try:
+                with open(path, "rb") as handle:
+                    yield handle.read()
+            except OSError:
+                continue
+
+
+class _Words:
+    """How often each word occurs in the project's code (comments left out), and whether it looks anything
+    up by a computed name."""
+
+    def __init__(self, index: ProjectIndex) -> None:
+        self.counts: Counter = Counter()
+        self.dynamic = False
+        for data in list(index.module_texts(distinct_files=True)) + list(_notebook_texts(index)):
+            code = _code_text(data)
+            self.counts.update(_WORD.findall(code))
+            self.dynamic = self.dynamic or _looks_up_by_name(code, index)
+
+
+def _words(index: ProjectIndex) -> _Words:
+    return index.fact("reached.words", lambda: _Words(index))
+
+
+def _mentions(data: bytes, name: bytes) -> int:
+    return len(re.findall(rb"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % name, data))
+
+
+def _definitions(data: bytes, name: bytes) -> int:
+    return len(re.findall(rb"\b(?:def|class)\s+%s(?![A-Za-z0-9_])" % name, data))
+
+
+def unreached(context: "FileContext") -> bool:
+    """Whether the code the context is at sits in a function or class that nothing in the project names."""
+    index = context.project
+    if index is None or context.path in ("", "-"):
+        return False
+    owners = [node for node in context.ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
+    if not owners:
+        return False
+    return context.memoized("reached.unreached", owners[-1], lambda _: _unreached(context, index, owners))
+
+
+def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
+    if not _in_program(context, index):
+        return False
+    words = _words(index)
+    if words.dynamic:
+        return False
+    source = _code_text(context.source.encode("utf-8", "replace"))
+    on_disk = _code_text(_disk_text(context, index))
+    for position, node in enumerate(owners):
+        if node.decorators:
+            continue
+        name = node.name.value
+        parent = _owning_class(owners, position)
+        if isinstance(node, cst.FunctionDef) and (parent is not None or _CALLED_BY_NAME.match(name)):
+            continue  # a method lives as long as its class; a hook is called by its name
+        encoded = name.encode("utf-8")
+        elsewhere = words.counts.get(encoded, 0) - _mentions(on_disk, encoded)
+        if elsewhere > 0:
+            continue
+        if _mentions(source, encoded) > _definitions(source, encoded):
+            continue
+        return True
+    return False
+
+
+def _in_program(context: "FileContext", index: ProjectIndex) -> bool:
+    """The file is part of a program the project shows: a notebook, a script, or a module another one imports."""
+    if context.path.endswith(NOTEBOOK_SUFFIX) or _runs_at_top_level(context.module):
+        return True
+    module = index.module_of(context.path)
+    return module is not None and index.is_imported(module)
+
+
+def _runs_at_top_level(module: cst.Module) -> bool:
+    """A statement of the module's top level that runs code: a call, a loop, a ``with``, a ``__main__`` block."""
+    for statement in module.body:
+        if isinstance(statement, (cst.For, cst.While, cst.With)):
+            return True
+        if isinstance(statement, cst.If) and "__name__" in cst.Module([]).code_for_node(statement.test):
+            return True
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                value = getattr(small, "value", None)
+                if isinstance(small, cst.Expr) and isinstance(value, (cst.Call, cst.Await)):
+                    return True
+    return False
+
+
+def _owning_class(owners, position: int) -> Optional[cst.ClassDef]:
+    """The class whose body holds ``owners[position]`` directly (a method), else None."""
+    if position and isinstance(owners[position - 1], cst.ClassDef):
+        return owners[position - 1]
+    return None
+
+
+def _disk_text(context: "FileContext", index: ProjectIndex) -> bytes:
+    """The linted file's text as the project read it (the counts hold it; the context's text may be newer)."""
+    if context.path.endswith(NOTEBOOK_SUFFIX):
+        try:
+            with open(context.path, "rb") as handle:
+                return handle.read()
+        except OSError:
+            return b""
+    module = index.module_of(context.path)
+    if module is None:
+        return b""
+    return index.module_bytes(module)
