@@ -343,24 +343,36 @@ def level_counts(findings: Sequence[Finding], verdicts: Dict[Key, Verdict]) -> D
 WILSON_Z = 1.2816
 
 
-def upper_bound(real: int, read: int, z: float = WILSON_Z) -> float:
-    """The upper end of Wilson's score interval for ``real`` of ``read``."""
-    if not read:
-        return 1.0
+def _wilson(real: int, read: int, z: float, sign: int) -> float:
     share = real / read
     centre = share + z * z / (2 * read)
     spread = z * math.sqrt(share * (1 - share) / read + z * z / (4 * read * read))
-    return (centre + spread) / (1 + z * z / read)
+    return (centre + sign * spread) / (1 + z * z / read)
+
+
+def upper_bound(real: int, read: int, z: float = WILSON_Z) -> float:
+    """The upper end of Wilson's score interval for ``real`` of ``read``."""
+    return _wilson(real, read, z, 1) if read else 1.0
+
+
+def lower_bound(real: int, read: int, z: float = WILSON_Z) -> float:
+    """The lower end of Wilson's score interval for ``real`` of ``read``."""
+    return _wilson(real, read, z, -1) if read else 0.0
 
 
 def shown_level(found: str, counts: Counter) -> str:
-    """The level the decision rule shows a form found at ``found`` at, from its read findings."""
+    """The level the decision rule shows a form found at ``found`` at, from its read findings: down to the
+    highest level at or below ``found`` whose promise the upper bound still reaches; up to a higher level only
+    when even the lower bound keeps that level's promise (the readings show the analysis too cautious)."""
     read = counts["real"] + counts["real*"] + counts["false"]
     if not read:
         return found
-    bound = upper_bound(counts["real"] + counts["real*"], read)
+    real = counts["real"] + counts["real*"]
     for level, promise in PROMISES:
-        if precision_user.at_or_above(found, level) and bound >= promise:
+        if precision_user.at_or_above(found, level):
+            if upper_bound(real, read) >= promise:
+                return level
+        elif lower_bound(real, read) >= promise:
             return level
     return "low"
 
@@ -392,8 +404,10 @@ def calibrate(names: Sequence[str], label: str, torchlint: str, corpus: Path, re
            f"{repositories} repositories, {lines:,} lines; every finding at the level the analysis found it "
            "(the level table off), against the verdicts read blind. A form whose share of real findings cannot "
            "reach 0.90 (the upper end of its one-sided 90% Wilson interval is below it) is shown at `medium` "
-           "when it is found at `high`, and one that cannot reach 0.50 at `low`.", "",
-           "| form | read | real or real* | share | upper bound | unread | shown at |", "|---|---:|---:|---:|---:|---:|---|"]
+           "when it is found at `high`, and one that cannot reach 0.50 at `low`; a form whose share is sure to "
+           "keep a higher level's promise (the lower end reaches it) is shown at that level.", "",
+           "| form | read | real or real* | share | lower bound | upper bound | unread | shown at |",
+           "|---|---:|---:|---:|---:|---:|---:|---|"]
     for (code, level) in sorted(counts, key=lambda k: (k[0], precision_user.LEVELS.index(k[1]))):
         c = counts[(code, level)]
         read = c["real"] + c["real*"] + c["false"]
@@ -403,7 +417,8 @@ def calibrate(names: Sequence[str], label: str, torchlint: str, corpus: Path, re
             moves[f"{code}:{level}"] = shown
         share = f"{real / read:.2f}" if read else ""
         bound = f"{upper_bound(real, read):.2f}" if read else ""
-        out.append(f"| {code} {level} | {read} | {real} | {share} | {bound} | {c['unread']} | {shown} |")
+        low = f"{lower_bound(real, read):.2f}" if read else ""
+        out.append(f"| {code} {level} | {read} | {real} | {share} | {low} | {bound} | {c['unread']} | {shown} |")
     text = "\n".join(out) + "\n"
     print(text)
     print(json.dumps(moves, indent=1, sort_keys=True))
@@ -413,7 +428,8 @@ def calibrate(names: Sequence[str], label: str, torchlint: str, corpus: Path, re
             "note": (f"The decision rule applied to calibration draws {', '.join(names)} ({repositories} repositories, "
                      f"{lines:,} lines, read blind): a form (CODE:level found) whose real share cannot reach 0.90 "
                      "(the upper end of its one-sided 90% Wilson interval) is shown at medium, one that cannot reach "
-                     "0.50 at low, where torchlint trace can confirm it. Evidence: "
+                     "0.50 at low, where torchlint trace can confirm it; one sure to keep a higher promise (the lower "
+                     "end reaches it) is shown there. Evidence: "
                      "bench/results/draws/calibration.md; written by bench/validate.py --calibrate."),
             "moves": dict(sorted(moves.items())),
         }

@@ -1,4 +1,5 @@
-"""bench/validate.py's decision rule: a form is shown at the highest level whose promise its read findings kept."""
+"""bench/validate.py's decision rule: a form is shown at the highest level whose promise its read findings kept
+(down when even the upper bound misses it, up when even the lower bound keeps a higher one)."""
 from __future__ import annotations
 
 from collections import Counter
@@ -24,8 +25,12 @@ def validate():
         ("high", Counter(real=8, false=2), "high"),  # 8 of 10 may still be a 0.90 form
         ("medium", Counter(real=1, false=1), "medium"),
         ("medium", Counter(real=1, false=9), "low"),
-        ("medium", Counter(real=10), "medium"),  # never moved up
-        ("low", Counter(real=10), "low"),
+        ("medium", Counter(real=10), "medium"),  # 10 of 10 is not yet sure of 0.90 (lower bound 0.86)
+        ("medium", Counter(real=25), "high"),  # 25 of 25 is (0.94): the analysis was too cautious
+        ("low", Counter(real=10), "medium"),  # sure of 0.50
+        ("low", Counter(real=170, false=43), "medium"),  # 0.80 of 213: sure of 0.50, not of 0.90
+        ("low", Counter(real=2, false=1), "low"),  # 2 of 3 may be a 0.40 form
+        ("medium", Counter(real=3, false=7), "medium"),  # 0.30 may still be 0.50
         ("high", Counter(unread=5), "high"),  # nothing read: no evidence to move it
     ],
 )
@@ -38,6 +43,9 @@ def test_the_upper_bound_is_wilsons(validate):
     assert validate.upper_bound(10, 10) == pytest.approx(1.0)
     assert 0.5 < validate.upper_bound(0, 1) < 0.7  # one false reading: anything up to about 0.62 is likely
     assert validate.upper_bound(137, 192) == pytest.approx(0.75, abs=0.01)
+    assert validate.lower_bound(0, 0) == 0.0
+    assert validate.lower_bound(137, 192) == pytest.approx(0.67, abs=0.01)
+    assert validate.lower_bound(25, 25) == pytest.approx(25 / (25 + validate.WILSON_Z ** 2))
 
 
 def test_forms_are_counted_by_rule_and_found_level(validate):
