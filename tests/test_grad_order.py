@@ -9,7 +9,7 @@ import libcst as cst
 import pytest
 
 from torchlint import config
-from torchlint.analysis.flow import grad_order, gradflow
+from torchlint.analysis.flow import flow_events, grad_order, gradflow
 from torchlint.analysis.model.project_index import file_context
 
 
@@ -179,7 +179,7 @@ def h(model, batch, optimizer, clip):
 """
 
 
-def _site(flow: gradflow.FunctionFlow, callee: str) -> gradflow.Site:
+def _site(flow: gradflow.FunctionFlow, callee: str) -> flow_events.Site:
     return next(flow.sites[id(c)] for c in flow.calls if flow.context.code(c.func) == callee)
 
 

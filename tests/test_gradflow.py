@@ -8,7 +8,7 @@ import libcst as cst
 import pytest
 
 from torchlint import config
-from torchlint.analysis.flow import gradflow
+from torchlint.analysis.flow import gradflow, module_evidence
 from torchlint.analysis.model.file_context import FileContext
 from torchlint.analysis.model.project_index import file_context
 
@@ -99,7 +99,7 @@ class Net(nn.Module):
 def test_module_attributes_from_init():
     context = _context(LAYERS)
     net = next(s for s in context.module.body if isinstance(s, cst.ClassDef) and s.name.value == "Net")
-    attributes = gradflow.module_attributes(context, net)
+    attributes = module_evidence.module_attributes(context, net)
     assert set(attributes.modules) == {"fc", "block", "loss"}
     assert attributes.parameters == {"scale"}
     assert attributes.other == {"name"}
@@ -278,12 +278,12 @@ def test_regions_of_the_visited_node():
     def debug_step():
         torch.ones(1)
     """
-    assert not gradflow.in_debug_condition(_context_at(source, "torch.autograd.set_detect_anomaly"))
+    assert not module_evidence.in_debug_condition(_context_at(source, "torch.autograd.set_detect_anomaly"))
     context = _context(source)
-    assert gradflow.in_no_grad_region(_context_at(source, "torch.zeros"))
-    assert not gradflow.in_no_grad_region(_context_at(source, "torch.autograd.set_grad_enabled"))
-    assert not gradflow.in_debug_condition(_context_at(source, "torch.autograd.set_grad_enabled"))
-    assert gradflow.in_debug_condition(_context_at(source, "torch.ones"))
+    assert module_evidence.in_no_grad_region(_context_at(source, "torch.zeros"))
+    assert not module_evidence.in_no_grad_region(_context_at(source, "torch.autograd.set_grad_enabled"))
+    assert not module_evidence.in_debug_condition(_context_at(source, "torch.autograd.set_grad_enabled"))
+    assert module_evidence.in_debug_condition(_context_at(source, "torch.ones"))
     assert context.module is not None
 
 
@@ -294,7 +294,7 @@ def test_regions_of_the_visited_node():
      ("src/contest.py", False), ("src/latest_model.py", False)],
 )
 def test_test_paths(path, is_test):
-    assert gradflow.is_test_path(path) is is_test
+    assert module_evidence.is_test_path(path) is is_test
 
 
 @pytest.mark.parametrize(
@@ -304,7 +304,7 @@ def test_test_paths(path, is_test):
      ("tokenizer", False), ("modelling", False), ("unwrap_model", False), ("get_model", False), ("Dx", False)],
 )
 def test_callee_names_that_say_model(name, model):
-    assert gradflow.looks_like_model(name) is model
+    assert module_evidence.looks_like_model(name) is model
 
 
 def test_top_level_script_is_one_more_function():
@@ -536,9 +536,9 @@ def test_modules_the_file_shows_and_values_that_are_not_modules():
         return D(x), D.compute_loss(x), D.init_hidden(2)
     """
     context = _context(source)
-    assert "D" in gradflow.evidenced_modules(context)
+    assert "D" in module_evidence.evidenced_modules(context)
     pipeline = next(s for s in context.module.body if isinstance(s, cst.ClassDef))
-    assert gradflow.module_attributes(context, pipeline).other == {"watermark", "size"}
+    assert module_evidence.module_attributes(context, pipeline).other == {"watermark", "size"}
     flow = _flow(source, "train")
     value = flow.returns[-1][0]
     calls = [element.value for element in value.elements]
@@ -570,7 +570,7 @@ def test_module_classes_by_their_framework_base_and_layers_without_parameters():
             return out, similarity, activated
     """
     context = _context(source)
-    assert {"DinoPreTrainedModel", "DinoDecoder"} <= gradflow.module_classes(context)
+    assert {"DinoPreTrainedModel", "DinoDecoder"} <= module_evidence.module_classes(context)
     flow = _flow(source, "f", "Holder")
     site = flow.returns[-1][1]
     assert flow.carries_grad(cst.Name("out"), at=site)

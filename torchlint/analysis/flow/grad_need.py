@@ -6,7 +6,7 @@ where it is known or conventional that it does not:
 
 - code under ``torch.no_grad()`` / ``torch.inference_mode()`` /
   ``set_grad_enabled(False)`` or in a function decorated with them
-  (:func:`torchlint.analysis.flow.gradflow.in_no_grad_region`);
+  (:func:`torchlint.analysis.flow.module_evidence.in_no_grad_region`);
 - data loading: ``__getitem__`` / ``__iter__`` of a class, any method of a
   ``Dataset`` / ``IterableDataset`` subclass, ``collate_fn``-style functions;
 - metrics: methods of a class deriving from ``Metric``.
@@ -29,7 +29,7 @@ from torchlint.analysis.flow.callers import calls_named, enclosing_function, eve
 from torchlint.analysis.model.calls import has_star_args, keyword_arg
 from torchlint.analysis.model.dataflow import Site, bindings, site_of
 from torchlint.analysis.values.domain import POW, SQRT, DomainOp, constant_value
-from torchlint.analysis.flow.gradflow import in_no_grad_region
+from torchlint.analysis.flow.module_evidence import in_no_grad_region
 from torchlint.analysis.values.kinds import MAX_DEPTH, value_kind
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import call_parts

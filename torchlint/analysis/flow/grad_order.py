@@ -3,12 +3,12 @@
 Four kinds of calls act on gradients, and their order decides what an
 optimizer step uses:
 
-- a backward call adds to ``.grad`` (:class:`~torchlint.analysis.flow.gradflow.BackwardCall`
+- a backward call adds to ``.grad`` (:class:`~torchlint.analysis.flow.flow_events.BackwardCall`
   of kind "backward"; ``torch.autograd.grad`` returns its gradients and adds
   nothing, so it is no event here);
 - ``zero_grad()`` (an optimizer's or a module's, ``set_to_none`` or not)
   clears it;
-- an optimizer step reads it (:class:`~torchlint.analysis.flow.gradflow.StepCall`);
+- an optimizer step reads it (:class:`~torchlint.analysis.flow.flow_events.StepCall`);
 - clipping rescales it in place: ``torch.nn.utils.clip_grad_norm_`` /
   ``clip_grad_value_`` / ``clip_grads_with_norm_`` and the deprecated
   ``clip_grad_norm`` (through the file's imports), the same methods of an
@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, Callable, FrozenSet, List, Optional, Sequence,
 
 import libcst as cst
 
-from torchlint.analysis.flow.gradflow import FunctionFlow, Site, StepCall
+from torchlint.analysis.flow.gradflow import FunctionFlow
+from torchlint.analysis.flow.flow_events import Site, StepCall
 from torchlint.analysis.model.calls import argument, positional_args
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -60,10 +60,12 @@ A ``FunctionFlow`` answers:
   reducing ``reduction``), "one" (shape ``(1,)``: ``.view(1)``,
   ``.reshape(-1)``, ``.flatten()`` of a one-element tensor) or None.
 
-Other helpers: ``module_attributes`` (``self.x = nn.Layer(...)`` in a class),
-``evidenced_modules`` (names the file treats as modules), ``differentiates``
-(a call is a backward call), ``built_flows``, ``in_no_grad_region`` and
-``in_debug_condition`` for the node being visited, ``is_test_path``.
+Beside it: the words it reads code with (autograd_terms.py), which names hold
+modules and where the visited node runs (module_evidence.py: ``module_attributes``,
+``evidenced_modules``, ``in_no_grad_region``, ``in_debug_condition``,
+``is_test_path``), and the records of a walk (flow_events.py: ``Site``,
+``Binding``, ``BackwardCall``, ``StepCall``).  Here: ``differentiates`` (a call
+is a backward call), ``flow_for``, ``built_flows``, ``current_flow``.
 
 What it does not see: values passed between functions except as said above (a
 parameter of the function carries nothing; a helper's return value carries
@@ -83,648 +85,64 @@ from __future__ import annotations
 
 import re
 import weakref
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
-from torchlint.analysis.model import conventions
+from torchlint.analysis.flow.autograd_terms import (
+    ACROSS_ARRAYS,
+    ARRAY_LIBRARIES,
+    ARRAY_PASSING_FUNCTIONS,
+    AUTOGRAD_GRAD,
+    BACKWARD_METHODS,
+    DETACHING_METHODS,
+    FLAT_ONE_METHODS,
+    NON_DIFFERENTIABLE_ATTRIBUTES,
+    NON_DIFFERENTIABLE_FUNCTIONS,
+    NON_DIFFERENTIABLE_METHODS,
+    NON_FORWARD_MODULE_METHODS,
+    NON_MODULE_SELF_ATTRIBUTES,
+    OPTIMIZER_NAME,
+    PARAMETER_CLASSES,
+    REDUCTION_METHODS,
+    REWRAP_FUNCTIONS,
+    SCHEDULER_NAME,
+    TENSOR_FIELD,
+    VALUE_PASSING_BUILTINS,
+)
+from torchlint.analysis.flow.module_evidence import (
+    constructed_kind,
+    evidenced_modules,
+    is_nn_class,
+    last_name,
+    looks_like_loss,
+    looks_like_model,
+    module_classes,
+    truthy_literal,
+)
+from torchlint.analysis.flow.flow_walk import (
+    FunctionWalk,
+    requests_grad,
+)
+from torchlint.analysis.flow.flow_events import (
+    BackwardCall,
+    Binding,
+    Origin,
+    Site,
+    StepCall,
+)
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
-from torchlint.analysis.model.names import dotted_name
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
 
-# -- vocabulary ----------------------------------------------------------------------
-
-NO_GRAD_CONTEXTS = frozenset({"torch.no_grad", "torch.inference_mode", "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad"})
-SET_GRAD_ENABLED = frozenset({"torch.set_grad_enabled", "torch.autograd.set_grad_enabled"})
-# Methods whose result has no autograd history.
-DETACHING_METHODS = frozenset({"detach", "item", "tolist", "numpy"})
-NON_DIFFERENTIABLE_METHODS = frozenset(
-    {
-        "argmax", "argmin", "argsort", "long", "int", "bool", "byte", "short", "size", "dim", "numel",
-        "eq", "ne", "gt", "lt", "ge", "le", "isnan", "isinf", "isfinite", "nonzero", "count_nonzero",
-        "detach_", "zero_", "zeros_like", "new_zeros", "new_ones", "new_empty",
-        "new_tensor", "new_full", "get_device", "is_contiguous", "data_ptr",
-    }
-)
-NON_DIFFERENTIABLE_ATTRIBUTES = frozenset(
-    {"shape", "device", "dtype", "grad", "requires_grad", "is_leaf", "ndim", "grad_fn", "is_cuda", "layout"}
-)
-NON_DIFFERENTIABLE_FUNCTIONS = frozenset(
-    {
-        "torch.argmax", "torch.argmin", "torch.argsort", "torch.zeros_like", "torch.ones_like", "torch.empty_like",
-        "torch.full_like", "torch.rand_like", "torch.randn_like", "torch.randint_like", "torch.is_tensor",
-        "torch.numel", "torch.eq", "torch.ne", "torch.gt", "torch.lt", "torch.ge", "torch.le", "torch.isnan",
-        "torch.isinf", "torch.isfinite", "torch.nonzero", "torch.count_nonzero", "torch.from_numpy",
-        "torch.as_tensor", "torch.no_grad", "torch.inference_mode", "torch.bucketize", "torch.searchsorted",
-    }
-)
-AUTOGRAD_GRAD = frozenset({"torch.autograd.grad", "torch.autograd.functional.grad"})
-BACKWARD_METHODS = frozenset({"backward", "manual_backward"})
-# Calls that copy data into a new leaf tensor: the graph ends there.
-REWRAP_FUNCTIONS = frozenset(
-    {"torch.tensor", "torch.autograd.Variable", "torch.autograd.variable.Variable", "torch.Tensor", "torch.FloatTensor"}
-)
-# Python builtins whose result holds (some of) their arguments' tensors: ``sum(losses)``, ``max(a, b)``.
-VALUE_PASSING_BUILTINS = frozenset({"sum", "min", "max", "abs", "sorted", "reversed", "list", "tuple", "next", "iter"})
-# Calls that hand data across NumPy (``torch.from_numpy(np.clip(a, 0, 1))``): no history, but the
-# values are those of their arguments, which is what a graph cut before them cost.
-ARRAY_PASSING_FUNCTIONS = frozenset({"torch.from_numpy", "torch.as_tensor"})
-ARRAY_LIBRARIES = ("numpy.", "math.", "scipy.")
-# ``through`` of the carries questions: 0 the graph as it is, 1 through detaching steps, 2 also across
-# NumPy, on the way back into torch.
-ACROSS_ARRAYS = 2
-# Methods only a module has: a name or attribute they are called on holds a module.
-MODULE_ONLY_METHODS = frozenset(
-    {
-        "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules", "children",
-        "named_children", "forward", "register_forward_hook", "register_forward_pre_hook", "register_full_backward_hook",
-    }
-)
-# Methods of a module that do not run it on tensors (``D.parameters()``, ``model.generate(...)``
-# runs without gradients).
-NON_FORWARD_MODULE_METHODS = MODULE_ONLY_METHODS - {"forward"} | {
-    "train", "eval", "zero_grad", "state_dict", "load_state_dict", "to", "cuda", "cpu", "half", "float", "double",
-    "bfloat16", "type", "requires_grad_", "apply", "add_module", "register_buffer", "register_parameter",
-    "register_module", "get_submodule", "get_parameter", "get_buffer", "generate", "save_pretrained", "extra_repr",
-    "share_memory", "to_empty",
-}
-# What a module class inherits and calls on ``self`` other than submodules: nn.Module's own methods,
-# LightningModule's (``self.log``, ``self.manual_backward``) and PreTrainedModel's.
-NON_MODULE_SELF_ATTRIBUTES = NON_FORWARD_MODULE_METHODS | {
-    "log", "log_dict", "print", "optimizers", "lr_schedulers", "manual_backward", "toggle_optimizer",
-    "untoggle_optimizer", "clip_gradients", "all_gather", "save_hyperparameters", "freeze", "unfreeze", "backward",
-    "post_init", "init_weights", "tie_weights", "get_input_embeddings", "get_output_embeddings",
-    "set_input_embeddings", "resize_token_embeddings", "get_extended_attention_mask", "invert_attention_mask",
-    "get_head_mask", "gradient_checkpointing_enable", "prepare_inputs_for_generation", "warn_if_padding_and_no_attention_mask",
-    "loss_function", "can_generate", "num_parameters", "get_position_embeddings", "float_tensor",
-}
-# Bases that make a class an ``nn.Module`` without being in ``torch.nn``.
-MODULE_BASES = frozenset(
-    {
-        "pytorch_lightning.LightningModule", "pytorch_lightning.core.LightningModule",
-        "pytorch_lightning.core.module.LightningModule", "lightning.LightningModule",
-        "lightning.pytorch.LightningModule", "lightning.pytorch.core.LightningModule",
-        "transformers.PreTrainedModel", "transformers.modeling_utils.PreTrainedModel",
-    }
-)
-REDUCTION_METHODS = frozenset({"sum", "mean", "prod", "norm", "std", "var", "max", "min", "amax", "amin", "nansum", "nanmean", "median"})
-FLAT_ONE_METHODS = frozenset({"flatten", "ravel"})
-NOT_MODULE_CLASSES = frozenset(
-    {"torch.nn.Parameter", "torch.nn.parameter.Parameter", "torch.nn.ParameterList", "torch.nn.ParameterDict", "torch.nn.Buffer"}
-)
-PARAMETER_CLASSES = frozenset({"torch.nn.Parameter", "torch.nn.parameter.Parameter"})
-# Functions whose return value a framework back-propagates (nn.Module, Lightning, the Hugging Face Trainer).
-TRAINED_BY_FRAMEWORK = frozenset({"forward", "training_step", "compute_loss"})
-
-# A callee named like a network: model, self.encoder, student_net, netG, self.fc, self.head2.
-_MODEL_NAME = re.compile(
-    r"^(?:[a-z0-9]+_)*(?:model|net|network|encoder|decoder|backbone|classifier|generator|discriminator|"
-    r"critic|actor|policy|student|regressor|rnn|lstm|gru|transformer|unet|vae|autoencoder|gen|disc)$|^net[A-Z]\w*$"
-    r"|^(?:fc|head|proj|mlp|linear|conv)\d*$|^[GD](?:_?[A-Z0-9]\w*)?$"
-)
-_LOSS_NAME = re.compile(r"(?:^|_)(?:loss|losses|criterion|criterions|loss_fn|loss_func|objective)(?:$|_)|^criterion|loss$", re.I)
-# Values named this way are meant to stop gradients (teacher outputs, EMA, targets).
-STOP_GRADIENT_NAME = re.compile(r"target|teacher|ema|momentum|(?:^|_)sg(?:$|_)|frozen|stop_grad", re.I)
-# Attributes of a model output that hold tensors (ModelOutput fields, tensor views).
-_TENSOR_FIELD = re.compile(
-    r"logit|hidden|embed|loss|out|feat|score|pred|prob|state|sample|attn|attention|encoding|latent|"
-    r"pool|mean|var|^T$|^mT$|^H$|^real$|^imag$|^weight$|^bias$",
-    re.I,
-)
-_OPTIMIZER_NAME = re.compile(r"opt", re.I)
-# Objects whose ``backward(loss)`` back-propagates its argument (Accelerate, Fabric, DeepSpeed engines,
-# fairseq's optimizer wrappers).
-_BACKWARD_RUNNER = re.compile(r"accelerat|fabric|engine|trainer|strategy|runner|booster|optim|^opt", re.I)
-_SCHEDULER_NAME = re.compile(r"sched", re.I)
-_SCALER_NAME = re.compile(r"scaler", re.I)
-_DEBUG_WORD = re.compile(r"debug|anomal|detect|check|verbose|verify|trace|nan", re.I)
-_TEST_PATH = re.compile(r"(?:^|[\\/])(?:tests?|testing)[\\/]|(?:^|[\\/])(?:test_[^\\/]*|[^\\/]*_test|conftest)\.py$")
-
-
-def is_test_path(path: str) -> bool:
-    """``tests/...``, ``test_x.py``, ``x_test.py``, ``conftest.py`` (a naming convention)."""
-    return conventions.says(bool(_TEST_PATH.search(path)))
-
-
-# Names of functions that hand back a model rather than run one (``accelerator.unwrap_model(m)``).
-_MODEL_GETTER = re.compile(r"^(?:get|build|create|load|unwrap|wrap|make|init|prepare|save|copy|clone)_", re.I)
-
-
-def looks_like_model(name: str) -> bool:
-    return bool(_MODEL_NAME.match(name)) and not STOP_GRADIENT_NAME.search(name) and not _MODEL_GETTER.match(name)
-
-
-def looks_like_loss(name: str) -> bool:
-    return bool(_LOSS_NAME.search(name))
-
-
-def _last_name(node: cst.BaseExpression) -> Optional[str]:
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        return node.attr.value
-    return None
-
-
-def _truthy_literal(node: cst.BaseExpression) -> Optional[bool]:
-    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
-        return node.value == "True"
-    if isinstance(node, cst.Integer):
-        return node.evaluated_value != 0
-    return None
-
-
-# -- classes: which attributes are layers ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClassAttributes:
-    modules: Dict[str, cst.Call]  # attr -> the constructor call (nn.Linear(...), MyBlock(...))
-    parameters: Set[str]  # attrs holding an nn.Parameter
-    other: Set[str]  # attrs assigned something else (known not to be a module)
-    methods: FrozenSet[str] = frozenset()  # the methods the class defines
-    is_module: bool = False  # the class is an nn.Module (LightningModule, PreTrainedModel)
-
-
-def module_attributes(context: "FileContext", class_def: cst.ClassDef) -> ClassAttributes:
-    """``self.x = nn.Layer(...)`` (or a module class of this file) anywhere in the class's methods."""
-    from torchlint.analysis.model.scope import assignments
-
-    local_modules = module_classes(context)
-    modules: Dict[str, cst.Call] = {}
-    parameters: Set[str] = set()
-    other: Set[str] = set()
-    methods = frozenset(stmt.name.value for stmt in class_def.body.body if isinstance(stmt, cst.FunctionDef))
-    for stmt in class_def.body.body:
-        if not isinstance(stmt, cst.FunctionDef):
-            continue
-        for target, value in assignments(stmt.body.body):
-            if not (isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"):
-                continue
-            attr = target.attr.value
-            kind = _constructed_kind(context, value, local_modules)
-            if kind == "module":
-                modules[attr] = value
-            elif kind == "parameter":
-                parameters.add(attr)
-            elif _known_not_module(context, value):
-                other.add(attr)  # what a parameter or a builder hands in may be a module: not known
-    is_module = class_def.name.value in local_modules or any(
-        _is_nn_class(context.qualified_name(base.value) or "") for base in class_def.bases
-    )
-    return ClassAttributes(modules, parameters, other - set(modules) - parameters, methods, is_module)
-
-
-_NOT_MODULE_VALUES = (
-    cst.BaseNumber, cst.BaseString, cst.List, cst.Tuple, cst.Dict, cst.Set, cst.ListComp, cst.DictComp,
-    cst.SetComp, cst.Comparison, cst.BinaryOperation, cst.UnaryOperation, cst.BooleanOperation, cst.Lambda,
-)
-
-
-_MODEL_BUILDER = re.compile(r"(?:^|_)(?:build|create|get|load|make|init)_?(?:model|net|network|backbone|encoder|decoder)", re.I)
-
-
-def _known_not_module(context: "FileContext", value: cst.BaseExpression) -> bool:
-    """Literals, displays, arithmetic, ``None``/``True``, and what a call builds that is not a model
-    (``WatermarkEncoder()``, ``ct.models.MLModel(path)``, ``torch.zeros(3)``): values that are not
-    modules.  A name hands in what the caller passed; ``AutoModel.from_pretrained(...)`` and
-    ``build_model(cfg)`` build models."""
-    if isinstance(value, _NOT_MODULE_VALUES):
-        return True
-    if isinstance(value, cst.Name):
-        return value.value in ("None", "True", "False")
-    if not isinstance(value, cst.Call):
-        return False
-    func = value.func
-    name = _last_name(func) or ""
-    if name == "from_pretrained" and isinstance(func, cst.Attribute):
-        owner = _last_name(func.value) or ""
-        return not ("Model" in owner or "For" in owner)
-    return not _MODEL_BUILDER.search(name)
-
-
-def _constructed_kind(context: "FileContext", value: cst.BaseExpression, local_modules: Set[str]) -> Optional[str]:
-    if not isinstance(value, cst.Call):
-        return None
-    qualified = context.qualified_name(value.func)
-    if qualified in PARAMETER_CLASSES:
-        return "parameter"
-    if qualified is not None and _is_nn_class(qualified):
-        return "module"
-    if isinstance(value.func, cst.Name) and value.func.value in local_modules:
-        return "module"
-    return None
-
-
-# Base classes, by name, of the frameworks' modules when an import the table cannot resolve brings
-# them in (``from ...modeling_utils import PreTrainedModel``).
-_MODULE_BASE_NAMES = frozenset({"Module", "LightningModule", "PreTrainedModel", "ModelMixin", "BaseModule"})
-
-
-def _names_module_base(name: str) -> bool:
-    return name in _MODULE_BASE_NAMES or name.endswith("PreTrainedModel")
-
-
-def _is_nn_class(qualified: str) -> bool:
-    if qualified in MODULE_BASES:
-        return True
-    if not qualified.startswith("torch.nn.") or qualified in NOT_MODULE_CLASSES:
-        return False
-    last = qualified.rsplit(".", 1)[-1]
-    return last[:1].isupper() and ".functional." not in qualified and ".init." not in qualified
-
-
-_module_class_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def module_classes(context: "FileContext") -> Set[str]:
-    """Names of the top-level classes of this file that subclass ``nn.Module`` (directly or via each other)."""
-    cached = _module_class_cache.get(context)
-    if cached is not None:
-        return cached
-    classes = [stmt for stmt in context.module.body if isinstance(stmt, cst.ClassDef)]
-    found: Set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for class_def in classes:
-            if class_def.name.value in found:
-                continue
-            for base in class_def.bases:
-                qualified = context.qualified_name(base.value)
-                name = _last_name(base.value) or ""
-                if (qualified is not None and _is_nn_class(qualified)) or name in found or _names_module_base(name):
-                    found.add(class_def.name.value)
-                    changed = True
-                    break
-    _module_class_cache[context] = found
-    return found
-
-
-_MODULE_EVIDENCE = re.compile(
-    r"(?<![\w.])((?:self\.)?[A-Za-z_]\w*)\s*\.\s*(?:"
-    + "|".join(sorted(MODULE_ONLY_METHODS | {"train", "eval"}))
-    + r")\s*\("
-)
-
-
-def evidenced_modules(context: "FileContext") -> FrozenSet[str]:
-    """Names (``D``) and ``self`` attributes (``self.disc``) on which the file calls a method only a
-    module has (``D.parameters()``, ``self.disc.named_parameters()``, ``netG.train()``): they hold
-    modules whatever they are called.  Read from the whole file's text, whatever the pre-pass keeps."""
-    return context.memoized(
-        "gradflow.module-evidence", context.module, lambda _: frozenset(m.group(1) for m in _MODULE_EVIDENCE.finditer(context.source))
-    )
-
-
-# -- regions of the node being visited ---------------------------------------------------------
-
-
-def is_no_grad_item(context: "FileContext", expr: cst.BaseExpression) -> bool:
-    """``torch.no_grad()``, ``torch.inference_mode()``, ``torch.set_grad_enabled(False)`` (also undecorated forms)."""
-    call = expr if isinstance(expr, cst.Call) else None
-    qualified = context.qualified_name(call.func if call is not None else expr)
-    if qualified in NO_GRAD_CONTEXTS:
-        if call is not None and qualified.endswith("inference_mode"):
-            mode = argument(call, 0, "mode")
-            return mode is None or _truthy_literal(mode.value) is not False
-        return True
-    if call is not None and qualified in SET_GRAD_ENABLED:
-        mode = argument(call, 0, "mode")
-        return mode is not None and _truthy_literal(mode.value) is False
-    return False
-
-
-def function_is_no_grad(context: "FileContext", function: cst.FunctionDef) -> bool:
-    return any(is_no_grad_item(context, d.decorator) for d in function.decorators)
-
-
-def in_no_grad_region(context: "FileContext") -> bool:
-    """Whether the node being visited runs with gradients off (a ``with`` block or a decorated function)."""
-    for node in reversed(context.ancestors):
-        if isinstance(node, cst.With) and any(is_no_grad_item(context, item.item) for item in node.items):
-            return True
-        if isinstance(node, cst.FunctionDef):
-            if function_is_no_grad(context, node):
-                return True
-            return False  # gradients inside a def depend on its caller, not on the enclosing blocks
-    return False
-
-
-def in_debug_condition(context: "FileContext") -> bool:
-    """Whether the node being visited sits under an ``if`` (or a function) that only runs when debugging.
-
-    Any ``if``/``elif``/conditional expression on something other than a constant or
-    ``__name__ == "__main__"`` counts (a flag, an argument, an environment variable); so does a
-    function whose name says debug/check/anomaly.
-    """
-    for node in reversed(context.ancestors):
-        if isinstance(node, (cst.If, cst.IfExp)):
-            if _is_runtime_condition(node.test):
-                return True
-        elif isinstance(node, cst.FunctionDef):
-            if conventions.says(bool(_DEBUG_WORD.search(node.name.value))):
-                return True
-    return False
-
-
-def _is_runtime_condition(test: cst.BaseExpression) -> bool:
-    if _truthy_literal(test) is not None or isinstance(test, (cst.SimpleString, cst.Integer, cst.Float)):
-        return False
-    if isinstance(test, cst.Comparison) and dotted_name(test.left) == "__name__":
-        return False
-    return True
-
 
 # -- one function's flow -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Site:
-    """Where a statement sits: its order in the function, enclosing loops and branches."""
-
-    order: int
-    loops: Tuple[cst.CSTNode, ...]
-    branches: Tuple[Tuple[int, str], ...]
-    no_grad: bool
-
-    def exclusive_with(self, other: "Site") -> bool:
-        """Both cannot run in one pass: they sit in different branches of one ``if`` or ``try``."""
-        mine = dict(self.branches)
-        return any(key in mine and mine[key] != branch for key, branch in other.branches)
-
-
-@dataclass(frozen=True)
-class Binding:
-    name: str
-    value: cst.BaseExpression
-    site: Site
-    element: bool = False  # the name holds one element of ``value`` (for-target, unpacking)
-    # ``x.requires_grad = True`` / ``x.requires_grad_()``: ``value`` is ``x`` as it was before; a leaf
-    # autograd differentiates, unless that value was cut from a graph (the flag then papers over the cut)
-    leaf: bool = False
-    comprehension: bool = False  # a comprehension's target: it shadows the name inside its own statement
-
-
-@dataclass(frozen=True)
-class ListFeed:
-    elements: Tuple[cst.BaseExpression, ...]
-    site: Site
-    # ``extend(xs)``: the elements are those of ``xs`` (when ``xs`` is not a display).
-    iterable: Optional[cst.BaseExpression] = None
-
-
-@dataclass(frozen=True)
-class BackwardCall:
-    call: cst.Call
-    tensor: cst.BaseExpression  # what is differentiated (``loss`` in ``scaler.scale(loss).backward()``)
-    site: Site
-    frees_graph: bool  # no retain_graph/create_graph that may keep it
-    kind: str = "backward"  # or "grad" for ``torch.autograd.grad``
-
-
-@dataclass(frozen=True)
-class StepCall:
-    """``optimizer.step()`` (also ``scaler.step(optimizer)``): the parameters it updates change in place."""
-
-    call: cst.Call
-    optimizer: cst.BaseExpression  # ``optimizer`` in both forms
-    site: Site
-
-
-@dataclass(frozen=True)
-class _Origin:
-    """A restricted question: does a value carry history that comes from here (None: from anywhere)?
-
-    ``loop``: values an iteration of this loop hands to the next one (``h`` in ``out, h = rnn(x, h)``);
-    ``parameters``: the function's parameters (what a caller passed in).  Module calls and
-    parameters of ``self`` then only pass their inputs' history on; new leaves start none.
-    """
-
-    loop: Optional[cst.CSTNode] = None
-    parameters: FrozenSet[str] = frozenset()
-    # For ``loop``: a statement known to have run in the iteration that hands values on (a backward
-    # call); a binding after it on its path is made whenever it runs (``h = h.detach()`` after it).
-    given: Optional[Site] = None
-
-    @property
-    def key(self) -> tuple:
-        return (id(self.loop), self.parameters, self.given.order if self.given is not None else None)
-
-
-class FunctionFlow:
+class FunctionFlow(FunctionWalk):
     """The flow of one function body, or of the module's top-level statements (a script)."""
-
-    def __init__(
-        self, context: "FileContext", function: Union[cst.FunctionDef, cst.Module], class_def: Optional[cst.ClassDef]
-    ) -> None:
-        self.context = context
-        self.function = function
-        # "" for a module: scripts run their training loops at the top level too
-        self.name = function.name.value if isinstance(function, cst.FunctionDef) else ""
-        self.class_def = class_def
-        self.class_attributes = _class_attributes_for(context, class_def)
-        self.no_grad_function = isinstance(function, cst.FunctionDef) and function_is_no_grad(context, function)
-        self.bindings: Dict[str, List[Binding]] = {}
-        self.list_feeds: Dict[str, List[ListFeed]] = {}
-        self.backward_calls: List[BackwardCall] = []
-        self.returns: List[Tuple[cst.BaseExpression, Site]] = []
-        self.sites: Dict[int, Site] = {}  # id(call node) -> site, for calls that start a graph
-        self.step_sites: List[Site] = []  # optimizer.step() and friends
-        # id(call) -> (its statement line, id of the block) for calls that are a whole line
-        self.lone_statements: Dict[int, Tuple[cst.SimpleStatementLine, int]] = {}
-        self.removable_lines: Set[int] = set()  # lines whose block keeps other statements
-        self.break_sites: List[Site] = []
-        # ``break``/``continue``/``return``/``raise`` (outside any ``try``), with where they sit
-        self.jumps: List[Tuple[str, Site]] = []
-        self.loop_sites: Dict[int, Site] = {}  # id(for/while) -> the site of its header
-        self.ifs_with_else: Set[int] = set()
-        self.if_tests: Dict[int, cst.BaseExpression] = {}  # id(if) -> its test
-        self.nested_defs: Dict[str, cst.FunctionDef] = {}  # ``def`` statements in the body
-        # id(a leaf binding's value) -> the flag's own node (``True`` in ``x.requires_grad = True``,
-        # the ``x.requires_grad_()`` call): its line is in ``lone_statements``
-        self.flag_statements: Dict[int, cst.CSTNode] = {}  # ids of the ``if`` statements that have an ``else``/``elif``
-        self.step_calls: List[StepCall] = []
-        self.calls: List[cst.Call] = []  # every call of the body, in order
-        self._try_depth = 0
-        self._order = 0
-        self._carries: Dict[tuple, Tuple[cst.BaseExpression, bool]] = {}
-        self._names: Dict[tuple, bool] = {}
-        self._scan_block(function.body if isinstance(function, cst.FunctionDef) else function, (), (), self.no_grad_function)
-
-    # -- the walk ------------------------------------------------------------------
-
-    def _site(self, loops, branches, no_grad) -> Site:
-        self._order += 1
-        return Site(self._order, loops, branches, no_grad)
-
-    def _scan_block(self, body, loops, branches, no_grad) -> None:
-        if isinstance(body, cst.SimpleStatementSuite):
-            self._scan_small(body.body, self._site(loops, branches, no_grad))
-            return
-        for stmt in body.body:
-            if isinstance(stmt, cst.SimpleStatementLine) and len(stmt.body) == 1 and isinstance(stmt.body[0], (cst.Expr, cst.Assign)):
-                # an expression that is a whole statement line (or the value of a one-line
-                # assignment), the line, and the block holding it
-                self.lone_statements[id(stmt.body[0].value)] = (stmt, id(body))
-                if len(body.body) > 1:
-                    self.removable_lines.add(id(stmt))
-            self._scan_statement(stmt, loops, branches, no_grad)
-
-    def _scan_statement(self, stmt: cst.CSTNode, loops, branches, no_grad) -> None:
-        if isinstance(stmt, cst.SimpleStatementLine):
-            self._scan_small(stmt.body, self._site(loops, branches, no_grad))
-        elif isinstance(stmt, cst.FunctionDef):
-            self.nested_defs[stmt.name.value] = stmt
-        elif isinstance(stmt, cst.ClassDef):
-            return
-        elif isinstance(stmt, cst.If):
-            site = self._site(loops, branches, no_grad)
-            self._scan_expressions(stmt.test, site)
-            key = id(stmt)
-            self.if_tests[key] = stmt.test
-            self._scan_block(stmt.body, loops, branches + ((key, "body"),), no_grad)
-            if stmt.orelse is not None:
-                self.ifs_with_else.add(key)
-                if isinstance(stmt.orelse, cst.If):
-                    self._scan_statement(stmt.orelse, loops, branches + ((key, "else"),), no_grad)
-                else:
-                    self._scan_block(stmt.orelse.body, loops, branches + ((key, "else"),), no_grad)
-        elif isinstance(stmt, (cst.For, cst.While)):
-            site = self._site(loops, branches, no_grad)
-            self.loop_sites[id(stmt)] = site
-            inner = loops + (stmt,)
-            if isinstance(stmt, cst.For):
-                self._scan_expressions(stmt.iter, site)
-                self._bind_target(stmt.target, stmt.iter, self._site(inner, branches, no_grad), element=True)
-            else:
-                self._scan_expressions(stmt.test, site)
-            self._scan_block(stmt.body, inner, branches, no_grad)
-            if stmt.orelse is not None:
-                self._scan_block(stmt.orelse.body, loops, branches, no_grad)
-        elif isinstance(stmt, cst.With):
-            site = self._site(loops, branches, no_grad)
-            inner_no_grad = no_grad
-            for item in stmt.items:
-                self._scan_expressions(item.item, site)
-                if is_no_grad_item(self.context, item.item):
-                    inner_no_grad = True
-                elif isinstance(item.item, cst.Call) and self.context.qualified_name(item.item.func) in SET_GRAD_ENABLED:
-                    inner_no_grad = False
-            self._scan_block(stmt.body, loops, branches, inner_no_grad)
-        elif isinstance(stmt, cst.Try):
-            key = id(stmt)
-            self._try_depth += 1
-            self._scan_block(stmt.body, loops, branches + ((key, "body"),), no_grad)
-            self._try_depth -= 1
-            for index, handler in enumerate(stmt.handlers):
-                self._scan_block(handler.body, loops, branches + ((key, f"except{index}"),), no_grad)
-            if stmt.orelse is not None:
-                self._scan_block(stmt.orelse.body, loops, branches + ((key, "body"),), no_grad)
-            if stmt.finalbody is not None:
-                self._scan_block(stmt.finalbody.body, loops, branches, no_grad)
-        else:  # match and anything newer: look at nothing inside
-            return
-
-    def _scan_small(self, smalls: Sequence[cst.BaseSmallStatement], site: Site) -> None:
-        for small in smalls:
-            if isinstance(small, cst.Assign):
-                for target in small.targets:
-                    self._bind_target(target.target, small.value, site)
-                    self._bind_flag(target.target, small.value, site)
-                self._record_list_display(small, site)
-                self._scan_expressions(small.value, site)
-            elif isinstance(small, cst.AnnAssign) and small.value is not None:
-                self._bind_target(small.target, small.value, site)
-                self._scan_expressions(small.value, site)
-            elif isinstance(small, cst.AugAssign):
-                self._bind_target(small.target, _updated_value(small), site)
-                if isinstance(small.target, cst.Name) and isinstance(small.operator, cst.AddAssign):
-                    self._record_feed(small.target.value, small.value, site)
-                self._scan_expressions(small.value, site)
-            elif isinstance(small, cst.Return):
-                self.jumps.append(("return", site))
-                if small.value is not None:
-                    self.returns.append((small.value, site))
-                    self._scan_expressions(small.value, site)
-            elif isinstance(small, cst.Break):
-                self.break_sites.append(site)
-                self.jumps.append(("break", site))
-            elif isinstance(small, cst.Continue):
-                self.jumps.append(("continue", site))
-            elif isinstance(small, cst.Raise):
-                if not self._try_depth:
-                    self.jumps.append(("raise", site))
-            elif isinstance(small, cst.Expr):
-                self._bind_in_place(small.value, site)
-                self._scan_expressions(small.value, site)
-
-    def _bind_target(
-        self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site, element: bool = False, comprehension: bool = False
-    ) -> None:
-        if isinstance(target, cst.Name):
-            self.bindings.setdefault(target.value, []).append(Binding(target.value, value, site, element, comprehension=comprehension))
-        elif isinstance(target, (cst.Tuple, cst.List)):
-            for item in target.elements:
-                inner = item.value.value if isinstance(item, cst.StarredElement) else item.value
-                self._bind_target(inner, value, site, element=True, comprehension=comprehension)
-
-    def _bind_flag(self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site) -> None:
-        """``x.requires_grad = True``: from here on ``x`` is a leaf autograd differentiates."""
-        if (
-            isinstance(target, cst.Attribute)
-            and target.attr.value == "requires_grad"
-            and isinstance(target.value, cst.Name)
-            and _truthy_literal(value) is True
-        ):
-            name = target.value.value
-            before = cst.Name(name)
-            self.flag_statements[id(before)] = value
-            self.bindings.setdefault(name, []).append(Binding(name, before, site, leaf=True))
-
-    def _bind_in_place(self, expr: cst.BaseExpression, site: Site) -> None:
-        """``x.requires_grad_()`` makes ``x`` a leaf that needs a gradient; ``x.detach_()`` (and
-        ``x.requires_grad_(False)``) cuts its history: both rebind ``x`` from here on."""
-        if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and isinstance(expr.func.value, cst.Name)):
-            return
-        method, name = expr.func.attr.value, expr.func.value.value
-        if method == "requires_grad_" and _requests_grad(expr):
-            before = cst.Name(name)
-            self.flag_statements[id(before)] = expr
-            self.bindings.setdefault(name, []).append(Binding(name, before, site, leaf=True))
-        elif method in ("requires_grad_", "detach_"):
-            self.bindings.setdefault(name, []).append(Binding(name, expr, site))
-
-    def _record_list_display(self, assign: cst.Assign, site: Site) -> None:
-        for target in assign.targets:
-            if isinstance(target.target, cst.Name):
-                self._record_feed(target.target.value, assign.value, site, assignment=True)
-
-    def _record_feed(self, name: str, value: cst.BaseExpression, site: Site, assignment: bool = False) -> None:
-        if isinstance(value, (cst.List, cst.Tuple)):
-            elements = tuple(e.value for e in value.elements if not isinstance(e, cst.StarredElement))
-            if elements:
-                self.list_feeds.setdefault(name, []).append(ListFeed(elements, site))
-        elif isinstance(value, (cst.ListComp, cst.GeneratorExp)):
-            self._bind_comprehension(value, site)
-            self.list_feeds.setdefault(name, []).append(ListFeed((value.elt,), site))
-        elif isinstance(value, cst.BinaryOperation) and isinstance(value.operator, cst.Add) and assignment:
-            if _last_name(value.left) == name:  # L = L + [x]
-                self._record_feed(name, value.right, site)
-
-    def _bind_comprehension(self, comp: cst.BaseExpression, site: Site) -> None:
-        clause = getattr(comp, "for_in", None)
-        while clause is not None:
-            self._bind_target(clause.target, clause.iter, site, element=True, comprehension=True)
-            clause = clause.inner_for_in
-
-    def _scan_expressions(self, expr: cst.CSTNode, site: Site) -> None:
-        scanner = _CallScanner(self, site)
-        visit(expr, scanner)
 
     # -- questions -----------------------------------------------------------------
 
@@ -736,9 +154,9 @@ class FunctionFlow:
             func = func.value
         if isinstance(func, cst.Call):
             qualified = self.context.qualified_name(func.func)
-            return qualified is not None and _is_nn_class(qualified)
+            return qualified is not None and is_nn_class(qualified)
         if isinstance(func, cst.Attribute) and func.attr.value == "forward":  # not a loss's own forward
-            return self.context.qualified_name(func) is None and not looks_like_loss(_last_name(func.value) or "")
+            return self.context.qualified_name(func) is None and not looks_like_loss(last_name(func.value) or "")
         return self.is_module_object(func)
 
     def is_module_object(self, node: cst.BaseExpression) -> bool:
@@ -767,7 +185,7 @@ class FunctionFlow:
             if not self.bindings.get(node.value) and self._own_function(node.value) is not None:
                 return False  # a function the file defines: a call of it runs its body, read as such, whatever its name
             for binding in self.bindings.get(node.value, ()):
-                if _constructed_kind(self.context, binding.value, module_classes(self.context)) == "module":
+                if constructed_kind(self.context, binding.value, module_classes(self.context)) == "module":
                     return True
             return looks_like_model(node.value) or node.value in evidenced_modules(self.context)
         if isinstance(node, cst.Attribute):  # self.model.encoder(x), trainer.model(x)
@@ -820,7 +238,7 @@ class FunctionFlow:
             looks_like_loss(func.attr.value)
             and isinstance(receiver, (cst.Name, cst.Attribute))
             and not (isinstance(receiver, cst.Name) and receiver.value in ("self", "super"))
-            and not looks_like_loss(_last_name(receiver) or "")
+            and not looks_like_loss(last_name(receiver) or "")
             and self.context.qualified_name(receiver) is None
         )
 
@@ -852,16 +270,16 @@ class FunctionFlow:
         loop comes round)."""
         if self.no_grad_function:
             return False
-        return self._carries_expr(expr, False, at, set(), _Origin(loop=loop, given=at))
+        return self._carries_expr(expr, False, at, set(), Origin(loop=loop, given=at))
 
     def carries_from_parameters(self, expr: cst.BaseExpression, at: Site, parameters: FrozenSet[str]) -> bool:
         """Whether ``expr`` at ``at`` carries the history of what a caller passed in ``parameters``."""
         if self.no_grad_function or not parameters:
             return False
-        return self._carries_expr(expr, False, at, set(), _Origin(parameters=parameters))
+        return self._carries_expr(expr, False, at, set(), Origin(parameters=parameters))
 
     def _carries_expr(
-        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]
+        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]
     ) -> bool:
         key = (id(expr), through, at.order if at is not None else None, origin.key if origin is not None else None)
         known = self._carries.get(key)
@@ -1047,13 +465,13 @@ class FunctionFlow:
         return False
 
     def _compute(
-        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]
+        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]
     ) -> bool:
         step = self.detaching_operand(expr)
         if step is not None:
             operand_carries = self._carries_expr(step, ACROSS_ARRAYS, at, visiting, origin)
             # ``torch.tensor(0.5, requires_grad=True)`` is a new leaf; over a value with history, a cut
-            new_leaf = origin is None and isinstance(expr, cst.Call) and _requests_grad(expr)
+            new_leaf = origin is None and isinstance(expr, cst.Call) and requests_grad(expr)
             if through:
                 return operand_carries or new_leaf
             return new_leaf and not operand_carries
@@ -1067,7 +485,7 @@ class FunctionFlow:
             if isinstance(expr.value, cst.Name) and expr.value.value == "self":
                 return origin is None and expr.attr.value in self.class_attributes.parameters
             # Only fields that name tensors (``out.logits``); ``results[0].speed`` is a dict of timings.
-            return bool(_TENSOR_FIELD.search(expr.attr.value)) and self._carries_expr(expr.value, through, at, visiting, origin)
+            return bool(TENSOR_FIELD.search(expr.attr.value)) and self._carries_expr(expr.value, through, at, visiting, origin)
         if isinstance(expr, cst.Subscript):
             return self._carries_expr(expr.value, through, at, visiting, origin)
         if isinstance(expr, cst.BinaryOperation):
@@ -1091,7 +509,7 @@ class FunctionFlow:
             return self._carries_expr(expr.elt, through, at, visiting, origin)
         return False
 
-    def _name_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+    def _name_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]) -> bool:
         # Memoised per (name, point); a name met again while it is being answered (a loop
         # carried dependency) counts as not carrying until its answer is known.
         key = (name, through, at.order if at is not None else None, origin.key if origin is not None else None)
@@ -1102,7 +520,7 @@ class FunctionFlow:
         self._names[key] = result
         return result
 
-    def _name_value_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+    def _name_value_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]) -> bool:
         reaching = self.reaching(name, at)
         if origin is not None and origin.parameters and at is not None and not reaching and name in origin.parameters:
             return True
@@ -1133,7 +551,7 @@ class FunctionFlow:
                 return True
         return False
 
-    def _call_carries(self, call: cst.Call, through: int, at: Optional[Site], visiting: Set, origin: Optional[_Origin]) -> bool:
+    def _call_carries(self, call: cst.Call, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]) -> bool:
         if self.sites.get(id(call)) is not None and self.sites[id(call)].no_grad:
             return False
         func = call.func
@@ -1157,11 +575,11 @@ class FunctionFlow:
                 return False
             if qualified in AUTOGRAD_GRAD:  # gradients have a history only when asked to (gradient penalties)
                 create = keyword_arg(call, "create_graph")
-                return create is not None and _truthy_literal(create.value) is not False and any_arg()
+                return create is not None and truthy_literal(create.value) is not False and any_arg()
             if qualified.startswith("torch.") or qualified.startswith("einops."):
-                if _is_nn_class(qualified):
+                if is_nn_class(qualified):
                     return False  # constructing a layer
-                if origin is None and _requests_grad(call):
+                if origin is None and requests_grad(call):
                     return True  # ``torch.zeros(3, requires_grad=True)``: a leaf
                 return any_arg()
             return False  # numpy, math, other libraries
@@ -1179,7 +597,7 @@ class FunctionFlow:
                     return helper is not None and _passes_history(self.context, helper, self.class_def) and any_arg()
                 return looks_like_loss(method) and any_arg()
             if method == "requires_grad_":
-                if origin is None and _requests_grad(call):
+                if origin is None and requests_grad(call):
                     return True
                 return self._carries_expr(receiver, through, at, visiting, origin)
             if method in NON_DIFFERENTIABLE_METHODS:
@@ -1378,7 +796,7 @@ class FunctionFlow:
                 qualified = self.context.qualified_name(func) or ""
                 if qualified.startswith("torch.nn.functional.") and _is_loss_function(qualified.rsplit(".", 1)[-1]):
                     return True
-                name = _last_name(func)
+                name = last_name(func)
                 if not qualified and name is not None and looks_like_loss(name):
                     return True
                 if self.is_module_call(node):
@@ -1484,8 +902,8 @@ class FunctionFlow:
         :meth:`step_updates` answers for a step: ``receiver`` is an optimizer (as a step's is recognised)
         or a module that is ``module``, holds it or is held by it ("built"); "named" when only the names
         pair them or nothing tells; None when they do not."""
-        name = _last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
-        if self.optimizer_modules(receiver, at) is not None or (_OPTIMIZER_NAME.search(name) and not _SCHEDULER_NAME.search(name)):
+        name = last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
+        if self.optimizer_modules(receiver, at) is not None or (OPTIMIZER_NAME.search(name) and not SCHEDULER_NAME.search(name)):
             return self._optimizer_updates(receiver, at, module)
         if module is None:
             return "named"
@@ -1499,7 +917,7 @@ class FunctionFlow:
         built = self.optimizer_modules(optimizer, at)
         if built is not None:
             return "built" if module is not None and any(_dotted_related(module, m) for m in built) else None
-        name = _last_name(optimizer.value if isinstance(optimizer, cst.Subscript) else optimizer) or ""
+        name = last_name(optimizer.value if isinstance(optimizer, cst.Subscript) else optimizer) or ""
         tag = _name_tag(name, _OPTIMIZER_WORDS)
         if not tag or module is None:
             return "named"  # one optimizer for everything (``optimizer.step()``)
@@ -1660,115 +1078,12 @@ class FunctionFlow:
         return None
 
 
-class _CallScanner(cst.CSTVisitor):
-    """Records, inside one statement's expressions, list feeds, backward calls and module-call sites."""
-
-    def __init__(self, flow: FunctionFlow, site: Site) -> None:
-        super().__init__()
-        self.flow = flow
-        self.site = site
-
-    def visit_Lambda(self, node: cst.Lambda) -> bool:
-        return False
-
-    def visit_ListComp(self, node: cst.ListComp) -> None:
-        self.flow._bind_comprehension(node, self.site)
-
-    def visit_GeneratorExp(self, node: cst.GeneratorExp) -> None:
-        self.flow._bind_comprehension(node, self.site)
-
-    def visit_Call(self, node: cst.Call) -> None:
-        flow = self.flow
-        flow.sites[id(node)] = self.site
-        flow.calls.append(node)
-        func = node.func
-        if isinstance(func, cst.Attribute):
-            method = func.attr.value
-            receiver = func.value
-            if method in ("append", "insert", "extend") and isinstance(receiver, cst.Name) and not has_star_args(node):
-                positional = positional_args(node)
-                wanted = 1 if method == "insert" else 0
-                if len(positional) > wanted:
-                    value = positional[wanted].value
-                    name = receiver.value
-                    if method == "extend":
-                        if isinstance(value, (cst.List, cst.Tuple, cst.ListComp, cst.GeneratorExp)):
-                            flow._record_feed(name, value, self.site)
-                        else:
-                            flow.list_feeds.setdefault(name, []).append(ListFeed((), self.site, value))
-                    else:
-                        flow.list_feeds.setdefault(name, []).append(ListFeed((value,), self.site))
-            elif method in BACKWARD_METHODS and flow.context.qualified_name(func) is None:
-                positional = positional_args(node)
-                if method == "manual_backward" or _BACKWARD_RUNNER.search(_last_name(receiver) or ""):
-                    # ``accelerator.backward(loss)``, ``self.manual_backward(loss)``: the loss is the argument
-                    if positional:
-                        flow.backward_calls.append(BackwardCall(node, positional[0].value, self.site, _frees_graph(node, 99)))
-                else:
-                    flow.backward_calls.append(BackwardCall(node, _unscaled(receiver), self.site, _frees_graph(node)))
-            elif method == "step" and not node.args:
-                flow.step_sites.append(self.site)
-            if (method == "step" or method.endswith("_step")) and not has_star_args(node):
-                # ``optimizer.step()``, ``scaler.step(optimizer)``, SAM's ``optimizer.first_step()``
-                stepped = _stepped_optimizer(node)
-                if stepped is not None:
-                    flow.step_calls.append(StepCall(node, stepped, self.site))
-                    if node.args:
-                        flow.step_sites.append(self.site)
-        qualified = flow.context.qualified_name(func)
-        if qualified == "torch.autograd.backward":
-            first = argument(node, 0, "tensors")
-            if first is not None:
-                flow.backward_calls.append(BackwardCall(node, first.value, self.site, _frees_graph(node, 2)))
-        elif qualified in AUTOGRAD_GRAD:
-            first = argument(node, 0, "outputs")
-            if first is not None:
-                flow.backward_calls.append(BackwardCall(node, first.value, self.site, _frees_graph(node, 3), kind="grad"))
 
 
-def _unscaled(receiver: cst.BaseExpression) -> cst.BaseExpression:
-    """``loss`` for ``scaler.scale(loss)`` (GradScaler) and ``accelerator``-style wrappers."""
-    if (
-        isinstance(receiver, cst.Call)
-        and isinstance(receiver.func, cst.Attribute)
-        and receiver.func.attr.value == "scale"
-        and len(receiver.args) == 1
-    ):
-        return receiver.args[0].value
-    return receiver
 
 
-def _frees_graph(call: cst.Call, flags_at: int = 1) -> bool:
-    """No ``retain_graph``/``create_graph`` that could keep the graph (a non-literal value may).
-
-    ``flags_at``: the position of ``retain_graph`` when passed positionally (1 for ``Tensor.backward``,
-    2 for ``torch.autograd.backward``, 3 for ``torch.autograd.grad``)."""
-    if has_star_args(call):
-        return False
-    for name in ("retain_graph", "create_graph"):
-        arg = keyword_arg(call, name)
-        if arg is not None and _truthy_literal(arg.value) is not False:
-            return False
-    # Tensor.backward(gradient, retain_graph, create_graph), torch.autograd.backward(tensors,
-    # grad_tensors, retain_graph, create_graph), torch.autograd.grad(outputs, inputs, grad_outputs,
-    # retain_graph, create_graph): positional forms
-    positional = positional_args(call)
-    if len(positional) > flags_at:
-        return all(_truthy_literal(p.value) is False for p in positional[flags_at : flags_at + 2])
-    return True
 
 
-def _stepped_optimizer(call: cst.Call) -> Optional[cst.BaseExpression]:
-    """``optimizer`` for ``optimizer.step()`` / ``optimizer.step(closure)`` and ``scaler.step(optimizer)``;
-    None for what steps no parameters (``scheduler.step()``, ``env.step(action)``)."""
-    receiver = call.func.value
-    positional = positional_args(call)
-    name = _last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
-    if _SCALER_NAME.search(name) and len(positional) == 1:
-        return positional[0].value
-    if _OPTIMIZER_NAME.search(name) and not _SCHEDULER_NAME.search(name) and len(positional) <= 1:
-        return receiver
-    return None
 
 
 # Module methods that make a fresh state rather than run the module (``model.init_hidden(bsz)``).
@@ -1859,21 +1174,8 @@ def _tests_not_none(test: Optional[cst.BaseExpression], name: str) -> bool:
     )
 
 
-def _updated_value(update: cst.AugAssign) -> cst.BaseExpression:
-    """``loss + aux`` for ``loss += aux``: the name keeps what it held (evaluated where the update runs)."""
-    operator = getattr(cst, type(update.operator).__name__[: -len("Assign")], None)
-    if not isinstance(update.target, cst.Name) or operator is None:
-        return update.value
-    return cst.BinaryOperation(left=cst.Name(update.target.value), operator=operator(), right=update.value)
 
 
-def _requests_grad(call: cst.Call) -> bool:
-    """``requires_grad=True`` (factories, ``torch.tensor``, ``Variable``), ``t.requires_grad_()`` / ``(True)``."""
-    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "requires_grad_":
-        arg = argument(call, 0, "requires_grad")
-        return arg is None or _truthy_literal(arg.value) is True
-    arg = keyword_arg(call, "requires_grad")
-    return arg is not None and _truthy_literal(arg.value) is True
 
 
 _in_progress: Set[int] = set()
@@ -2023,18 +1325,9 @@ def differentiates(context: "FileContext", call: cst.Call, grad: bool = True) ->
 
 # -- entry points --------------------------------------------------------------------------------
 
-_class_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _flow_cache: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _class_attributes_for(context: "FileContext", class_def: Optional[cst.ClassDef]) -> ClassAttributes:
-    if class_def is None:
-        return ClassAttributes({}, set(), set())
-    table = _class_cache.setdefault(context, {})
-    key = id(class_def)
-    if key not in table:
-        table[key] = module_attributes(context, class_def)
-    return table[key]
 
 
 def enclosing_function(context: "FileContext") -> Tuple[Optional[cst.FunctionDef], Optional[cst.ClassDef]]:

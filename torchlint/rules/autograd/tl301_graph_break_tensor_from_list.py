@@ -7,7 +7,8 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 import libcst as cst
 
 from torchlint.analysis.model.calls import has_star_args, keyword_arg, positional_args
-from torchlint.analysis.flow.gradflow import FunctionFlow, Site, current_flow
+from torchlint.analysis.flow.gradflow import FunctionFlow, current_flow
+from torchlint.analysis.flow.flow_events import Site
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 
 TORCH_CONVERTERS = frozenset({"torch.as_tensor", "torch.tensor", "torch.Tensor", "torch.FloatTensor"})

@@ -4,18 +4,9 @@ from typing import Iterator, Optional, Set
 
 import libcst as cst
 
-from torchlint.analysis.flow.gradflow import (
-    BACKWARD_METHODS,
-    DETACHING_METHODS,
-    REWRAP_FUNCTIONS,
-    STOP_GRADIENT_NAME,
-    TRAINED_BY_FRAMEWORK,
-    FunctionFlow,
-    Site,
-    current_flow,
-    differentiates,
-    read_names,
-)
+from torchlint.analysis.flow.gradflow import FunctionFlow, current_flow, differentiates, read_names
+from torchlint.analysis.flow.autograd_terms import BACKWARD_METHODS, DETACHING_METHODS, REWRAP_FUNCTIONS, STOP_GRADIENT_NAME, TRAINED_BY_FRAMEWORK
+from torchlint.analysis.flow.flow_events import Site
 from torchlint.analysis.values.losses import is_loss_call
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 

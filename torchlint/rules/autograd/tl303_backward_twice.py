@@ -7,14 +7,9 @@ import libcst as cst
 
 from torchlint.analysis.model.calls import add_keyword, has_star_args, keyword_arg
 from torchlint.analysis.flow.callers import CallSite, argument_for
-from torchlint.analysis.flow.gradflow import (
-    BACKWARD_METHODS,
-    BackwardCall,
-    FunctionFlow,
-    built_flows,
-    current_flow,
-    differentiates,
-)
+from torchlint.analysis.flow.gradflow import FunctionFlow, built_flows, current_flow, differentiates
+from torchlint.analysis.flow.autograd_terms import BACKWARD_METHODS
+from torchlint.analysis.flow.flow_events import BackwardCall
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 _SECOND_TIME = "raises \"Trying to backward through the graph a second time\""

@@ -5,7 +5,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis.model.calls import argument, has_star_args
-from torchlint.analysis.flow.gradflow import in_debug_condition, is_test_path
+from torchlint.analysis.flow.module_evidence import in_debug_condition, is_test_path
 from torchlint.analysis.model import conventions
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 

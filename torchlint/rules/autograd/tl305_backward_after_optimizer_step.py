@@ -4,17 +4,9 @@ from typing import Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.flow.gradflow import (
-    BACKWARD_METHODS,
-    BackwardCall,
-    FunctionFlow,
-    Site,
-    StepCall,
-    contains,
-    current_flow,
-    differentiates,
-    read_names,
-)
+from torchlint.analysis.flow.gradflow import FunctionFlow, contains, current_flow, differentiates, read_names
+from torchlint.analysis.flow.autograd_terms import BACKWARD_METHODS
+from torchlint.analysis.flow.flow_events import BackwardCall, Site, StepCall
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 _MESSAGE = (

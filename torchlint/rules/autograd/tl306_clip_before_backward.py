@@ -24,7 +24,8 @@ from torchlint.analysis.flow.grad_order import (
     must_precede,
     unscale_calls,
 )
-from torchlint.analysis.flow.gradflow import BACKWARD_METHODS, FunctionFlow, contains, current_flow, read_names
+from torchlint.analysis.flow.gradflow import FunctionFlow, contains, current_flow, read_names
+from torchlint.analysis.flow.autograd_terms import BACKWARD_METHODS
 from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, Replacement, Rule
 
 _MESSAGE = (
