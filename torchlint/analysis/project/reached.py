@@ -135,13 +135,14 @@ def unreached(context: "FileContext") -> bool:
 
 
 def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
-    if not _in_program(context, index):
+    # Per file, once: whether it is part of a program, and its code without comments (as edited, as on disk).
+    texts = context.memoized("reached.file", context.module, lambda _: _file_texts(context, index))
+    if texts is None:
         return False
     words = _words(index)
     if words.dynamic:
         return False
-    source = _code_text(context.source.encode("utf-8", "replace"))
-    on_disk = _code_text(_disk_text(context, index))
+    source, on_disk = texts
     for position, node in enumerate(owners):
         if node.decorators:
             continue
@@ -157,6 +158,13 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
             continue
         return True
     return False
+
+
+def _file_texts(context: "FileContext", index: ProjectIndex):
+    """(the file's code as edited, as the project read it), comments left out; None outside a program."""
+    if not _in_program(context, index):
+        return None
+    return _code_text(context.source.encode("utf-8", "replace")), _code_text(_disk_text(context, index))
 
 
 def _in_program(context: "FileContext", index: ProjectIndex) -> bool:
