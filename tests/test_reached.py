@@ -119,3 +119,30 @@ def test_a_text_linted_alone_is_never_judged_unreached():
     settings = all_rules_settings(checker_target(HELPER))
     found = engine.lint_text(HELPER, "helpers.py", settings).findings
     assert [(f.code, f.confidence.value) for f in found] == [("TL602", "high")]
+
+
+def test_the_cache_drops_the_fact_when_any_file_of_the_project_changes(tmp_path, capsys):
+    root = project(tmp_path, {"helpers.py": HELPER, "train.py": IDLE})
+
+    def cached_levels():
+        here = os.getcwd()
+        os.chdir(root)
+        try:
+            cli.main(["check", "--select", "TL602", "--confidence-level", "low", "--output-format", "json", "--exit-zero", "."])
+        finally:
+            os.chdir(here)
+        return [item["confidence"] for item in json.loads(capsys.readouterr().out)]
+
+    assert cached_levels() == ["medium"]
+    assert cached_levels() == ["medium"]  # warm
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": ["from helpers import init_params\n", "init_params(net)\n"]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    (root / "explore.ipynb").write_text(json.dumps(notebook), encoding="utf-8")  # a new file calls it
+    assert cached_levels() == ["high"]
+    (root / "explore.ipynb").unlink()
+    assert cached_levels() == ["medium"]
+    (root / "train.py").write_text(CALLER + "import layers\n", encoding="utf-8")  # an edited one does
+    assert cached_levels() == ["high"]

@@ -47,6 +47,7 @@ class RecordingIndex(project_index.ProjectIndex):
         super().__init__(files_source)
         self.looked_up: Optional[Set[str]] = None
         self._digests: Dict[str, Optional[str]] = {}
+        self._every: Optional[str] = None
 
     def _read(self, module: str) -> None:
         super()._read(module)
@@ -61,6 +62,9 @@ class RecordingIndex(project_index.ProjectIndex):
         paths = self._ensure()
         found = []
         for module in sorted(modules):
+            if module == project_index.EVERY_FILE:
+                found.append(Dependency(module, None, self._every_digest(known)))
+                continue
             path = paths.get(module)
             digest = None
             if path is not None:
@@ -69,6 +73,19 @@ class RecordingIndex(project_index.ProjectIndex):
                     digest = self._digests[path] = file_digest(path)
             found.append(Dependency(module, path, digest))
         return tuple(found)
+
+
+    def _every_digest(self, known: Optional[Dict[str, str]]) -> str:
+        """One digest of every file of the project (its path and the digest of its bytes), once per process."""
+        if self._every is None:
+            parts = []
+            for path in sorted(set(self._ensure().values()) | set(self.files())):
+                digest = (known or {}).get(path) or self._digests.get(path)
+                if digest is None:
+                    digest = self._digests[path] = file_digest(path)
+                parts.append(f"{path}\0{digest}")
+            self._every = digest_bytes("\n".join(parts).encode("utf-8", "surrogateescape"))
+        return self._every
 
 
 def file_digest(path: Optional[str]) -> Optional[str]:

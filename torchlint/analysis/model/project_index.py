@@ -525,9 +525,10 @@ class ProjectIndex:
         self._facts[module] = facts
         return facts
 
-    def _module_bytes(self, module: str) -> bytes:
+    def _module_bytes(self, module: str, record: bool = True) -> bytes:
         """A module's text, read once per index (the answers built on it record that they read it)."""
-        self._read(module)
+        if record:
+            self._read(module)
         found = self._bytes.get(module)
         if found is None:
             path = self._ensure().get(module)
@@ -571,16 +572,28 @@ class ProjectIndex:
         self._ensure()
         return list(self._file_list)
 
-    def module_texts(self, distinct_files: bool = False) -> Iterator[bytes]:
-        """The text of every module of the project, read one at a time (for facts read from text first);
-        ``distinct_files``: once per file, though a namespace folder gives a file a second module name."""
+    def module_texts(self) -> Iterator[bytes]:
+        """The text of every module of the project, read one at a time (for facts read from text first)."""
+        for module in sorted(self._ensure()):
+            yield self._module_bytes(module)
+
+    def every_text(self) -> Iterator[bytes]:
+        """The text of every file of the project, modules and notebooks, each once, for a fact that reads them
+        all: the answer rests on the project as a whole (:data:`EVERY_FILE`), one dependency instead of one
+        per module."""
+        self._read(EVERY_FILE)
         seen: Set[str] = set()
         for module, path in sorted(self._ensure().items()):
-            if distinct_files:
-                if path in seen:
-                    continue
+            if path not in seen:
                 seen.add(path)
-            yield self._module_bytes(module)
+                yield self._module_bytes(module, record=False)
+        for path in self._file_list:
+            if path.endswith(".ipynb"):
+                try:
+                    with open(path, "rb") as handle:
+                        yield handle.read()
+                except OSError:
+                    continue
 
     def reaches_words(self, module: str, words: Tuple[bytes, ...]) -> bool:
         """Whether ``module``, or a project module it imports (directly or through others), holds one of ``words``
@@ -827,6 +840,11 @@ def files_under(root: str) -> List[str]:
         subdirs[:] = sorted(d for d in subdirs if d not in skip and not d.endswith(".egg-info"))
         found.extend(os.path.join(directory, n) for n in sorted(names) if n.endswith(".py"))
     return found
+
+
+# What an answer read when it read every file of the project (ProjectIndex.every_text): a dependency on all of
+# them at once, which the cache checks as one digest of every file's digest.
+EVERY_FILE = "*"
 
 
 # -- the run's index ----------------------------------------------------------------

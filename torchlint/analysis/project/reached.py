@@ -88,16 +88,6 @@ def _is_project_module(index: ProjectIndex, module: str) -> bool:
     return index.is_module(module) or index.is_module(module.rpartition(".")[0])
 
 
-def _notebook_texts(index: ProjectIndex) -> Iterable[bytes]:
-    for path in index.files():
-        if path.endswith(NOTEBOOK_SUFFIX):
-            try:
-                with open(path, "rb") as handle:
-                    yield handle.read()
-            except OSError:
-                continue
-
-
 class _Words:
     """How often each word occurs in the project's code (comments left out), and whether it looks anything
     up by a computed name."""
@@ -105,7 +95,7 @@ class _Words:
     def __init__(self, index: ProjectIndex) -> None:
         self.counts: Counter = Counter()
         self.dynamic = False
-        for data in list(index.module_texts(distinct_files=True)) + list(_notebook_texts(index)):
+        for data in index.every_text():
             code = _code_text(data)
             self.counts.update(_WORD.findall(code))
             self.dynamic = self.dynamic or _looks_up_by_name(code, index)
