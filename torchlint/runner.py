@@ -51,7 +51,7 @@ class RecordingIndex(project_index.ProjectIndex):
 
     def _read(self, module: str) -> None:
         super()._read(module)
-        if self.looked_up is not None:
+        if self.looked_up is not None and self._records(module):
             self.looked_up.add(module)
 
     def dependencies(self, modules: Set[str], known: Optional[Dict[str, str]] = None) -> Tuple[Dependency, ...]:

@@ -564,8 +564,12 @@ class ProjectIndex:
 
     def _read(self, module: str) -> None:
         """Hook: ``module``'s text or facts went into an answer (the run's index records it for the cache)."""
-        if self._reading is not None:
+        if self._reading is not None and self._records(module):
             self._reading.add(module)
+
+    def _records(self, module: str) -> bool:
+        """Whether reading ``module`` is noted: not while an answer that rests on every file is computed."""
+        return not (self._reading is not None and EVERY_FILE in self._reading and module != EVERY_FILE)
 
     def files(self) -> List[str]:
         """Every file of the project as the run listed it (notebooks too); reading one is the asker's business."""
@@ -684,7 +688,13 @@ class ProjectIndex:
         """Whether another module of the project imports ``module`` (read from import lines, nothing parsed)."""
 
         def compute() -> FrozenSet[str]:
-            return frozenset(imported for name in self._ensure() for imported in self.imports_of(name) if imported != name)
+            self._read(EVERY_FILE)  # every module's import lines: one dependency on the whole project
+            paths = self._ensure()
+            found = set()
+            for name, path in paths.items():
+                data = self._module_bytes(name, record=False)
+                found.update(imported for imported in _imported_modules(name, data, path) if imported != name and imported in paths)
+            return frozenset(found)
 
         return module in self.fact("imported-modules", compute)
 
@@ -732,24 +742,38 @@ class ProjectIndex:
         """The dicts with literal keys that the modules near file ``near`` (see :meth:`refused_save_near`) save,
         directly or through a project function (analysis/model/saved_values.py ``saved_layouts``); only files
         whose bytes hold ``save`` are parsed."""
-        from torchlint.analysis.model.saved_values import saved_layouts
+        from torchlint.analysis.model.saved_values import saved_layouts, saving_functions
 
         folder = _package_root(os.path.dirname(os.path.abspath(near)))
 
         def compute() -> Tuple["SavedLayout", ...]:
-            found: List["SavedLayout"] = []
+            # Every module of the folder is read: the answer rests on the project as a whole, one dependency.
+            self._read(EVERY_FILE)
+            near: List[str] = []
             seen: Set[str] = set()
             prefix = folder + os.sep
             for module, path in sorted(self._ensure().items(), key=lambda item: (item[0].count("."), item[0])):
                 absolute = os.path.abspath(path)
-                if not absolute.startswith(prefix) or absolute in seen:
-                    continue
-                seen.add(absolute)
-                if b"save" not in self._module_bytes(module):
-                    continue
-                facts = self._module_facts(module)
-                if facts is not None:
-                    found.extend(saved_layouts(facts, lambda qualified, local: definition(qualified, local, self)))
+                if absolute.startswith(prefix) and absolute not in seen:
+                    seen.add(absolute)
+                    near.append(module)
+
+            def calling(names: FrozenSet[str]) -> List[_ModuleFacts]:
+                # Only modules whose text calls one of ``names`` are parsed.
+                pattern = re.compile(rb"(?<![\w])(?:%s)\s*\(" % b"|".join(re.escape(n.encode()) for n in sorted(names)))
+                found_facts = []
+                for module in near:
+                    if pattern.search(self._module_bytes(module, record=False)):
+                        facts = self._module_facts(module)
+                        if facts is not None:
+                            found_facts.append(facts)
+                return found_facts
+
+            # A helper that saves what it is given is called by its name: other calls need no lookup.
+            savers = frozenset(name for facts in calling(frozenset({"save"})) for name in saving_functions(facts))
+            found: List["SavedLayout"] = []
+            for facts in calling(savers | {"save"}):
+                found.extend(saved_layouts(facts, lambda qualified, local: definition(qualified, local, self), savers))
             return tuple(found)
 
         return self.fact(f"saved-layouts:{folder}", compute)

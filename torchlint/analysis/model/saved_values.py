@@ -794,15 +794,25 @@ class SavedLayout:
         return f"{self.refused.label} ({self.refused.shown}, in the dict {who} saves with the keys read here{where})"
 
 
-def saved_layouts(facts, locate: Locate) -> List[SavedLayout]:
+def saving_functions(facts) -> FrozenSet[str]:
+    """The names of a module's top-level functions that ``torch.save`` a parameter as they receive it."""
+    return frozenset(name for name in facts.functions if _saving_parameter(f"{facts.module}.{name}", facts, lambda q, f: (f, name)) is not None)
+
+
+def saved_layouts(facts, locate: Locate, savers: Optional[FrozenSet[str]] = None) -> List[SavedLayout]:
     """Each dict with literal keys that a module saves with ``torch.save`` (whatever the path), or hands to a
-    project function that saves the parameter it receives it as."""
-    found = facts.memo.get("saved_values.layouts")
+    project function that saves the parameter it receives it as (``savers``: the names such functions may
+    have, when known: other calls are not looked up)."""
+    key = ("saved_values.layouts", savers)
+    found = facts.memo.get(key)
     if found is not None:
         return found  # type: ignore[return-value]
     found = []
     for call, scope_of in _calls_by_scope(facts, locate):
         if not call.args or any(isinstance(a, ast.Starred) for a in call.args):
+            continue
+        callee = call.func.attr if isinstance(call.func, ast.Attribute) else getattr(call.func, "id", None)
+        if savers is not None and callee not in savers and callee != "save":
             continue
         qualified = facts.qualify(call.func)
         if qualified in SAVE_FUNCTIONS:
@@ -816,7 +826,7 @@ def saved_layouts(facts, locate: Locate) -> List[SavedLayout]:
         keys = _dict_keys(saved, scope, call.lineno, 0)
         if keys:
             found.append(SavedLayout(keys, refused_value(saved, scope, call.lineno), scope.name, facts.module, facts.path))
-    facts.memo["saved_values.layouts"] = found
+    facts.memo[key] = found
     return found
 
 
