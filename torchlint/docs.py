@@ -65,7 +65,7 @@ def confidence_summary(rule: Type[Rule]) -> str:
     own = rule.confidence_levels or f"This rule's findings are `{rule.confidence.value}` confidence."
     moves = sorted((key.split(":", 1)[1], level) for key, level in measured_level_moves().items() if key.split(":", 1)[0] == rule.code)
     if moves:
-        own += "\n\nWhat validation draws measured moves these levels (the decision rule: below 9 in 10 real at `high`, or 1 in 2 at `medium`): " + "; ".join(
+        own += "\n\nWhat validation draws measured moves these levels (the decision rule: a form that cannot keep its level's promise, 9 in 10 real at `high` or 1 in 2 at `medium`, moves down; one sure to keep a higher promise moves up): " + "; ".join(
             f"`{before}` findings are shown at `{after}`" for before, after in moves
         ) + "."
     measured = measured_summary(rule)
