@@ -122,3 +122,30 @@ def layouts(body: str):
 )
 def test_the_layout_of_a_saved_dict(body, expected):
     assert layouts(body) == expected
+
+
+def test_a_load_read_by_the_keys_of_a_saved_layout_is_reported_at_medium(tmp_path, capsys):
+    """fixtures/TL406/layouts_read_by_keys: loads matched to saves only by the keys they read (a path built by
+    os.path.join, a helper's parameter), every annotation at its level; at the default floor none is shown."""
+    import json
+    import os
+    import shutil
+
+    from fixture_support import expected_findings
+    from torchlint import cli
+
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURES / "TL406" / "layouts_read_by_keys", root)
+    expected = set()
+    for path in sorted(root.rglob("*.py")):
+        for (line, code, levels), _ in expected_findings(path.read_text(encoding="utf-8")).items():
+            expected.add((path.name, line, code, "/".join(sorted(levels))))
+    assert expected == {("train.py", 29, "TL406", "medium"), ("evaluate.py", 7, "TL406", "medium")}
+    here = os.getcwd()
+    os.chdir(root)
+    try:
+        cli.main(["check", "--select", "TL406", "--confidence-level", "low", "--output-format", "json", "--exit-zero", "--no-cache", "."])
+    finally:
+        os.chdir(here)
+    found = {(Path(item["path"]).name, item["line"], item["code"], item["confidence"]) for item in json.loads(capsys.readouterr().out)}
+    assert found == expected
