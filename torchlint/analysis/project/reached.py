@@ -14,7 +14,7 @@ reach it keeps it alive:
 - a lookup by a computed name in the project (``globals()[name]``, ``module.__dict__[name]``,
   ``getattr(module, name)`` of an imported module, ``import_module``, ``eval``): every definition is then
   taken as reached;
-- a function that the framework calls by its name (``forward``, dunders, ``test_*`` for pytest).
+- a top-level function that Python or pytest calls by its name (module ``__getattr__``, ``test_*``).
 
 Only code of a program the project shows is judged: a file that another module imports, that runs code at its
 top level (a script: a ``__main__`` block, a call), or a notebook.  An excerpt (a module of definitions that
@@ -48,8 +48,9 @@ _BY_NAME_OF = (
     re.compile(rb"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\.__dict__\b"),
     re.compile(rb"\bvars\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*\)"),
 )
-# Functions the framework or Python calls by their name.
-_CALLED_BY_NAME = re.compile(r"^(__\w+__|forward|main|test_\w*|setup|teardown)$")
+# Top-level functions that Python or pytest calls by their name (module ``__getattr__``, ``test_*``, module
+# ``setup``/``teardown``); a method lives as long as its class, so ``forward`` needs no entry here.
+_CALLED_BY_NAME = re.compile(r"^(__\w+__|test_\w*|setup|teardown|setup_module|teardown_module)$")
 
 
 def _code_text(data: bytes) -> bytes:
