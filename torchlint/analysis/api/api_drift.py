@@ -369,6 +369,10 @@ NUMBER_FIRST_OVERLOADS: Dict[str, Tuple[str, int]] = {
     "addcdiv": ("value", 2),
 }
 NUMBER_FIRST_WARNS_SINCE: Version = (1, 5)
+# Of those methods, the ones no other common library's objects define (NumPy, pandas, sets and lists have an
+# ``add`` but no in-place ``add_``): on these a call with the overload's count of positional arguments is the
+# overload or a TypeError, whatever the receiver's type is shown to be.
+NUMBER_FIRST_TORCH_ONLY = frozenset({"add_", "sub_", "addcmul", "addcmul_", "addcdiv", "addcdiv_"})
 
 # Softmax without dim: "Implicit dimension choice for softmax has been deprecated" since torch 0.3 (the
 # warning of torch.nn.functional._get_softmax_dim, which picks 0 for 0-, 1- and 3-D inputs, 1 otherwise).

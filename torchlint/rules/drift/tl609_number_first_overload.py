@@ -5,7 +5,13 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.api.api_drift import NUMBER_FIRST_OVERLOADS, NUMBER_FIRST_WARNS_SINCE, effective_target, version_text
+from torchlint.analysis.api.api_drift import (
+    NUMBER_FIRST_OVERLOADS,
+    NUMBER_FIRST_TORCH_ONLY,
+    NUMBER_FIRST_WARNS_SINCE,
+    effective_target,
+    version_text,
+)
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.model.calls import add_keyword, has_star_args, without_args
@@ -18,6 +24,10 @@ _METHODS = frozenset(name + suffix for name in NUMBER_FIRST_OVERLOADS for suffix
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 
 
+def _is_text(node: cst.BaseExpression) -> bool:
+    return isinstance(node, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString))
+
+
 class NumberFirstOverload(Rule):
     """
     ## What it does
@@ -27,11 +37,15 @@ class NumberFirstOverload(Rule):
     `x.addcmul_(value, t1, t2)`, `x.addcdiv_(value, t1, t2)`,
     `torch.add(x, alpha, other)`, `torch.addcmul(x, value, t1, t2)`.
 
-    The receiver must be known to be a tensor (a torch call's result, a
-    tensor method's, a `forward` argument, a `.grad`), and the number a
-    literal, a name bound to one, or a literal combined with one name
-    (`1 - beta1`): the method of some other object called `add_` is not
-    torch's, and a name alone (`-lr`) may hold a tensor.
+    For `add` and `sub`, which other objects define too, the receiver must be
+    known to be a tensor (a torch call's result, a tensor method's, a
+    `forward` argument, a `.grad`), and the number a literal, a name bound to
+    one, or a literal combined with one name (`1 - beta1`). The in-place
+    `add_`/`sub_` and `addcmul`/`addcdiv` exist only on tensors, and on a
+    tensor two (three) positional arguments are the overload or a
+    `TypeError`: there any receiver and scale factor not shown to be
+    something else (a number, an array) is enough, as in
+    `p.data.add_(-group["lr"] * wd, p.data)` of a hand-written optimizer.
 
     ## Why is this bad?
     These overloads are deprecated since torch 1.5: every call warns
@@ -101,11 +115,19 @@ class NumberFirstOverload(Rule):
             position = 1  # torch.add(x, alpha, other)
         else:
             return
-        if len(node.args) != position + 1 + tensors or not self._is_number(node.args[position].value):
-            return
-        if position == 0 and not self._is_tensor(func.value):
+        if len(node.args) != position + 1 + tensors:
             return
         site = site_of(self.context.ancestors)
+        if position == 0 and method in NUMBER_FIRST_TORCH_ONLY and value_kind(self.context, func.value, site) in ("tensor", "unknown"):
+            # Only a tensor has the method: with this many positional arguments the call is the overload (or a
+            # TypeError), so any scale factor not shown to be a tensor or an array is the overload's number.
+            if value_kind(self.context, node.args[0].value, site) not in ("number", "unknown"):
+                return
+            if any(value_kind(self.context, arg.value, site) not in ("tensor", "unknown") or _is_text(arg.value)
+                   for arg in node.args[1:]):
+                return  # the overload's other arguments are tensors
+        elif not self._is_number(node.args[position].value) or (position == 0 and not self._is_tensor(func.value)):
+            return
         if any(value_kind(self.context, arg.value, site) == "number" for arg in node.args[position + 1:]):
             return  # x.add(2, 3) is no overload of these
         if effective_target(self.context.settings.target_torch_version) < NUMBER_FIRST_WARNS_SINCE or is_version_guarded(self.context):
