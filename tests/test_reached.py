@@ -146,3 +146,31 @@ def test_the_cache_drops_the_fact_when_any_file_of_the_project_changes(tmp_path,
     assert cached_levels() == ["medium"]
     (root / "train.py").write_text(CALLER + "import layers\n", encoding="utf-8")  # an edited one does
     assert cached_levels() == ["high"]
+
+
+# A module of definitions: the helper is called inside it, so only the module's own reach decides.
+OPTIMIZER_ZOO = HELPER + "\n\nclass Zoo:\n    def build(self, net):\n        init_params(net)\n"
+MODEL = "import torch.nn as nn\n\n\ndef build():\n    return nn.Linear(2, 2)\n"
+TRAIN = "from model import build\n\nnet = build()\n"
+
+
+def test_a_module_nothing_imports_in_a_program_of_modules_is_one_level_lower(tmp_path, capsys):
+    files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+
+
+def test_a_module_named_in_another_file_keeps_its_level(tmp_path, capsys):
+    # A string names it (a registry, a config, ``python -m``): it may be loaded without an import line.
+    files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN + 'PLUGINS = ["zoo"]\n'}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["high"]}
+
+
+def test_a_folder_of_files_importing_none_of_each_other_judges_no_module(tmp_path, capsys):
+    # Excerpts side by side (as in a folder of bug reports): no program shows which file runs.
+    files = {"zoo.py": OPTIMIZER_ZOO, "other.py": MODEL}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["high"]}
+
+
+def test_a_file_the_test_runner_collects_is_reached(tmp_path, capsys):
+    files = {"test_zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN}
+    assert levels(project(tmp_path, files), capsys) == {"test_zoo.py": ["high"]}

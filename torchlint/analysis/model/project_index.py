@@ -509,11 +509,7 @@ class ProjectIndex:
         path = self._ensure().get(module)
         facts = None
         if path is not None:
-            try:
-                with open(path, "rb") as handle:
-                    data = handle.read()
-            except OSError:
-                data = b""
+            data = self._module_bytes(module, record=False)
             if data.strip():  # an empty module (a bare ``__init__.py``) defines nothing
                 try:
                     tree = ast.parse(data)
@@ -686,7 +682,14 @@ class ProjectIndex:
 
     def is_imported(self, module: str) -> bool:
         """Whether another module of the project imports ``module`` (read from import lines, nothing parsed)."""
+        return module in self._imported_modules()
 
+    def imports_within(self) -> bool:
+        """Whether any module of the project imports another: the project is a program of modules, not a folder
+        of separate files (bug-report excerpts, snippets)."""
+        return bool(self._imported_modules())
+
+    def _imported_modules(self) -> FrozenSet[str]:
         def compute() -> FrozenSet[str]:
             self._read(EVERY_FILE)  # every module's import lines: one dependency on the whole project
             paths = self._ensure()
@@ -696,7 +699,7 @@ class ProjectIndex:
                 found.update(imported for imported in _imported_modules(name, data, path) if imported != name and imported in paths)
             return frozenset(found)
 
-        return module in self.fact("imported-modules", compute)
+        return self.fact("imported-modules", compute)  # type: ignore[return-value]
 
     def is_module(self, module: str) -> bool:
         """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
