@@ -127,6 +127,21 @@ def test_the_layout_of_a_saved_dict(body, expected):
 def test_a_load_read_by_the_keys_of_a_saved_layout_is_reported_at_medium(tmp_path, capsys):
     """fixtures/TL406/layouts_read_by_keys: loads matched to saves only by the keys they read (a path built by
     os.path.join, a helper's parameter), every annotation at its level; at the default floor none is shown."""
+    expected, found = _annotated_and_found("layouts_read_by_keys", tmp_path, capsys)
+    assert expected == {("train.py", 29, "TL406", "medium"), ("evaluate.py", 7, "TL406", "medium")}
+    assert found == expected
+
+
+def test_a_namespace_passed_to_main_and_saved_through_a_star_forwarding_helper(tmp_path, capsys):
+    """fixtures/TL406/saved_through_star_forwarding: ``save_on_master(*args, **kwargs)`` saves its first
+    argument, and ``args`` of ``main(args)`` is what every caller passes, ``parser.parse_args()``."""
+    expected, found = _annotated_and_found("saved_through_star_forwarding", tmp_path, capsys)
+    assert expected == {("main.py", 13, "TL406", "medium")}
+    assert found == expected
+
+
+def _annotated_and_found(fixture: str, tmp_path, capsys):
+    """The TL406 annotations of a project fixture, and what ``check`` reports there at every level."""
     import json
     import os
     import shutil
@@ -135,17 +150,15 @@ def test_a_load_read_by_the_keys_of_a_saved_layout_is_reported_at_medium(tmp_pat
     from torchlint import cli
 
     root = tmp_path / "project"
-    shutil.copytree(FIXTURES / "TL406" / "layouts_read_by_keys", root)
+    shutil.copytree(FIXTURES / "TL406" / fixture, root)
     expected = set()
     for path in sorted(root.rglob("*.py")):
         for (line, code, levels), _ in expected_findings(path.read_text(encoding="utf-8")).items():
             expected.add((path.name, line, code, "/".join(sorted(levels))))
-    assert expected == {("train.py", 29, "TL406", "medium"), ("evaluate.py", 7, "TL406", "medium")}
     here = os.getcwd()
     os.chdir(root)
     try:
         cli.main(["check", "--select", "TL406", "--confidence-level", "low", "--output-format", "json", "--exit-zero", "--no-cache", "."])
     finally:
         os.chdir(here)
-    found = {(Path(item["path"]).name, item["line"], item["code"], item["confidence"]) for item in json.loads(capsys.readouterr().out)}
-    assert found == expected
+    return expected, {(Path(item["path"]).name, item["line"], item["code"], item["confidence"]) for item in json.loads(capsys.readouterr().out)}

@@ -482,7 +482,39 @@ def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Ref
             return found
     if value is None and name not in scope.shadowed and name != scope.self_name:
         return _global(name, scope)
+    if value is None and name != scope.self_name:
+        return _passed_by_every_caller(name, scope, depth)
     return None
+
+
+def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Refused]:
+    """A parameter of a top-level function that the function never rebinds: what every call of the function in
+    its own module passes there (``main(parser.parse_args())`` under ``__main__``), when all hold one kind."""
+    function = scope.node
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or scope.owner is not None:
+        return None
+    if function not in scope.facts.tree.body or _rebinds(function, name):
+        return None
+    positional = [arg.arg for arg in function.args.posonlyargs + function.args.args]
+    keyword_only = {arg.arg for arg in function.args.kwonlyargs}
+    if name not in positional and name not in keyword_only:
+        return None
+    module = scope.module_scope()
+    passed: List[Optional[Refused]] = []
+    for node in ast.walk(scope.facts.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function.name):
+            continue
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+            return None
+        given = [k.value for k in node.keywords if k.arg == name]
+        if name in positional and positional.index(name) < len(node.args):
+            given.append(node.args[positional.index(name)])
+        if len(given) != 1:
+            return None
+        passed.append(refused_value(given[0], module, getattr(node, "lineno", 10**9), depth + 1))
+    if not passed or any(value is None for value in passed) or len({value.kind for value in passed}) != 1:
+        return None
+    return passed[0]
 
 
 def _unpacked(name: str, scope: Scope, before: int, depth: int) -> Optional[Refused]:
@@ -844,16 +876,40 @@ def _saving_parameter(qualified: str, facts, locate: Locate) -> Optional[int]:
         positional = [arg.arg for arg in function.args.posonlyargs + function.args.args]
         rebound = bound_names(function) - set(positional)
         position = None
+        star = function.args.vararg.arg if function.args.vararg is not None else None
         for statement in own_statements(function):
             for call in header_nodes(statement):
+                if not (isinstance(call, ast.Call) and call.args and defining.qualify(call.func) in SAVE_FUNCTIONS):
+                    continue
+                first = call.args[0]
                 if (
-                    isinstance(call, ast.Call) and call.args and isinstance(call.args[0], ast.Name)
-                    and defining.qualify(call.func) in SAVE_FUNCTIONS and call.args[0].id in positional
-                    and call.args[0].id not in rebound and not _reassigned(function, call.args[0].id)
+                    isinstance(first, ast.Name) and first.id in positional
+                    and first.id not in rebound and not _reassigned(function, first.id)
                 ):
-                    position = positional.index(call.args[0].id)
+                    position = positional.index(first.id)
+                elif (
+                    isinstance(first, ast.Starred) and isinstance(first.value, ast.Name) and first.value.id == star
+                    and not positional and not _reassigned(function, star)
+                ):
+                    position = 0  # ``def save_on_master(*args, **kwargs): torch.save(*args, **kwargs)``
         defining.memo[key] = position
     return defining.memo[key]  # type: ignore[return-value]
+
+
+def _rebinds(function: ast.AST, name: str) -> bool:
+    """Whether the function binds ``name`` again (``args.lr = ...`` sets an attribute of the same object: no)."""
+    for statement in own_statements(function):
+        for target in getattr(statement, "targets", None) or [getattr(statement, "target", None)]:
+            pending = [target] if target is not None else []
+            while pending:
+                node = pending.pop()
+                if isinstance(node, ast.Name) and node.id == name:
+                    return True
+                if isinstance(node, (ast.Tuple, ast.List)):
+                    pending.extend(node.elts)
+                elif isinstance(node, ast.Starred):
+                    pending.append(node.value)
+    return False
 
 
 def _reassigned(function: ast.AST, name: str) -> bool:
