@@ -61,6 +61,7 @@ from torchlint.analysis.values import conditions
 from torchlint.analysis.flow.callers import every_caller_passes
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.model.dataflow import Site, bindings, sole_assignment, unpack_position, unpacked_element
+from torchlint.analysis.model.literals import init_default
 from torchlint.analysis.values.domain import POW, DomainOp, constant_value, is_guard_constant, is_mask_like, structurally_equal
 from torchlint.analysis.values.kinds import FINFO_ATTRIBUTES, MAX_DEPTH, NUMBER_BUILTINS, NUMBER_METHODS, value_kind
 from torchlint.analysis.model.ops import SHAPE_AND_CAST_CALLS, call_parts, is_eps_like, without_shape_steps
@@ -253,8 +254,8 @@ class _Evaluator:
             if value is not None and constant_value(value) is not None:
                 return POSITIVE if constant_value(value) > 0 else UNKNOWN
             if isinstance(value, cst.Name):
-                default = _init_default(context, value.value)
-                if default is not None and default > 0:
+                default = init_default(context, value.value)
+                if default is not None and constant_value(default) > 0:
                     return POSITIVE  # self.clip_val = clip_val, with ``clip_val=1e-5`` in __init__
         return UNKNOWN
 
@@ -821,20 +822,6 @@ def _is_eps_term(node: cst.BaseExpression) -> bool:
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
         return is_eps_like(node.left) or is_eps_like(node.right)
     return False
-
-
-def _init_default(context: "FileContext", parameter: str) -> Optional[float]:
-    """The literal default of ``parameter`` in the enclosing class's ``__init__``."""
-    class_def = context.enclosing(cst.ClassDef)
-    if class_def is None:
-        return None
-    for statement in class_def.body.body:
-        if isinstance(statement, cst.FunctionDef) and statement.name.value == "__init__":
-            params = statement.params
-            for param in list(params.params) + list(params.kwonly_params):
-                if param.name.value == parameter and param.default is not None:
-                    return constant_value(param.default)
-    return None
 
 
 def _is_expm1_of_negative(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]) -> bool:
