@@ -338,7 +338,8 @@ async def test_dataset_lookups_across_files_are_refreshed_when_a_file_is_saved(t
     train = tmp_path / "train.py"
     train.write_text(
         "from torch.utils.data import DataLoader\n\nfrom dataset import Chunks\n\n\n"
-        "def loaders(samples, bounds):\n    return DataLoader(Chunks(samples, bounds), batch_size=8)\n",
+        "def loaders(samples, bounds):\n    return DataLoader(Chunks(samples, bounds), batch_size=8)\n\n\n"
+        'if __name__ == "__main__":\n    loaders([1, 2, 3], [0, 1, 3])\n',
         encoding="utf-8",
     )
     async with session(tmp_path) as (client, _):
