@@ -14,7 +14,8 @@
 
 ``clamp_operand_fix(context, op, minimum, message)``
     The FixSpec replacing ``op.operand`` by ``clamped(op.operand, minimum)``
-    (Applicability.NUMERICS): ``torch.sqrt(x)`` -> ``torch.sqrt(x.clamp_min(1e-6))``,
+    (Applicability.NUMERICS), offered only where ``operand_is_tensor`` (no tensor method on a NumPy
+    array, a pandas column or a number): ``torch.sqrt(x)`` -> ``torch.sqrt(x.clamp_min(1e-6))``,
     ``x ** 0.5`` -> ``x.clamp_min(1e-6) ** 0.5``, ``a / m.sum()`` -> ``a / m.sum().clamp_min(1)``.
 
 ``functional_reference(context)``
@@ -28,7 +29,7 @@ a zero gradient; above the minimum it computes exactly what the original did.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 import libcst as cst
 
@@ -70,7 +71,34 @@ def clamped(operand: cst.BaseExpression, minimum: Union[str, cst.BaseExpression]
     return cst.Call(func=cst.Attribute(value=value, attr=cst.Name("clamp_min")), args=[cst.Arg(low)])
 
 
-def clamp_operand_fix(context: "FileContext", op: "DomainOp", minimum: str, message: str) -> FixSpec:
+def operand_is_tensor(context: "FileContext", op: "DomainOp") -> bool:
+    """Whether the code shows ``op.operand`` to be a tensor, so that a tensor method may be called on it: the
+    operand of a torch function or of a tensor method is one by construction; that of ``/`` or ``**`` only when
+    the analysis sees it (a NumPy array, a pandas column or a Python number has no ``clamp_min``)."""
+    from torchlint.analysis.model.dataflow import site_of
+    from torchlint.analysis.values.kinds import imports_torch, value_kind
+    from torchlint.analysis.values.tensors import is_tensor
+
+    if op.form == "function":
+        return op.name.startswith("torch.")
+    site = site_of(context.ancestors)
+    if value_kind(context, op.operand, site) in ("array", "number"):
+        return False
+    # ``data.std()`` is what ``data`` is: a reduction's name is no proof (NumPy and pandas have it too).
+    root = op.operand
+    while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+        root = root.func.value
+    kind = value_kind(context, root, site)
+    if kind == "tensor" or is_tensor(context, root):
+        return True
+    # Not shown either way: taken for a tensor only in a file that imports torch.
+    return kind == "unknown" and imports_torch(context)
+
+
+def clamp_operand_fix(context: "FileContext", op: "DomainOp", minimum: str, message: str) -> Optional[FixSpec]:
+    """The clamp of the operand, or None where the operand is not shown to be a tensor."""
+    if not operand_is_tensor(context, op):
+        return None
     return FixSpec(
         Applicability.NUMERICS,
         message,

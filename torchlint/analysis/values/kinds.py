@@ -53,6 +53,14 @@ _NUMBER_ANNOTATIONS = re.compile(r"^(int|float|Optional\[(int|float)\]|Union\[in
 _OTHER_FRAMEWORKS = frozenset({"tensorflow", "jax", "mxnet", "paddle", "keras", "theano", "chainer", "cupy", "mindspore"})
 
 
+def imports_torch(context: "FileContext") -> bool:
+    """Whether the file imports torch at all (a module of NumPy or pandas preprocessing does not)."""
+    return context.memoized(
+        "kinds.imports-torch", context.module,
+        lambda _: any(q and q.split(".", 1)[0] == "torch" for q in context.imports.bindings.values()),
+    )
+
+
 def computes_with_other_framework(context: "FileContext") -> bool:
     """The file imports another array framework (TensorFlow, JAX, ...) and not torch: its values are that
     framework's arrays (a GAN written twice, once per framework, keeps its TensorFlow twin beside the torch one)."""
@@ -134,8 +142,8 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
                 return "tensor"
             if qualified.startswith("math."):
                 return "number"
-            if qualified.startswith("numpy."):
-                return "array"
+            if qualified.startswith(("numpy.", "pandas.")):
+                return "array"  # NumPy arrays and pandas frames: no tensor methods, no gradient
             return "unknown"
         if isinstance(func, cst.Name):
             if func.value in NUMBER_BUILTINS:

@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.values.domain import DIV, DIV_FUNCTIONS, DomainOp, call_names, constant_value, may_be_divisor
 from torchlint.analysis.flow.grad_need import gradient_regions
-from torchlint.analysis.values.fixes import clamp_operand_fix, eps_text, functional_reference
+from torchlint.analysis.values.fixes import clamp_operand_fix, eps_text, functional_reference, operand_is_tensor
 from torchlint.rule import Applicability, FixSpec, Replacement
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
 
@@ -113,6 +113,8 @@ class UnguardedDivision(UnguardedOpRule):
         if divisor.kind in ("sum", "difference"):
             return None  # a value of unknown sign: a clamp would turn a negative divisor positive
         eps = eps_text(self.context)
+        if not operand_is_tensor(self.context, op):
+            return None  # F.normalize, F.cosine_similarity and clamp_min take tensors only
         if divisor.kind == "normalize" and isinstance(op.node, cst.BinaryOperation):
             return self._normalize_fix(op, eps)
         if divisor.kind == "cosine" and isinstance(op.node, cst.BinaryOperation):
