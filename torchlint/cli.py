@@ -8,11 +8,12 @@ still reported).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 from dataclasses import replace
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence
 
 from torchlint import __version__, cache, collection, config, registry, runner, source
 from torchlint.cache import Cache
@@ -58,7 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="silence every finding: add '# noqa: CODES' where it is reported, merged into an existing '# noqa: ...'; "
         "changes nothing else",
     )
-    check.add_argument("--select", type=_selector_list, help="codes, prefixes (TL2), names or ALL; replaces the configured selection")
+    check.add_argument(
+        "--select",
+        type=_selector_list,
+        action="append",
+        help="codes, prefixes (TL2), names or ALL; replaces the configured selection (repeat it or use commas to give several)",
+    )
     check.add_argument("--extend-select", type=_selector_list, action="append", default=[], help="add to the selection")
     check.add_argument("--ignore", type=_selector_list, action="append", default=[], help="remove from the selection")
     check.add_argument(
@@ -125,12 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command == "rule":
-        return _show_rule(args.rule)
-    if args.command == "rules":
-        return _list_rules()
+    with _closed_pipe_ignored():  # --help and usage errors print too
+        args = build_parser().parse_args(argv)
+    # The server's standard output is its protocol, and trace's is the program's: they keep their own.
     if args.command == "server":
         from torchlint.server import main as serve  # pygls only for the server
 
@@ -139,6 +142,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         from torchlint.trace.command import run as trace  # LibCST: only for trace
 
         return trace(args)
+    with _closed_pipe_ignored():
+        return _run_command(args)
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    if args.command == "rule":
+        return _show_rule(args.rule)
+    if args.command == "rules":
+        return _list_rules()
     previous = _terminate_like_interrupt()
     try:
         return _check(args)
@@ -147,6 +159,72 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+class _PipeGuard:
+    """A standard stream that a closed pipe cannot break (``torchlint rules | head -1``).
+
+    At the first BrokenPipeError the stream's file descriptor is pointed at os.devnull, as Python's
+    documentation of SIGPIPE advises (so the interpreter's last flush at exit finds nothing to complain
+    about), and the rest of the output is dropped: the command runs to its end and exits with the code
+    its findings give.  A stream and its ``buffer`` share one state.
+    """
+
+    def __init__(self, stream, state: Optional[dict] = None) -> None:
+        self._stream = stream
+        self._state = state if state is not None else {"closed": False}
+
+    def write(self, data):
+        if not self._state["closed"]:
+            try:
+                return self._stream.write(data)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(data)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self._state["closed"]:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    @property
+    def buffer(self) -> "_PipeGuard":
+        return _PipeGuard(self._stream.buffer, self._state)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+    def _reader_gone(self) -> None:
+        self._state["closed"] = True
+        try:
+            descriptor = self._stream.fileno()
+        except (AttributeError, OSError, ValueError):  # not a file (a test's stream): dropping the output is enough
+            return
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, descriptor)
+        finally:
+            os.close(devnull)
+
+
+@contextlib.contextmanager
+def _closed_pipe_ignored() -> Iterator[None]:
+    """Within the block, output to a reader that went away (``| head -1``) is dropped instead of raising."""
+    saved_out, saved_err = sys.stdout, sys.stderr
+    out = sys.stdout = _PipeGuard(saved_out)
+    err = sys.stderr = _PipeGuard(saved_err)
+    try:
+        yield
+    finally:
+        out.flush()  # what is still buffered breaks here, inside the guard, if the reader has gone
+        err.flush()
+        sys.stdout, sys.stderr = saved_out, saved_err
 
 
 def _terminate_like_interrupt():
@@ -167,8 +245,9 @@ def _terminate_like_interrupt():
 def _show_rule(key: str) -> int:
     try:
         rule = registry.rule_by_code_or_name(key)
-    except registry.UnknownSelector:
-        print(f"error: unknown rule {key!r}; `torchlint rules` lists them", file=sys.stderr)
+    except registry.UnknownSelector as exc:
+        hint = f"did you mean `{exc.suggestion}`? " if exc.suggestion else ""
+        print(f"error: unknown rule {key!r}; {hint}`torchlint rules` lists them", file=sys.stderr)
         return EXIT_ERROR
     sys.stdout.write(page(rule))
     return EXIT_CLEAN
@@ -197,7 +276,7 @@ def _check(args: argparse.Namespace) -> int:
         _error(usage)
         return EXIT_ERROR
     overrides = config.Overrides(
-        select=args.select,
+        select=[s for group in args.select for s in group] if args.select is not None else None,
         extend_select=[s for group in args.extend_select for s in group],
         ignore=[s for group in args.ignore for s in group],
         unsafe_fixes=args.unsafe_fixes,

@@ -7,11 +7,14 @@ value of the wrong type is an error that names the key and the file.
 """
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import json
 import os
 import re
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
 from torchlint import registry
@@ -186,8 +189,10 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
         root = os.path.dirname(os.path.abspath(config_path))
         unknown = sorted(set(table) - set(_KEYS))
         if unknown:
+            close = difflib.get_close_matches(unknown[0].replace("_", "-"), _KEYS, n=1)
+            hint = f"; did you mean `{close[0]}`?" if close else ""
             raise ConfigError(
-                f"{config_path}: unknown key {unknown[0]!r} in [tool.torchlint] (known keys: {', '.join(_KEYS)})"
+                f"{config_path}: unknown key {unknown[0]!r} in [tool.torchlint]{hint} (known keys: {', '.join(_KEYS)})"
             )
     where = f"{config_path}: [tool.torchlint]" if config_path else "configuration"
 
@@ -221,17 +226,17 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
     version = None
     if "target-torch-version" in table:
         raw = table["target-torch-version"]
+        where_version = f"{config_path}: [tool.torchlint] target-torch-version"
         match = _VERSION.match(raw) if isinstance(raw, str) else None
         if match is None:
-            raise ConfigError(
-                f"{config_path}: [tool.torchlint] target-torch-version must be a string such as \"2.4\", got {raw!r}"
-            )
-        version = (int(match.group(1)), int(match.group(2)))
+            raise ConfigError(f"{where_version} must be a string such as \"2.4\", got {raw!r}{_newest_known_note()}")
+        version = _known_version(match, where_version, repr(raw))
     if overrides.target_torch_version is not None:
-        match = _VERSION.match(overrides.target_torch_version.strip())
+        raw = overrides.target_torch_version
+        match = _VERSION.match(raw.strip())
         if match is None:
-            raise ConfigError(f"--target-torch-version must be a version such as 2.4, got {overrides.target_torch_version!r}")
-        version = (int(match.group(1)), int(match.group(2)))
+            raise ConfigError(f"--target-torch-version must be a version such as 2.4, got {raw!r}{_newest_known_note()}")
+        version = _known_version(match, "--target-torch-version", raw.strip())
 
     unsafe = table.get("unsafe-fixes", False)
     if not isinstance(unsafe, bool):
@@ -256,6 +261,60 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
         config_path=config_path,
         confidence_floor=floor,
     )
+
+
+@lru_cache(maxsize=1)
+def newest_known_torch() -> Tuple[int, int]:
+    """The newest torch release torchlint's API tables describe: the last of ``versions`` in torch_api.json.
+
+    Loading that table (api_table.VERSIONS) costs about 40 ms, which a warm cached run never pays otherwise;
+    the list sits in the first few hundred bytes of the file, before ``apis``, so those are all that is read.
+    A file laid out otherwise is loaded whole.
+    """
+    from importlib import resources
+
+    with resources.files("torchlint").joinpath("data/torch_api.json").open("rb") as handle:
+        newest = newest_in_table_head(handle.read(16384).decode("utf-8", "replace"))
+    if newest is not None:
+        return newest
+    from torchlint.analysis.api import api_table
+
+    return tuple(api_table.VERSIONS[-1])  # type: ignore[return-value]
+
+
+def newest_in_table_head(head: str) -> Optional[Tuple[int, int]]:
+    """The last release of the top-level ``versions`` list in the start of torch_api.json; None if it is not
+    there, before ``apis``, whole."""
+    start = head.find('"versions":')
+    if not 0 <= start < head.find('"apis":'):
+        return None
+    try:
+        versions, _ = json.JSONDecoder().raw_decode(head, head.index("[", start))
+        major, minor = str(versions[-1]).split(".")
+        return int(major), int(minor)
+    except (ValueError, IndexError, TypeError):
+        return None
+
+
+def _newest_known_note() -> str:
+    major, minor = newest_known_torch()
+    return f" (the newest torch release torchlint knows is {major}.{minor})"
+
+
+def _known_version(match: "re.Match[str]", where: str, shown: str) -> Tuple[int, int]:
+    """The (major, minor) of a matched version; a ConfigError naming ``where`` when it is newer than the tables.
+
+    Older releases than the tables' first are fine: the rules' own records reach back further.
+    """
+    version = (int(match.group(1)), int(match.group(2)))
+    newest = newest_known_torch()
+    if version > newest:
+        newest_text = f"{newest[0]}.{newest[1]}"
+        raise ConfigError(
+            f"{where} {shown} is newer than torch {newest_text}, the newest release torchlint's API tables know; "
+            f"give {newest_text} or older, or leave it out to check for {newest_text}"
+        )
+    return version
 
 
 def locate(paths: Sequence[str], config_file: Optional[str] = None) -> Optional[str]:

@@ -7,6 +7,7 @@ code prefix (``TL2``, ``TL``), kebab-case name (``log-of-softmax``) or ``ALL``.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import pkgutil
 from functools import lru_cache
@@ -16,9 +17,13 @@ from torchlint.rule import Rule
 
 
 class UnknownSelector(ValueError):
-    def __init__(self, selector: str) -> None:
-        super().__init__(f"unknown rule selector {selector!r} (expected a code such as TL201, a prefix such as TL2, a rule name, or ALL)")
+    def __init__(self, selector: str, suggestion: Optional[str] = None) -> None:
+        hint = f"; did you mean `{suggestion}`?" if suggestion else ""
+        super().__init__(
+            f"unknown rule selector {selector!r}{hint} (expected a code such as TL201, a prefix such as TL2, a rule name, or ALL)"
+        )
         self.selector = selector
+        self.suggestion = suggestion
 
 
 @lru_cache(maxsize=None)
@@ -75,7 +80,7 @@ def rule_by_code_or_name(key: str) -> Type[Rule]:
     for rule in rules.values():
         if rule.name == key:
             return rule
-    raise UnknownSelector(key)
+    raise UnknownSelector(key, closest_selector(key))
 
 
 def expand_selector(selector: str) -> FrozenSet[str]:
@@ -91,7 +96,27 @@ def expand_selector(selector: str) -> FrozenSet[str]:
     for code, (name, _) in rules.items():
         if name == selector:
             return frozenset({code})
-    raise UnknownSelector(selector)
+    raise UnknownSelector(selector, closest_selector(selector))
+
+
+def closest_selector(selector: str) -> Optional[str]:
+    """The code or name ``selector`` is most likely a typo of (None when nothing is close, or two codes are equally so).
+
+    A code must be one character off (``TL2011``) and closer than any other code: codes differ in a digit or two,
+    so looser matches are guesses.  A name may be further off (``log-of-softmx``, ``unguarded_sqrt``).
+    """
+    rules = catalog()
+    text = selector.strip()
+    if text.upper().startswith("TL"):
+        codes = difflib.get_close_matches(text.upper(), list(rules), n=2, cutoff=0.8)
+        if len(codes) == 1 or (codes and _similarity(text.upper(), codes[0]) > _similarity(text.upper(), codes[1])):
+            return codes[0]
+    names = difflib.get_close_matches(text.lower().replace("_", "-"), [name for name, _ in rules.values()], n=1)
+    return names[0] if names else None
+
+
+def _similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
 
 
 def expand_selectors(selectors: Iterable[str]) -> FrozenSet[str]:
