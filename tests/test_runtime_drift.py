@@ -814,6 +814,32 @@ def test_tl609_number_first_overloads_warn_and_the_keyword_form_computes_the_sam
         assert torch.equal(before, now)
 
 
+SCALED_PRODUCT_FIRST = """
+import torch
+
+def distances(x, y, scores):
+    dist = torch.pow(x, 2).sum(1, keepdim=True) + torch.pow(y, 2).sum(1, keepdim=True).t()
+    dist.addmm_(1, -2, x, y.t())
+    shifted = torch.ones_like(dist)
+    shifted.addmm_(0.5, x, y.t())
+    scores.addmv_(1, -1, x, y[0])
+    return dist, shifted, scores
+"""
+
+
+def test_tl609_beta_and_alpha_first_overloads_warn_and_the_keyword_form_computes_the_same_bits():
+    x, y = torch.randn(4, 3), torch.randn(5, 3)
+    after = fixed(SCALED_PRODUCT_FIRST, "TL609")
+    assert "addmm_(x, y.t(), beta=1, alpha=-2)" in after and "addmm_(x, y.t(), beta=0.5)" in after
+    old, warned = quietly(run(SCALED_PRODUCT_FIRST)["distances"], x, y, torch.zeros(4))
+    new, silent = quietly(run(after)["distances"], x, y, torch.zeros(4))
+    for method in ("addmm_", "addmv_"):
+        assert any(w.startswith(f"This overload of {method} is deprecated") for w in warned), (method, warned)
+    assert not any("deprecated" in w for w in silent), silent
+    for before, now in zip(old, new):
+        assert torch.equal(before, now)
+
+
 # -- TL610 implicit-softmax-dim ----------------------------------------------------------------------------
 
 SOFTMAX_2D = """
@@ -945,6 +971,30 @@ def test_tl611_fix_without_data_is_unsafe_because_item_leaves_the_graph():
     assert sorted(classes.values()) == ["safe", "safe", "unsafe", "unsafe"]
     loss = torch.nn.functional.mse_loss(torch.randn(3, requires_grad=True), torch.zeros(3))
     assert loss.dim() == 0 and loss.requires_grad and not isinstance(loss.item(), torch.Tensor)
+
+
+SUMMED_OVER_STEPS = """
+import torch.nn as nn
+
+def logged(model, x, y):
+    criterion = nn.CrossEntropyLoss()
+    loss = 0
+    for t in range(x.size(0)):
+        loss += criterion(model(x[t]), y[t])
+    per_step = loss.sum() / len(x)
+    return loss.data[0], per_step.data[0]
+"""
+
+
+def test_tl611_a_loss_summed_from_0_and_its_mean_are_0_dim_too():
+    model, x, y = torch.nn.Linear(3, 2), torch.randn(4, 5, 3), torch.randint(0, 2, (4, 5))
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        run(SUMMED_OVER_STEPS)["logged"](model, x, y)
+    after = fixed(SUMMED_OVER_STEPS, "TL611")
+    assert after.count(".item()") == 2 and "[0]" not in after.replace("x[t]", "").replace("y[t]", "")
+    total, per_step = run(after)["logged"](model, x, y)
+    expected = sum(torch.nn.functional.cross_entropy(model(x[t]), y[t]) for t in range(4))
+    assert total == pytest.approx(expected.item()) and per_step == pytest.approx(expected.item() / 4)
 
 
 # -- TL612 renamed-dataset-attribute -----------------------------------------------------------------------

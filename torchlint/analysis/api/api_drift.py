@@ -373,6 +373,14 @@ NUMBER_FIRST_WARNS_SINCE: Version = (1, 5)
 # ``add`` but no in-place ``add_``): on these a call with the overload's count of positional arguments is the
 # overload or a TypeError, whatever the receiver's type is shown to be.
 NUMBER_FIRST_TORCH_ONLY = frozenset({"add_", "sub_", "addcmul", "addcmul_", "addcdiv", "addcdiv_"})
+# ``beta * self + alpha * (mat1 @ mat2)`` methods whose deprecated overloads take ``beta`` (and ``alpha``) first
+# as numbers: ``x.addmm_(1, -2, a, b)``, ``x.addmm_(1, a, b)`` ("This overload of addmm_ is deprecated",
+# torch 2.13 warns for each); the supported call takes two positional tensors and ``beta=``/``alpha=``.
+SCALED_PRODUCT_OVERLOADS = frozenset({"addmm", "addmv", "addr", "baddbmm", "addbmm"})
+# ``addr`` is also a common name of other objects' methods (an address); its in-place form is torch's alone.
+SCALED_PRODUCT_TORCH_ONLY = frozenset(
+    {name + "_" for name in SCALED_PRODUCT_OVERLOADS} | {name for name in SCALED_PRODUCT_OVERLOADS if name != "addr"}
+)
 
 # Softmax without dim: "Implicit dimension choice for softmax has been deprecated" since torch 0.3 (the
 # warning of torch.nn.functional._get_softmax_dim, which picks 0 for 0-, 1- and 3-D inputs, 1 otherwise).

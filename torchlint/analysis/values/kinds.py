@@ -174,6 +174,11 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
         return "unknown"
     if isinstance(node, cst.UnaryOperation):
         return value_kind(context, node.expression, site, again)
+    if isinstance(node, cst.Comparison):
+        # ``out.argmax(1) == y``: elementwise on a tensor or an array, a bool otherwise.
+        sides = [node.left] + [target.comparator for target in node.comparisons]
+        kinds = {value_kind(context, side, site, again) for side in sides}
+        return "tensor" if "tensor" in kinds else "array" if "array" in kinds else "unknown"
     if isinstance(node, cst.IfExp):
         body = value_kind(context, node.body, site, again)
         return body if body == value_kind(context, node.orelse, site, again) else "unknown"

@@ -27,7 +27,7 @@ import libcst as cst
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, literal_value, positional_args
 from torchlint.analysis.model.ops import module_constructor
-from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.values.kinds import value_kind
 from torchlint.analysis.values.losses import is_loss_call
@@ -69,8 +69,10 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
     if isinstance(node, cst.Name):
         definition = reaching_definition(ancestors, node.value)
         if definition is None:
-            return None
+            return _accumulated_rank(context, node.value, ancestors, depth)
         return known_rank(context, definition.value, ancestors_of(definition.statement, ancestors), depth + 1)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ELEMENTWISE):
+        return _scalar_arithmetic_rank(context, (node.left, node.right), ancestors, depth)
     if not isinstance(node, cst.Call) or has_star_args(node):
         return None
     func = node.func
@@ -93,7 +95,11 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
         method = func.attr.value
         if method in FULL_REDUCTIONS and not node.args:
             receiver = func.value
-            known = is_tensor(context, receiver, ancestors) or value_kind(context, receiver, site_of(ancestors)) == "tensor"
+            known = (
+                is_tensor(context, receiver, ancestors)
+                or value_kind(context, receiver, site_of(ancestors)) == "tensor"
+                or known_rank(context, receiver, ancestors, depth + 1) is not None
+            )
             return 0 if known else None
         if method in ("view", "reshape"):
             return _shape_rank(node)
@@ -112,6 +118,43 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
     if built in RANK_KEEPING_MODULES:
         return known_rank(context, node.args[0].value, ancestors, depth + 1)
     return None
+
+
+_ELEMENTWISE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
+def _is_number(context: "FileContext", node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> bool:
+    return isinstance(node, (cst.Integer, cst.Float)) or value_kind(context, node, site_of(ancestors)) == "number"
+
+
+def _scalar_arithmetic_rank(context: "FileContext", operands, ancestors: Sequence[cst.CSTNode], depth: int) -> Optional[int]:
+    """0 when every operand is a 0-dim tensor or a Python number and one is a tensor (``loss.sum() / n``)."""
+    ranks = [None if _is_number(context, operand, ancestors) else known_rank(context, operand, ancestors, depth + 1) for operand in operands]
+    numbers = [rank is None and _is_number(context, operand, ancestors) for rank, operand in zip(ranks, operands)]
+    if 0 in ranks and all(rank == 0 or number for rank, number in zip(ranks, numbers)):
+        return 0
+    return None
+
+
+def _accumulated_rank(context: "FileContext", name: str, ancestors: Sequence[cst.CSTNode], depth: int) -> Optional[int]:
+    """0 for a name that every binding reaching the use makes a 0-dim tensor or a number, and that some binding
+    makes a 0-dim tensor: the summed loss of ``loss = 0`` then ``loss += criterion(out, y)`` in a loop."""
+    found = bindings(site_of(ancestors), name)
+    if not found:
+        return None
+    tensor = False
+    for binding in found:
+        if binding.value is None or binding.kind not in ("assign", "update", "conditional"):
+            return None
+        value = binding.value
+        if isinstance(binding.node, cst.AugAssign):
+            value = binding.node.value  # ``name += rhs``: what is added keeps a 0-dim sum 0-dim
+        if _is_number(context, value, ancestors):
+            continue
+        if known_rank(context, value, ancestors, depth + 1) != 0:
+            return None
+        tensor = True
+    return 0 if tensor else None
 
 
 def sequential_rank_before(context: "FileContext", sequential: cst.Call, position: int) -> Optional[int]:

@@ -9,6 +9,7 @@ from torchlint.analysis.api.api_drift import (
     NUMBER_FIRST_OVERLOADS,
     NUMBER_FIRST_TORCH_ONLY,
     NUMBER_FIRST_WARNS_SINCE,
+    SCALED_PRODUCT_TORCH_ONLY,
     effective_target,
     version_text,
 )
@@ -21,6 +22,7 @@ from torchlint.analysis.values.tensors import is_tensor
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 _METHODS = frozenset(name + suffix for name in NUMBER_FIRST_OVERLOADS for suffix in ("", "_"))
+_SCALE_KEYWORDS = ("beta", "alpha")
 _ARITHMETIC = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
 
 
@@ -35,7 +37,11 @@ class NumberFirstOverload(Rule):
     in-place forms) that take the scale factor first, as a positional
     number: `x.add_(alpha, other)`, `x.sub(alpha, other)`,
     `x.addcmul_(value, t1, t2)`, `x.addcdiv_(value, t1, t2)`,
-    `torch.add(x, alpha, other)`, `torch.addcmul(x, value, t1, t2)`.
+    `torch.add(x, alpha, other)`, `torch.addcmul(x, value, t1, t2)`; and
+    the overloads of `addmm`, `addmv`, `addr`, `baddbmm` and `addbmm` (and
+    their in-place forms) that take `beta`, or `beta` and `alpha`, first:
+    `dist.addmm_(1, -2, x, y.t())`, `out.addmm_(0.5, a, b)` (pairwise
+    distances in re-identification and metric-learning code).
 
     For `add` and `sub`, which other objects define too, the receiver must be
     known to be a tensor (a torch call's result, a tensor method's, a
@@ -48,15 +54,16 @@ class NumberFirstOverload(Rule):
     `p.data.add_(-group["lr"] * wd, p.data)` of a hand-written optimizer.
 
     ## Why is this bad?
-    These overloads are deprecated since torch 1.5: every call warns
-    `This overload of add_ is deprecated: add_(Number alpha, Tensor other)`,
-    and old optimizers written this way (`exp_avg.mul_(beta1).add_(1 - beta1,
-    grad)`) flood the log at every step. The scale factor is a keyword in
+    These overloads are deprecated since torch 1.5: the first such call of a
+    run warns `This overload of add_ is deprecated: add_(Number alpha, Tensor
+    other)` (torch warns once per process), in every old optimizer written
+    this way (`exp_avg.mul_(beta1).add_(1 - beta1, grad)`). The scale factor is a keyword in
     the supported signature (`alpha=` for `add`/`sub`, `value=` for
     `addcmul`/`addcdiv`); torch implements the old overload by calling it.
 
     ## Example
     ```python
+    dist.addmm_(1, -2, x, y.t())
     exp_avg.add_(1 - beta1, grad)
     exp_avg_sq.addcmul_(1 - beta2, grad, grad)
     param.addcdiv_(-0.5, exp_avg, denom)
@@ -64,6 +71,7 @@ class NumberFirstOverload(Rule):
 
     ## Use instead
     ```python
+    dist.addmm_(x, y.t(), beta=1, alpha=-2)
     exp_avg.add_(grad, alpha=1 - beta1)
     exp_avg_sq.addcmul_(grad, grad, value=1 - beta2)
     param.addcdiv_(exp_avg, denom, value=-0.5)
@@ -80,9 +88,9 @@ class NumberFirstOverload(Rule):
 
     code = "TL609"
     name = "number-first-overload"
-    message = "deprecated overload that takes the scale factor first: it warns on every call; pass it as `alpha=`/`value=`"
+    message = "deprecated overload that takes the scale factor first: torch warns of it and keeps it only for old code; pass it as `alpha=`/`value=`"
     fix_applicability = Applicability.SAFE
-    triggers = tuple(sorted(_METHODS))
+    triggers = tuple(sorted(_METHODS | SCALED_PRODUCT_TORCH_ONLY))
 
     @classmethod
     def prepass(cls, scan):
@@ -96,17 +104,23 @@ class NumberFirstOverload(Rule):
                 method = node.func.attr
                 if method in _METHODS and len(node.args) - NUMBER_FIRST_OVERLOADS[method.rstrip("_")][1] in (1, 2):
                     return True
+                if method in SCALED_PRODUCT_TORCH_ONLY and len(node.args) in (3, 4):
+                    return True
             return False
 
-        return frozenset(i for i in scan.regions_calling(_METHODS) if overload_shaped(scan.regions[i])) or None
+        called = scan.regions_calling(_METHODS | SCALED_PRODUCT_TORCH_ONLY)
+        return frozenset(i for i in called if overload_shaped(scan.regions[i])) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if not isinstance(func, cst.Attribute) or func.attr.value not in _METHODS:
+        if not isinstance(func, cst.Attribute) or func.attr.value not in _METHODS | SCALED_PRODUCT_TORCH_ONLY:
             return
         if has_star_args(node) or any(arg.keyword is not None for arg in node.args):
             return
         method = func.attr.value
+        if method in SCALED_PRODUCT_TORCH_ONLY:
+            self._scaled_product(node, method)
+            return
         keyword, tensors = NUMBER_FIRST_OVERLOADS[method.rstrip("_")]
         qualified = self.context.qualified_name(func)
         if qualified is None:
@@ -136,8 +150,37 @@ class NumberFirstOverload(Rule):
         self.report(
             node,
             f"`{shown}` with the scale factor first is a deprecated overload (since torch "
-            f"{version_text(NUMBER_FIRST_WARNS_SINCE)}): it warns on every call; pass it as `{keyword}=`",
+            f"{version_text(NUMBER_FIRST_WARNS_SINCE)}): torch warns of it and keeps it only for old code; pass it as `{keyword}=`",
             self._fix(node, position, keyword),
+        )
+
+    def _scaled_product(self, node: cst.Call, method: str) -> None:
+        """``x.addmm_(beta, alpha, a, b)`` or ``x.addmm_(beta, a, b)``: the supported method takes two positional
+        tensors, so three or four are the overload (or a TypeError) on whatever receiver has the method."""
+        func = node.func
+        if self.context.qualified_name(func) is not None or len(node.args) not in (3, 4):
+            return
+        site = site_of(self.context.ancestors)
+        if value_kind(self.context, func.value, site) not in ("tensor", "unknown"):
+            return
+        scales, tensors = node.args[:-2], node.args[-2:]
+        if any(value_kind(self.context, arg.value, site) not in ("number", "unknown") or _is_text(arg.value) for arg in scales):
+            return
+        if any(value_kind(self.context, arg.value, site) not in ("tensor", "unknown") or _is_text(arg.value) for arg in tensors):
+            return
+        if effective_target(self.context.settings.target_torch_version) < NUMBER_FIRST_WARNS_SINCE or is_version_guarded(self.context):
+            return
+        keywords = _SCALE_KEYWORDS[: len(scales)]
+        shown = " and ".join(f"`{k}`" for k in keywords)
+        call = without_args(node, list(scales))
+        for keyword, arg in zip(keywords, scales):
+            call = add_keyword(call, keyword, arg.value)
+        self.report(
+            node,
+            f"`Tensor.{method}` with {shown} first is a deprecated overload (since torch "
+            f"{version_text(NUMBER_FIRST_WARNS_SINCE)}): torch warns of it and keeps it only for old code; pass "
+            + " and ".join(f"`{k}=`" for k in keywords),
+            FixSpec(Applicability.SAFE, "Pass " + " and ".join(f"`{k}=`" for k in keywords), (Replacement(node, call),)),
         )
 
     def _is_tensor(self, node: cst.BaseExpression) -> bool:

@@ -69,8 +69,8 @@ class ZeroDimIndex(Rule):
     @classmethod
     def prepass(cls, scan):
         """Regions indexing ``[0]`` into what ``known_rank`` can show is 0-dim: a call, or a name some
-        assignment of the region or of the module binds to a call or a name (a parameter or a loop variable
-        has no rank the code shows, nor has an attribute such as ``x.shape``)."""
+        assignment of the region or of the module binds to a call, a name or arithmetic, or adds to (a
+        parameter or a loop variable has no rank the code shows, nor has an attribute such as ``x.shape``)."""
         module_names = _names_bound_to_calls(scan.tree.body)
 
         def indexes_with_zero(region) -> bool:
@@ -96,8 +96,9 @@ class ZeroDimIndex(Rule):
             return
         if not _tight(node):
             return  # the trigger "[0]" is written as such
-        if isinstance(self.context.parent, (cst.AssignTarget, cst.AugAssign, cst.Del)):
-            return
+        parent = self.context.parent
+        if isinstance(parent, (cst.AssignTarget, cst.Del)) or (isinstance(parent, cst.AugAssign) and parent.target is node):
+            return  # written to, not read (``total += loss.data[0]`` reads it)
         base, through_data = node.value, False
         if isinstance(base, cst.Attribute) and base.attr.value == "data":
             base, through_data = base.value, True
@@ -142,12 +143,14 @@ def _tight(node: cst.Subscript) -> bool:
 
 
 def _names_bound_to_calls(nodes) -> set:
-    """Names that ``name = call(...)`` or ``name = other`` (or an annotated assignment) binds among ``nodes``:
-    the values through which ``known_rank`` follows a name."""
+    """Names that ``name = call(...)``, ``name = other``, ``name = a / b`` (or an annotated assignment) or
+    ``name += value`` binds among ``nodes``: the values through which ``known_rank`` follows a name."""
     names = set()
     for node in nodes:
-        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name)):
+        if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.BinOp)):
             names.update(target.id for target in node.targets if isinstance(target, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.value, (ast.Call, ast.Name)) and isinstance(node.target, ast.Name):
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.value, (ast.Call, ast.Name, ast.BinOp)) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
+        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)  # ``loss += criterion(out, y)``: a sum of 0-dim losses
     return names
