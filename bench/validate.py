@@ -159,6 +159,21 @@ def write_packet(name: str, corpus: Path, labels: Sequence[str], out: Path, part
     return len(ordered)
 
 
+def edited_lines(source: Sequence[str], edits: Sequence[dict]) -> Dict[int, str]:
+    """The lines that single-line edits change, as they read once the edits are applied (1-based columns)."""
+    by_line: Dict[int, List[dict]] = defaultdict(list)
+    for edit in edits:
+        if edit["line"] == edit["end_line"] and 1 <= edit["line"] <= len(source):
+            by_line[edit["line"]].append(edit)
+    out = {}
+    for number, line_edits in by_line.items():
+        text = source[number - 1]
+        for edit in sorted(line_edits, key=lambda e: e["column"], reverse=True):
+            text = text[: edit["column"] - 1] + edit["content"] + text[edit["end_column"] - 1:]
+        out[number] = text
+    return out
+
+
 def blind_entry(number: int, finding: Finding, root: Path) -> str:
     """One finding as a reader sees it: where, the message, the fix, the code around it."""
     lines = [f"## {number}. {finding.repo} {finding.path}:{finding.line}:{finding.column}", finding.message]
@@ -172,6 +187,11 @@ def blind_entry(number: int, finding: Finding, root: Path) -> str:
         lines.append("fix: none offered")
     path, _, cell = finding.path.partition(":cell ")
     source = precision_user.source_lines(root / finding.repo.replace("/", "+") / path, int(cell) if cell else None)
+    if finding.fix:
+        # The edits are minimal column ranges, easy to misread (d11's readers took a dropped `p='fro'` for kept):
+        # show each edited line as the fix leaves it.
+        for number, text in sorted(edited_lines(source, finding.fix["edits"]).items()):
+            lines.append(f"  after the fix, line {number}: {text}")
     for index in range(max(finding.line - 13, 0), min(finding.line + 12, len(source))):
         mark = ">>" if index == finding.line - 1 else "  "
         lines.append(f"{mark}{index + 1:5d} {source[index]}")

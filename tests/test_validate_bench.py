@@ -77,3 +77,11 @@ def test_a_hunt_row_past_the_end_of_its_file_is_refused(validate, tmp_path):
     problems = validate.misplaced_sites(sites, tmp_path)
     assert [p.split(":")[0] for p in problems] == ["o/r train.py", "o/r gone.py"]
     assert "2 lines" in problems[0]
+
+
+def test_a_reading_packet_shows_each_edited_line_as_the_fix_leaves_it(validate):
+    line = "    d = torch.norm(a - b, p='fro', dim=2)"
+    edit = {"line": 1, "end_line": 1, "column": 15, "end_column": 34, "content": "linalg.vector_norm(a - b"}
+    assert validate.edited_lines([line], [edit]) == {1: "    d = torch.linalg.vector_norm(a - b, dim=2)"}
+    spanning = {"line": 1, "end_line": 2, "column": 1, "end_column": 1, "content": ""}
+    assert validate.edited_lines([line, ""], [spanning]) == {}
