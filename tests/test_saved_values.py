@@ -140,6 +140,34 @@ def test_a_namespace_passed_to_main_and_saved_through_a_star_forwarding_helper(t
     assert found == expected
 
 
+def test_a_yacs_config_handed_from_main_to_a_saving_helper_in_another_module(tmp_path, capsys):
+    """fixtures/TL406/config_passed_to_the_saver: ``save_checkpoint(config, ...)`` in utils.py saves its ``config``
+    parameter, which main.py's every call passes from ``main(config)``, itself given ``get_config(...)``,
+    which returns ``_C.clone()`` of a yacs ``CfgNode``."""
+    expected, found = _annotated_and_found("config_passed_to_the_saver", tmp_path, capsys)
+    assert expected == {("utils.py", 10, "TL406", "medium")}
+    assert found == expected
+
+
+def test_weights_only_refuses_a_dict_subclass_and_a_simple_namespace(tmp_path):
+    """What the config kinds rest on: yacs' CfgNode and EasyDict are dict subclasses, and a SimpleNamespace is no
+    allowed global; torch.load's weights_only default refuses each (torch 2.13)."""
+    import types
+
+    import torch
+
+    for value in (ConfigLike(lr=0.1), types.SimpleNamespace(lr=0.1)):
+        path = tmp_path / "ckpt.pt"
+        torch.save({"model": {"w": torch.ones(2)}, "config": value}, path)
+        with pytest.raises(Exception, match="Weights only load failed"):
+            torch.load(path)
+        assert torch.load(path, weights_only=False)["config"].__class__ is value.__class__
+
+
+class ConfigLike(dict):
+    """A configuration object the way yacs and EasyDict build theirs: a dict subclass."""
+
+
 def _annotated_and_found(fixture: str, tmp_path, capsys):
     """The TL406 annotations of a project fixture, and what ``check`` reports there at every level."""
     import json

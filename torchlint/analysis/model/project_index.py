@@ -781,6 +781,19 @@ class ProjectIndex:
 
         return self.fact(f"saved-layouts:{folder}", compute)
 
+    def modules_calling(self, name: str) -> List["_ModuleFacts"]:
+        """The modules of the project whose text calls ``name(...)`` (by that name or as an attribute), parsed;
+        the others are not."""
+        self._read(EVERY_FILE)  # which modules call it rests on every one of them
+        pattern = re.compile(rb"(?<![\w])%s\s*\(" % re.escape(name.encode("utf-8")))
+        found = []
+        for module in sorted(self._ensure()):
+            if pattern.search(self._module_bytes(module, record=False)):
+                facts = self._module_facts(module)
+                if facts is not None:
+                    found.append(facts)
+        return found
+
     def module_of(self, path: str) -> Optional[str]:
         """The module name of a file of the run (None when it is not one of them)."""
         name = module_name(path)

@@ -23,7 +23,10 @@ tests/test_runtime_data.py rerun the ones its fixtures rely on):
   of :data:`NUMPY_RANDOM_VALUES` and the samplers of :data:`NUMPY_RANDOM_SIZE_AT` given a size count;
   ``np.pi`` is a ``float``;
 - ``generator``: NumPy random generators (``np.random.default_rng()``, ``np.random.RandomState()``);
-- ``namespace``: ``argparse.Namespace`` (``parser.parse_args()``; ``vars(args)`` is a dict, allowed);
+- ``namespace``: ``argparse.Namespace`` (``parser.parse_args()``; ``vars(args)`` is a dict, allowed) and
+  ``types.SimpleNamespace``;
+- ``config``: configuration objects of yacs (``CfgNode``), OmegaConf, EasyDict and ml_collections, also
+  through ``cfg.clone()``;
 - ``container``: ``collections.defaultdict``, ``collections.deque``, ``frozenset``;
 - ``value``: ``pathlib`` paths, ``datetime`` values;
 - ``global``: a function or a class of the project itself (``{"loss_fn": focal_loss}``).
@@ -57,7 +60,7 @@ from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS, ast_path_key
 from torchlint.analysis.model.ops import MODULE_MOVES
 
 # How many steps (names, fields, containers, calls) a value is followed through.
-MAX_DEPTH = 8
+MAX_DEPTH = 12
 # How long the code shown in a message may be.
 _SHOWN = 48
 
@@ -71,6 +74,7 @@ ADVICE: Dict[str, str] = {
     "container": "save it as a dict or a list",
     "value": "save it as a string",
     "global": "save its name",
+    "config": "save it as a plain dict or its YAML text",
 }
 
 # Calls (qualified) whose results weights_only refuses: kind and how a message names the value.
@@ -93,7 +97,21 @@ REFUSED_CALLS: Dict[str, Tuple[str, str]] = {
     "datetime.date": ("value", "a `datetime.date`"),
     "datetime.date.today": ("value", "a `datetime.date`"),
     "datetime.timedelta": ("value", "a `datetime.timedelta`"),
+    # Configuration objects of common libraries: classes (dict subclasses among them) the unpickler of
+    # weights_only does not allow.
+    "types.SimpleNamespace": ("namespace", "a `types.SimpleNamespace`"),
+    "yacs.config.CfgNode": ("config", "a yacs `CfgNode`"),
+    "yacs.config.load_cfg": ("config", "a yacs `CfgNode`"),
+    "omegaconf.OmegaConf.create": ("config", "an OmegaConf config"),
+    "omegaconf.OmegaConf.load": ("config", "an OmegaConf config"),
+    "omegaconf.OmegaConf.merge": ("config", "an OmegaConf config"),
+    "omegaconf.DictConfig": ("config", "an OmegaConf config"),
+    "easydict.EasyDict": ("config", "an `EasyDict`"),
+    "ml_collections.ConfigDict": ("config", "an `ml_collections.ConfigDict`"),
+    "ml_collections.config_dict.ConfigDict": ("config", "an `ml_collections.ConfigDict`"),
 }
+# Methods that return another object of their receiver's kind (``cfg = _C.clone()``).
+CONFIG_COPIES = frozenset({"clone", "copy"})
 # Builtins whose results weights_only refuses.
 REFUSED_BUILTINS: Dict[str, Tuple[str, str]] = {"frozenset": ("container", "a `frozenset`")}
 
@@ -499,22 +517,42 @@ def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Ref
     keyword_only = {arg.arg for arg in function.args.kwonlyargs}
     if name not in positional and name not in keyword_only:
         return None
-    module = scope.module_scope()
+    qualified = f"{scope.facts.module}.{function.name}"
+    project = scope.facts.project
+    callers = [scope.facts] if project is None else project.modules_calling(function.name)
     passed: List[Optional[Refused]] = []
-    for node in ast.walk(scope.facts.tree):
-        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == function.name):
-            continue
-        if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-            return None
-        given = [k.value for k in node.keywords if k.arg == name]
-        if name in positional and positional.index(name) < len(node.args):
-            given.append(node.args[positional.index(name)])
-        if len(given) != 1:
-            return None
-        passed.append(refused_value(given[0], module, getattr(node, "lineno", 10**9), depth + 1))
+    for facts in callers:
+        caller_scopes: Dict[int, Scope] = {}
+        for node in ast.walk(facts.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            local = isinstance(node.func, ast.Name) and node.func.id == function.name and facts is scope.facts
+            if not local and facts.qualify(node.func) != qualified:
+                continue
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                return None
+            given = [k.value for k in node.keywords if k.arg == name]
+            if name in positional and positional.index(name) < len(node.args):
+                given.append(node.args[positional.index(name)])
+            if len(given) != 1:
+                return None
+            caller = _scope_holding(facts, node, scope.locate, caller_scopes)
+            passed.append(refused_value(given[0], caller, getattr(node, "lineno", 10**9), depth + 1))
     if not passed or any(value is None for value in passed) or len({value.kind for value in passed}) != 1:
         return None
     return passed[0]
+
+
+def _scope_holding(facts, call: ast.Call, locate: Locate, cache: Dict[int, "Scope"]) -> "Scope":
+    """The scope of the top-level function of ``facts`` whose body holds ``call``, else the module's."""
+    for statement in facts.tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.lineno <= call.lineno <= (statement.end_lineno or call.lineno):
+            if id(statement) not in cache:
+                cache[id(statement)] = Scope(facts, statement, locate)
+            return cache[id(statement)]
+    if 0 not in cache:
+        cache[0] = Scope(facts, facts.tree, locate)
+    return cache[0]
 
 
 def _unpacked(name: str, scope: Scope, before: int, depth: int) -> Optional[Refused]:
@@ -647,6 +685,10 @@ def _call(expr: ast.Call, scope: Scope, before: int, depth: int) -> Optional[Ref
             return Refused("numpy", "NumPy arrays", _shown(expr))
         if method == "parse_args":
             return Refused("namespace", "an `argparse.Namespace`", _shown(expr))
+        if method in CONFIG_COPIES and not expr.args:
+            inner = refused_value(func.value, scope, before, depth)
+            if inner is not None and (inner.itself("config") or inner.itself("namespace")):
+                return inner
         if method in MODULE_MOVES:
             inner = refused_value(func.value, scope, before, depth)
             if inner is not None and (inner.itself("module") or inner.itself("object")):
