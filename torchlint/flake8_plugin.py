@@ -1,11 +1,17 @@
 """flake8 adapter: the same engine, findings reported with flake8's 0-based columns.
 
-flake8 owns selection (``--select TL``), ``exclude`` and ``# noqa``; options
-such as eps and target-torch-version come from ``[tool.torchlint]`` in the
-pyproject.toml nearest to each linted file, and so does the confidence floor
-(``confidence-level``). A broken ``[tool.torchlint]``
-table is reported as ``TL000`` on line 1 of every file it governs (flake8 has
-no other channel for it) and the defaults are used meanwhile.
+flake8 owns ``exclude`` and ``# noqa``, and its own ``--select``/``--ignore``
+filter what it shows.  What torchlint reports to it comes from
+``[tool.torchlint]`` in the pyproject.toml nearest to each linted file, read
+by ``config.resolve`` as the CLI reads it: eps, target-torch-version, the
+confidence floor (``confidence-level``), the rules ``select``,
+``extend-select`` and ``ignore`` leave on, and ``per-file-ignores`` for the
+file at hand (``Settings.codes_for``, the engine's own choice when it is given
+no codes).  So one configuration gives one result through either door.  With
+no ``[tool.torchlint]`` table every rule runs and flake8 alone selects.  A
+broken table is reported as ``TL000`` on line 1 of every file it governs
+(flake8 has no other channel for it) and every rule runs with the defaults
+meanwhile.
 """
 from __future__ import annotations
 
@@ -14,32 +20,30 @@ import os
 from functools import lru_cache
 from typing import Iterator, List, Optional, Tuple
 
-from torchlint import __version__, collection, config, engine, registry
+from torchlint import __version__, collection, config, engine
 from torchlint.analysis.model import project_index
 
 RUN_ERROR_CODE = "TL000"
 
 
+# Without a configuration the plugin runs every rule: flake8's own --select/--ignore decide what is shown.
+_EVERY_RULE = config.Overrides(select=["ALL"])
+
+
 @lru_cache(maxsize=64)
 def _settings_for_directory(directory: str) -> Tuple[config.Settings, Optional[str]]:
-    """The settings for files in ``directory`` and the configuration error, if any."""
+    """The settings for files in ``directory`` and the configuration error, if any.
+
+    A ``[tool.torchlint]`` table is resolved exactly as the CLI resolves it (no command-line overrides),
+    so its ``select``, ``extend-select``, ``ignore`` and ``per-file-ignores`` hold here too.
+    """
     path = config.find_config(directory)
-    error = None
+    if path is None:
+        return config.resolve(None, _EVERY_RULE), None
     try:
-        base = config.resolve(path, config.Overrides())
+        return config.resolve(path, config.Overrides()), None
     except config.ConfigError as exc:
-        error = str(exc)
-        base = config.resolve(None, config.Overrides())
-    # Every rule runs; flake8's own --select/--ignore decide what is shown.
-    settings = config.Settings(
-        enabled=frozenset(registry.all_rules()),
-        eps=base.eps,
-        target_torch_version=base.target_torch_version,
-        root=base.root,
-        config_path=base.config_path,
-        confidence_floor=base.confidence_floor,
-    )
-    return settings, error
+        return config.resolve(None, _EVERY_RULE), str(exc)
 
 
 @lru_cache(maxsize=8)
@@ -67,9 +71,9 @@ class TorchlintChecker:
         if error is not None:
             yield 1, 0, f"{RUN_ERROR_CODE} torchlint configuration error: {error}", type(self)
         with project_index.activated(_project_for_root(os.path.abspath(settings.root))), collection.collecting_less():
-            result = engine.lint_text(
-                source, self.filename, settings, codes=settings.enabled, honour_noqa=False, tree=self.tree
-            )
+            # No ``codes``: the engine takes ``settings.codes_for(path)``, the enabled rules less the
+            # per-file-ignores that match this file, as in the CLI.
+            result = engine.lint_text(source, self.filename, settings, honour_noqa=False, tree=self.tree)
         for finding in result.findings:
             # flake8 adds 1 to the column a plugin reports; torchlint's columns are 1-based.
             yield finding.location.line, finding.location.column - 1, f"{finding.code} {finding.message}", type(self)
