@@ -8,13 +8,20 @@ and starts the traced process (``bootstrap``) on the same interpreter with this 
 streams and working directory.  Ctrl-C reaches the program (this process waits it out); SIGTERM is
 passed on.  When the program ends, the report goes to standard error (JSON to ``--output-file``),
 and ``torchlint trace`` exits as the program did.
+
+Before any of that it fails at once (exit 2, one ``error:`` line, nothing run) when the script does not
+exist or torch cannot be imported by the interpreter that would run the program: a run that could only
+end in "can't open file" or ModuleNotFoundError has nothing to confirm.
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.machinery
+import importlib.util
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -58,6 +65,10 @@ def run(args: argparse.Namespace) -> int:
         start = os.path.abspath(target)
     if args.max_steps is not None and args.max_steps < 1:
         return _usage("--max-steps must be 1 or more")
+    if mode == "--" and not os.path.exists(target):  # -m: the module is found by the traced process, as python -m finds it
+        return _usage(f"{target}: no such file or directory")
+    if not torch_importable(_program_paths(mode, target)):
+        return _usage(_torch_missing_message(sys.executable))
     try:
         config_path = config.locate([start], args.config)
         settings = config.resolve(config_path, config.Overrides(confidence_level="low"))
@@ -98,6 +109,35 @@ def run(args: argparse.Namespace) -> int:
 def _usage(message: str) -> int:
     print(f"error: {message}", file=sys.stderr)
     return EXIT_USAGE
+
+
+def torch_importable(program_paths: Sequence[str]) -> bool:
+    """Whether the program's interpreter (this one: ``_run_traced`` starts ``sys.executable`` with this
+    process's environment) can import torch: from its installed packages, or from the folder the program's
+    ``sys.path`` starts with (``program_paths``).  Nothing is imported (this process never imports torch)."""
+    try:
+        if importlib.util.find_spec("torch") is not None:
+            return True
+    except ValueError:  # in sys.modules without a spec: imported already
+        return True
+    return importlib.machinery.PathFinder.find_spec("torch", list(program_paths)) is not None
+
+
+def _program_paths(mode: str, target: str) -> List[str]:
+    """Where the program's ``sys.path`` starts: for -m, the working directory; for a script, its folder (a
+    folder or zip run as a program: itself, which the import system passes over when it is a plain file)."""
+    if mode == "-m":
+        return [os.getcwd()]
+    path = os.path.abspath(target)
+    return [path, os.path.dirname(path)]
+
+
+def _torch_missing_message(python: str) -> str:
+    return (
+        f"torch is not installed for {python}, the Python that would run the program; install it into that "
+        f"environment (`{shlex.quote(python)} -m pip install torch`), or install torchlint into the environment "
+        "that has torch, and run torchlint trace again"
+    )
 
 
 def _project_root(config_path: Optional[str], start: str) -> str:
