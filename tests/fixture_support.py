@@ -121,3 +121,20 @@ def run_codemod(source_path: Path) -> engine.FixResult:
     options = codemod_options(source_path, text)
     settings = settings_for(registry.expand_selectors(options["select"]), options["target"], options["level"])
     return engine.fix_text(text, str(source_path), settings, unsafe=bool(options["unsafe"]))
+
+
+def project_findings(project: Path, code: str, capsys) -> List[dict]:
+    """``torchlint check --select CODE`` at every level on the project folder ``project``, in this process (as a
+    user runs it from the project's root); the JSON items."""
+    import json
+    import os
+
+    from torchlint import cli
+
+    here = os.getcwd()
+    os.chdir(project)
+    try:
+        cli.main(["check", "--select", code, "--confidence-level", "low", "--output-format", "json", "--exit-zero", "--no-cache", "."])
+    finally:
+        os.chdir(here)
+    return json.loads(capsys.readouterr().out)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Dict, List
 
-from fixture_support import all_rules_settings, checker_target
+from fixture_support import all_rules_settings, checker_target, project_findings
 from torchlint import cli, engine
 
 # TL602 finds ``init.kaiming_normal`` at ``high`` (the level table is off in the tests).
@@ -26,14 +26,8 @@ IDLE = "import torch.nn as nn\n\nimport helpers\nimport layers\n\nnet = nn.Linea
 
 
 def levels(project: Path, capsys) -> Dict[str, List[str]]:
-    here = os.getcwd()
-    os.chdir(project)
-    try:
-        cli.main(["check", "--select", "TL602", "--confidence-level", "low", "--output-format", "json", "--exit-zero", "--no-cache", "."])
-    finally:
-        os.chdir(here)
     found: Dict[str, List[str]] = {}
-    for item in json.loads(capsys.readouterr().out):
+    for item in project_findings(project, "TL602", capsys):
         found.setdefault(item["path"].removeprefix("./"), []).append(item["confidence"])
     return found
 

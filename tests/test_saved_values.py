@@ -170,12 +170,9 @@ class ConfigLike(dict):
 
 def _annotated_and_found(fixture: str, tmp_path, capsys):
     """The TL406 annotations of a project fixture, and what ``check`` reports there at every level."""
-    import json
-    import os
     import shutil
 
-    from fixture_support import expected_findings
-    from torchlint import cli
+    from fixture_support import expected_findings, project_findings
 
     root = tmp_path / "project"
     shutil.copytree(FIXTURES / "TL406" / fixture, root)
@@ -183,10 +180,5 @@ def _annotated_and_found(fixture: str, tmp_path, capsys):
     for path in sorted(root.rglob("*.py")):
         for (line, code, levels), _ in expected_findings(path.read_text(encoding="utf-8")).items():
             expected.add((path.name, line, code, "/".join(sorted(levels))))
-    here = os.getcwd()
-    os.chdir(root)
-    try:
-        cli.main(["check", "--select", "TL406", "--confidence-level", "low", "--output-format", "json", "--exit-zero", "--no-cache", "."])
-    finally:
-        os.chdir(here)
-    return expected, {(Path(item["path"]).name, item["line"], item["code"], item["confidence"]) for item in json.loads(capsys.readouterr().out)}
+    found = {(Path(item["path"]).name, item["line"], item["code"], item["confidence"]) for item in project_findings(root, "TL406", capsys)}
+    return expected, found

@@ -33,6 +33,9 @@ from typing import TYPE_CHECKING, Optional, Tuple, Union
 
 import libcst as cst
 
+from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.values.kinds import imports_torch, value_kind
+from torchlint.analysis.values.tensors import is_tensor
 from torchlint.findings import Applicability, FixSpec, ImportRequirement, Replacement
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -75,10 +78,6 @@ def operand_is_tensor(context: "FileContext", op: "DomainOp") -> bool:
     """Whether the code shows ``op.operand`` to be a tensor, so that a tensor method may be called on it: the
     operand of a torch function or of a tensor method is one by construction; that of ``/`` or ``**`` only when
     the analysis sees it (a NumPy array, a pandas column or a Python number has no ``clamp_min``)."""
-    from torchlint.analysis.model.dataflow import site_of
-    from torchlint.analysis.values.kinds import imports_torch, value_kind
-    from torchlint.analysis.values.tensors import is_tensor
-
     if op.form == "function":
         return op.name.startswith("torch.")
     site = site_of(context.ancestors)
