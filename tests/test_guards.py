@@ -400,6 +400,46 @@ def test_dataflow_bindings():
     assert [b.kind for b in bindings(site, "eps")] == ["param"]
 
 
+def _bindings_at_return(source: str, name: str):
+    module = cst.parse_module(textwrap.dedent(source).lstrip())
+    function = module.body[0]
+    ret = function.body.body[-1]
+    return [module.code_for_node(b.node).strip() for b in bindings(site_of([module, function, function.body, ret]), name)]
+
+
+def test_a_binding_in_every_branch_of_an_if_ends_the_search():
+    # Both branches bind: the first assignment cannot reach the return.
+    assert _bindings_at_return(
+        """
+        def f(url, path):
+            ckpt = first(path)
+            if url:
+                ckpt = remote(url)
+            elif path:
+                ckpt = local(path)
+            else:
+                raise ValueError(path)
+            return ckpt
+        """,
+        "ckpt",
+    ) == ["ckpt = remote(url)", "ckpt = local(path)"]
+    # Without an else, or with a branch that falls through unbound, the first one still may.
+    assert _bindings_at_return(
+        """
+        def f(url, path):
+            ckpt = first(path)
+            if url:
+                ckpt = remote(url)
+            elif path:
+                log(path)
+            else:
+                ckpt = local(path)
+            return ckpt
+        """,
+        "ckpt",
+    ) == ["ckpt = remote(url)", "ckpt = local(path)", "ckpt = first(path)"]
+
+
 def test_fix_builders():
     assert float_literal(1e-6) == "1e-6" and float_literal(1e-4) == "1e-4" and float_literal(0.5) == "0.5"
     module = cst.Module(body=[])

@@ -25,7 +25,8 @@ site of its own statement, so its value can be analysed in turn.
 - ``masked``: ``d[cond] = value`` (the value may hold only for some elements);
   the search goes on;
 - ``conditional``: a binding inside an earlier ``if``/``for``/``while``/``try``
-  (it may not run); the search goes on;
+  (it may not run); the search goes on, unless every branch of an
+  ``if``/``elif``/``else`` binds the name or leaves the block;
 - ``param``: a parameter of the function (``value`` is its default, if any);
 - ``module``: the last module-level assignment (constants), used when the
   function itself does not bind the name;
@@ -177,19 +178,31 @@ def _bindings_in_statement(statement: cst.CSTNode, name: str, here: Site, found:
                 if _bindings_in_statement(body.body[position], name, inner, found):
                     return True
         return False
-    # if / for / while / try: what they bind may not happen.
+    # if / for / while / try: what they bind may not happen, unless every branch of an if/elif/else binds it (or
+    # leaves by return/raise/break/continue): then nothing bound before the statement reaches past it.
     if isinstance(statement, cst.For) and _names_in_target(statement.target, name):
         found.append(Binding("conditional", None, None, statement))
+    every_branch_binds = isinstance(statement, cst.If) and statement.orelse is not None
     for block in _blocks(statement):
+        binds = bool(block) and _leaves(block[-1])
         for position in range(len(block) - 1, -1, -1):
             inner = here.at(here.frames + ((block, position),))
             nested: List[Binding] = []
-            _bindings_in_statement(block[position], name, inner, nested)
+            unconditional = _bindings_in_statement(block[position], name, inner, nested)
             for binding in nested:
                 found.append(Binding("conditional", binding.value, binding.site, binding.node))
             if nested:
+                binds = binds or unconditional
                 break
-    return False
+        every_branch_binds = every_branch_binds and binds
+    return every_branch_binds
+
+
+def _leaves(statement: cst.CSTNode) -> bool:
+    """A statement after which its block does not go on: ``return``, ``raise``, ``break``, ``continue``."""
+    return isinstance(statement, cst.SimpleStatementLine) and any(
+        isinstance(small, (cst.Return, cst.Raise, cst.Break, cst.Continue)) for small in statement.body
+    )
 
 
 def _small_binding(small: cst.CSTNode, name: str, here: Site, found: List[Binding]) -> bool:
