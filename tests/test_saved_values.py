@@ -108,6 +108,9 @@ def layouts(body: str):
         ("torch.save(dict(model=1, epoch=2), path)", [(["epoch", "model"], None)]),
         ("torch.save({'model': 1, **extra}, path)", []),  # a key the code does not spell
         ("torch.save({k: 1 for k in ks}, path)", []),
+        # timm's helpers return state dicts; its model builders return modules
+        ("from timm.utils import get_state_dict\ntorch.save({'ema': get_state_dict(ema)}, path)", [(["ema"], None)]),
+        ("import timm\ntorch.save({'net': timm.create_model('resnet18')}, path)", [(["net"], "module")]),
         (
             "def save_checkpoint(state, folder):\n    torch.save(state, folder + '/last.pt')\n\n"
             "save_checkpoint({'epoch': 1, 'opt': argparse.Namespace()}, 'runs')",
@@ -137,6 +140,16 @@ def test_a_namespace_passed_to_main_and_saved_through_a_star_forwarding_helper(t
     argument, and ``args`` of ``main(args)`` is what every caller passes, ``parser.parse_args()``."""
     expected, found = _annotated_and_found("saved_through_star_forwarding", tmp_path, capsys)
     assert expected == {("main.py", 13, "TL406", "medium")}
+    assert found == expected
+
+
+def test_keys_read_after_a_load_or_a_hub_download_and_a_launcher_that_passes_an_unknown(tmp_path, capsys):
+    """fixtures/TL406/resumed_from_hub_or_file: the keys read after ``ckpt = hub_load(url) if ... else torch.load(f)``
+    are keys of the loaded file on its path; launcher.py's ``main.main(self.args)`` passes a value not known here,
+    which leaves main.py's own ``main(parser.parse_args())`` saving a Namespace. The load of another layout
+    (``{"model": ...}`` is saved too, without one) stays silent."""
+    expected, found = _annotated_and_found("resumed_from_hub_or_file", tmp_path, capsys)
+    assert expected == {("main.py", 15, "TL406", "medium")}
     assert found == expected
 
 

@@ -110,12 +110,17 @@ def _parameters(function: cst.FunctionDef):
 
 def path_key(context: "FileContext", node: cst.BaseExpression) -> Optional[str]:
     """What a checkpoint path is, to match a save with a load: the text of a literal (or of a name bound
-    once to one), else the dotted name (``args.model_path``, ``MODEL_PATH``); None otherwise."""
+    once to one), else the dotted name (``args.model_path``, ``MODEL_PATH``), else the expression that builds
+    it from such parts (:func:`composite_path_key`); None otherwise."""
     if isinstance(node, cst.SimpleString):
         return repr(node.evaluated_value)
     dotted = dotted_name(node)
     if dotted is None:
-        return None
+        try:
+            parsed = ast.parse(context.module.code_for_node(node).strip(), mode="eval").body
+        except (SyntaxError, ValueError):
+            return None
+        return composite_path_key(parsed)
     if isinstance(node, cst.Name):
         value = bound_value(context, node.value)
         if isinstance(value, cst.SimpleString):
@@ -134,6 +139,11 @@ def ast_path_key(node: ast.expr, local: Optional[dict] = None, module: Optional[
             return repr(value.value)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return repr(node.value)
+    dotted = _ast_dotted(node)
+    return dotted if dotted is not None else composite_path_key(node)
+
+
+def _ast_dotted(node: ast.expr) -> Optional[str]:
     parts = []
     while isinstance(node, ast.Attribute):
         parts.append(node.attr)
@@ -141,3 +151,45 @@ def ast_path_key(node: ast.expr, local: Optional[dict] = None, module: Optional[
     if isinstance(node, ast.Name):
         return ".".join([node.id] + list(reversed(parts)))
     return None
+
+
+# Keys of paths built from parts start with this: they match only within one function (see refused_saves).
+COMPOSITE_KEY_PREFIX = "built:"
+_PATH_BUILDERS = frozenset({"os.path.join", "str"})
+
+
+def composite_path_key(node: ast.expr) -> Optional[str]:
+    """The key of a path built from names, attributes and literals (``dir + args.model_name + ".model"``,
+    ``f"{out}/ckpt.pt"``, ``os.path.join(out, "ckpt.pt")``): its normalised text. The same text names the same
+    file only where none of its names is rebound in between, which the caller checks
+    (:func:`composite_path_names`)."""
+    if not isinstance(node, (ast.BinOp, ast.JoinedStr, ast.Call)) or composite_path_names(node) is None:
+        return None
+    return COMPOSITE_KEY_PREFIX + ast.unparse(node)
+
+
+def composite_path_names(node: ast.expr) -> Optional[FrozenSet[str]]:
+    """The root names a path built from parts reads; None when it holds anything but names, attributes,
+    literals, ``+``/``%``, f-strings and ``os.path.join``/``str`` of them."""
+    if isinstance(node, ast.Constant):
+        return frozenset() if isinstance(node.value, (str, int)) else None
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        dotted = _ast_dotted(node)
+        return None if dotted is None else frozenset({dotted.split(".")[0]})
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        parts = [node.left, node.right]
+    elif isinstance(node, ast.JoinedStr):
+        parts = list(node.values)
+    elif isinstance(node, ast.FormattedValue):
+        parts = [node.value]
+    elif isinstance(node, ast.Call) and not node.keywords and _ast_dotted(node.func) in _PATH_BUILDERS:
+        parts = list(node.args)
+    else:
+        return None
+    names: FrozenSet[str] = frozenset()
+    for part in parts:
+        inner = composite_path_names(part)
+        if inner is None:
+            return None
+        names |= inner
+    return names

@@ -56,7 +56,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from torchlint.analysis.model.ast_names import BUILTIN_NAMES, ast_dotted_name, every_node
-from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS, ast_path_key
+from torchlint.analysis.model.checkpoints import COMPOSITE_KEY_PREFIX, SAVE_FUNCTIONS, ast_path_key, composite_path_names
 from torchlint.analysis.model.ops import MODULE_MOVES
 
 # How many steps (names, fields, containers, calls) a value is followed through.
@@ -175,13 +175,14 @@ _ADDERS: FrozenSet[str] = frozenset({"update", "setdefault", "append", "extend",
 
 def is_module_class(qualified: Optional[str], is_project_class: bool) -> bool:
     """A class whose instances are whole objects to pickle: one of the project's, or a torch.nn / torch.optim
-    class (``nn.Linear``, ``optim.lr_scheduler.StepLR``), a torchvision or timm model builder."""
+    class (``nn.Linear``, ``optim.lr_scheduler.StepLR``), a torchvision or timm model builder (not timm's
+    helpers: ``timm.utils.get_state_dict`` returns a state dict)."""
     if is_project_class:
         return True
     if not qualified or qualified in _TENSOR_CLASSES or not qualified.startswith(MODULE_NAMESPACES):
         return False
     last = qualified.rsplit(".", 1)[-1]
-    return last[:1].isupper() or qualified.startswith(("torchvision.models.", "timm."))
+    return last[:1].isupper() or qualified.startswith(("torchvision.models.", "timm.models.")) or qualified == "timm.create_model"
 
 
 @dataclass(frozen=True)
@@ -506,8 +507,10 @@ def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Ref
 
 
 def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Refused]:
-    """A parameter of a top-level function that the function never rebinds: what every call of the function in
-    its own module passes there (``main(parser.parse_args())`` under ``__main__``), when all hold one kind."""
+    """A parameter of a top-level function that the function never rebinds: what the calls of the function in the
+    project pass there (``main(parser.parse_args())`` under ``__main__``), when those shown to hold a refused value
+    all hold one kind. A call whose argument is not known (``main(self.args)`` from a job launcher) does not undo
+    the others: the run through them saves what they pass."""
     function = scope.node
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or scope.owner is not None:
         return None
@@ -538,9 +541,10 @@ def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Ref
                 return None
             caller = _scope_holding(facts, node, scope.locate, caller_scopes)
             passed.append(refused_value(given[0], caller, getattr(node, "lineno", 10**9), depth + 1))
-    if not passed or any(value is None for value in passed) or len({value.kind for value in passed}) != 1:
+    known = [value for value in passed if value is not None]
+    if not known or len({value.kind for value in known}) != 1:
         return None
-    return passed[0]
+    return known[0]
 
 
 def _scope_holding(facts, call: ast.Call, locate: Locate, cache: Dict[int, "Scope"]) -> "Scope":
@@ -836,10 +840,17 @@ def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
         key = ast_path_key(call.args[1], scope.single, facts.values)
         if key is None:
             continue
+        path = call.args[1]
+        if key.startswith(COMPOSITE_KEY_PREFIX):
+            # A built path names one file only within its function, and only while none of its names is reassigned.
+            names = composite_path_names(path) or frozenset()
+            if scope.is_module or names & (scope.shadowed - scope.parameters()):
+                continue
         value = refused_value(call.args[0], scope, call.lineno)
         if value is not None:
-            path = call.args[1]
-            local = isinstance(path, ast.Name) and path.id in scope.shadowed and not key.startswith(("'", '"'))
+            local = (
+                isinstance(path, ast.Name) and path.id in scope.shadowed and not key.startswith(("'", '"'))
+            ) or key.startswith(COMPOSITE_KEY_PREFIX)
             found.append(RefusedSave(key, value, scope.name, facts.module, facts.path, local))
     found.sort(key=lambda save: (save.key, save.saver or ""))
     return found
