@@ -168,3 +168,40 @@ def test_a_folder_of_files_importing_none_of_each_other_judges_no_module(tmp_pat
 def test_a_file_the_test_runner_collects_is_reached(tmp_path, capsys):
     files = {"test_zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN}
     assert levels(project(tmp_path, files), capsys) == {"test_zoo.py": ["high"]}
+
+
+def test_imports_and_all_name_a_helper_without_using_it(tmp_path, capsys):
+    # ``from helpers import init_params`` and ``__all__`` only: nothing calls it (d12: an init_params only ``__all__``
+    # named, a loss class only an import named).
+    exported = HELPER.replace("import torch.nn.init as init\n", "import torch.nn.init as init\n\n__all__ = ['init_params']\n")
+    imported = IDLE.replace("import helpers\n", "import helpers\nfrom helpers import init_params\n")
+    assert levels(project(tmp_path / "plumbing", {"helpers.py": exported, "train.py": imported}), capsys) == {"helpers.py": ["medium"]}
+    # imported under another name and called by it: used
+    aliased = IDLE.replace("import helpers\n", "import helpers\nfrom helpers import init_params as initialise\n") + "initialise(net)\n"
+    assert levels(project(tmp_path / "aliased", {"helpers.py": exported, "train.py": aliased}), capsys) == {"helpers.py": ["high"]}
+
+
+def test_a_class_naming_itself_is_not_used(tmp_path, capsys):
+    layer = (
+        "import torch.nn as nn\n"
+        "import torch.nn.init as init\n"
+        "\n"
+        "\n"
+        "class Masked(nn.Linear):\n"
+        "    def __init__(self, n):\n"
+        "        super(Masked, self).__init__(n, n)\n"
+        "        init.kaiming_normal(self.weight)\n"
+    )
+    files = {"layers.py": layer, "train.py": IDLE.replace("import layers\n", "import layers\nfrom layers import Masked\n")}
+    assert levels(project(tmp_path, files), capsys) == {"layers.py": ["medium"]}
+
+
+def test_a_computed_name_looked_up_in_one_module_reaches_only_its_definitions(tmp_path, capsys):
+    # ``models.__dict__[arch]`` can reach what ``models`` (and its submodules) define, not helpers.py's code.
+    files = {
+        "helpers.py": HELPER,
+        "models/__init__.py": "from .resnet import *\n",
+        "models/resnet.py": HELPER.replace("init_params", "resnet"),
+        "train.py": "import sys\n\nimport helpers\nimport models\n\nnet = models.__dict__[sys.argv[1]]()\n",
+    }
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"], "models/resnet.py": ["high"]}
