@@ -207,8 +207,11 @@ class ApiUseRule(Rule):
         for alias in node.names:
             name = dotted_name(alias.name)
             change = self.changed(name)
-            if change is not None:
-                self.report(alias, self.describe(change, name or change.name, "import"), confidence=self.level(change))
+            if change is None:
+                continue
+            if self.status is Status.DEPRECATED and alias.asname is not None and not self._read_in_file(alias.evaluated_alias):
+                continue  # ``import m.f as g`` and g never read: nothing warns
+            self.report(alias, self.describe(change, name or change.name, "import"), confidence=self.level(change))
 
     # -- messages ---------------------------------------------------------------------------------
 
