@@ -77,3 +77,15 @@ def test_an_optimizer_refuses_the_copy_and_takes_the_fixed_parameter(pair):
         pair.original["optimise_directly"](3)
     optimizer = pair.fixed["optimise_directly"](3)
     assert optimizer.param_groups[0]["params"][0].dtype == torch.float64
+
+
+def test_a_move_the_tensor_already_had_returns_the_parameter_itself():
+    """Why fixtures/TL307/checker/good_moved_parameter.py's AdaptiveAdjacency stays silent: ``.to`` of a tensor
+    already there (device and dtype) returns that tensor, so the Parameter is registered and trained."""
+    torch.manual_seed(0)
+    device = "cpu"
+    first = torch.nn.Parameter(torch.randn(3, 2).to(device), requires_grad=True)
+    second = torch.nn.Parameter(torch.randn(2, 3, device=device))
+    assert first.to(device) is first and second.to(device) is second
+    # while a move elsewhere copies (the finding): here a dtype change stands for another device
+    assert first.to(torch.float64) is not first and not first.to(torch.float64).is_leaf

@@ -53,7 +53,10 @@ class ParameterMovedAfterWrapping(Rule):
     trained, saved in `state_dict()` (checkpoints written before lack the
     key: `load_state_dict(strict=True)` fails on them) and moved with the
     module. Not flagged: `.float()` and `.cpu()` (no copy of a new float32
-    CPU tensor) and `.to("cpu")`/`.to(torch.float32)`.
+    CPU tensor), `.to("cpu")`/`.to(torch.float32)`, and a move the tensor
+    already had before wrapping (`nn.Parameter(t.to(device)).to(device)`,
+    `nn.Parameter(torch.zeros(n, device=device)).to(device)`): `.to` then
+    returns the Parameter itself.
     """
 
     code = "TL307"
@@ -96,7 +99,23 @@ class ParameterMovedAfterWrapping(Rule):
             return
         if has_star_args(node) or has_star_args(wrapped) or not wrapped.args or self._leaves_it_as_it_is(node):
             return
+        if self._already_moved(node, wrapped.args[0].value):
+            return
         self.report(node, fix=self._fix(node, wrapped))
+
+    def _already_moved(self, node: cst.Call, data: cst.BaseExpression) -> bool:
+        """The tensor was moved the same way before it was wrapped (``Parameter(t.to(device)).to(device)``) or made
+        there (``Parameter(torch.randn(n, device=device)).to(device)``): the move returns the Parameter itself."""
+        if not isinstance(data, cst.Call) or has_star_args(data):
+            return False
+        outer = [(arg.keyword.value if arg.keyword else None, self.context.code(arg.value)) for arg in node.args]
+        method = node.func.attr.value  # type: ignore[union-attr]
+        if isinstance(data.func, cst.Attribute) and data.func.attr.value == method:
+            if [(arg.keyword.value if arg.keyword else None, self.context.code(arg.value)) for arg in data.args] == outer:
+                return True
+        if method == "to" and len(outer) == 1 and outer[0][0] in (None, "device"):
+            return any(arg.keyword is not None and arg.keyword.value == "device" and self.context.code(arg.value) == outer[0][1] for arg in data.args)
+        return False
 
     def _leaves_it_as_it_is(self, node: cst.Call) -> bool:
         method = node.func.attr.value  # type: ignore[union-attr]
