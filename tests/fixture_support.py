@@ -27,6 +27,19 @@ def checker_files() -> List[Path]:
     return sorted(FIXTURES.glob("*/checker/*.py"))
 
 
+def python_parses(path: "Path | str") -> bool:
+    """Whether Python itself parses the file. A fixture of torch 0.3 days (``x.cuda(async=True)``) does not:
+    torchlint reads it with a stand-in (torchlint/source.py), but flake8 reports E999 and runs no plugin on it,
+    and tools that parse with ``ast`` or LibCST alone cannot take it."""
+    import ast
+
+    try:
+        ast.parse(Path(path).read_text(encoding="utf-8"))
+    except SyntaxError:
+        return False
+    return True
+
+
 def codemod_pairs() -> List[Tuple[Path, Path]]:
     pairs = []
     for source in sorted(FIXTURES.glob("*/fix/*.in.py")):

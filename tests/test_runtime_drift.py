@@ -323,6 +323,28 @@ def test_tl602_non_inplace_resize_warns():
     assert any("non-inplace resize is deprecated" in w for w in caught)
 
 
+def test_tl602_typed_storages_warn_and_frombuffer_reads_the_same_bytes():
+    """The typed storages' records (``torch.ByteStorage.from_buffer``, ``torch.FloatStorage(...)``): every one
+    warns on 2.13, and the untyped route gives the same tensor without a warning."""
+    kinds = [name for name in dir(torch) if name.endswith("Storage") and name not in ("UntypedStorage", "TypedStorage")]
+    recorded = {change.name.split(".")[1] for change in api_drift.recorded_changes() if change.name.endswith("Storage")}
+    assert set(kinds) >= recorded and "ByteStorage" in recorded
+    # torch warns of typed storages once per process unless told to warn every time
+    storage = importlib.import_module("torch.storage")
+    storage._set_always_warn_typed_storage_removal(True)
+    for kind in sorted(recorded):
+        _, caught = quietly(lambda: getattr(torch, kind)(2))
+        assert any("TypedStorage is deprecated" in w for w in caught), kind
+    data = b"\x01\x02\x03"
+    old, caught = quietly(lambda: torch.ByteTensor(torch.ByteStorage.from_buffer(data)))
+    assert any("TypedStorage is deprecated" in w for w in caught)
+    new, caught = quietly(lambda: torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    storage._set_always_warn_typed_storage_removal(False)
+    assert not caught and torch.equal(old, new)
+    found = engine.lint_text("import torch\ns = torch.ByteStorage.from_buffer(b'ab')\n", SNIPPET_PATH, settings("TL602")).findings
+    assert [f.code for f in found] == ["TL602"] and "TypedStorage" not in found[0].message
+
+
 RANGE = """
 import torch
 
@@ -995,6 +1017,46 @@ def test_tl611_a_loss_summed_from_0_and_its_mean_are_0_dim_too():
     total, per_step = run(after)["logged"](model, x, y)
     expected = sum(torch.nn.functional.cross_entropy(model(x[t]), y[t]) for t in range(4))
     assert total == pytest.approx(expected.item()) and per_step == pytest.approx(expected.item() / 4)
+
+
+PASSED_CRITERION_WITH_ASYNC = """
+import torch
+import torch.nn as nn
+
+def train(batches, model, criterion, optimizer):
+    logged = []
+    for x, y in batches:
+        if torch.cuda.is_available():
+            x, y = x.cuda(), y.cuda(async=True)
+        loss = criterion(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        logged.append(loss.data[0])
+    return logged
+
+def main(batches, model):
+    criterion = nn.CrossEntropyLoss()
+    return train(batches, model, criterion, torch.optim.SGD(model.parameters(), lr=0.1))
+"""
+
+
+def test_tl601_tl611_a_torch_0_3_loop_does_not_parse_and_the_fixes_make_it_run():
+    """``y.cuda(async=True)`` is a syntax error since Python 3.7: the file never runs. Read with a stand-in, the
+    file's other hazards are found too (a loss module main passes, indexed as ``.data[0]``); with both fixes the
+    loop runs and logs what ``.item()`` of each loss reads."""
+    source = textwrap.dedent(PASSED_CRITERION_WITH_ASYNC).lstrip("\n")
+    with pytest.raises(SyntaxError):
+        compile(source, "snippet.py", "exec")
+    found = engine.lint_text(source, SNIPPET_PATH, settings("TL6")).findings
+    assert sorted((f.code, f.location.line) for f in found) == [("TL601", 8), ("TL611", 13)]
+    after = fixed(PASSED_CRITERION_WITH_ASYNC, "TL6", unsafe=True)
+    assert "y.cuda(non_blocking=True)" in after and "loss.item()" in after and "async" not in after
+    assert "non_blocking" in (torch.Tensor.cuda.__doc__ or ""), "torch 0.4 renamed async= to non_blocking="
+    torch.manual_seed(0)
+    model, batches = torch.nn.Linear(3, 2), [(torch.randn(4, 3), torch.randint(0, 2, (4,))) for _ in range(3)]
+    logged = run(after)["main"](batches, model)
+    assert len(logged) == 3 and all(isinstance(value, float) for value in logged)
 
 
 # -- TL612 renamed-dataset-attribute -----------------------------------------------------------------------

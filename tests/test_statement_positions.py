@@ -9,11 +9,12 @@ import libcst as cst
 import pytest
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from fixture_support import FIXTURES, all_rules_settings, checker_target
+from fixture_support import FIXTURES, all_rules_settings, checker_target, python_parses
 from torchlint import engine
 from torchlint.rule import PendingReport
 
-ALL_FIXTURES = sorted(FIXTURES.glob("*/*/*.py"))
+# LibCST alone cannot parse a fixture of torch 0.3 days (``async=``): the engine reads those with a stand-in.
+ALL_FIXTURES = [path for path in sorted(FIXTURES.glob("*/*/*.py")) if python_parses(path)]
 
 
 def _whole(module: cst.Module):

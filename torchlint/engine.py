@@ -41,7 +41,7 @@ from torchlint.rule import (
     Rule,
     handler_names,
 )
-from torchlint.source import line_starts, python_syntax_error, too_deeply_nested
+from torchlint.source import LEGACY_ASYNC_STAND_IN, line_starts, python_syntax_error, readable_legacy_text, too_deeply_nested
 
 # Fixes are applied in passes until nothing changes; nested fixes need one pass per level.
 MAX_FIX_PASSES = 10
@@ -205,6 +205,9 @@ def lint_text(
     result = LintResult()
     if is_skipped_file(source):
         return result
+    legacy = readable_legacy_text(source)
+    if legacy is not None:
+        source, tree = legacy, None  # same length, same positions: see source.readable_legacy_text
     enabled = settings.codes_for(path) if codes is None else codes
     rule_classes = select_rules(source, enabled) if use_triggers else list(registry.rules_for_codes(enabled))
     if not rule_classes:
@@ -253,6 +256,8 @@ def lint_text(
     if not pending:
         return result
     result.findings = _materialize(pending, context, result.diagnostics, parsed_text)
+    if legacy is not None:
+        result.findings = [_without_stand_in(finding) for finding in result.findings]
     if honour_noqa:
         index = NoqaIndex(source)
         result.findings = [f for f in result.findings if not index.suppresses(f.code, f.location.line)]
@@ -335,6 +340,13 @@ def _moved_reports(by_names: List[PendingReport], by_facts: List[PendingReport])
             fix = replace(fix, applicability=Applicability.UNSAFE)
         out.append(replace(base, confidence=level, fix=fix))
     return out
+
+
+def _without_stand_in(finding: Finding) -> Finding:
+    """The finding without its fix when an edit would write the stand-in for ``async`` into the file."""
+    if finding.fix is not None and any(LEGACY_ASYNC_STAND_IN in edit.content for edit in finding.fix.edits):
+        return replace(finding, fix=None, fix_edit_locations=())
+    return finding
 
 
 def _materialize(

@@ -173,3 +173,32 @@ def python_syntax_error(text: str) -> Optional[Tuple[int, int, str]]:
     except (RecursionError, MemoryError, ValueError):
         return None
     return None
+
+
+# ``async`` as a keyword argument (``x.cuda(async=True)``, torch 0.3 and before) has been a syntax error since
+# Python 3.7 made ``async`` a reserved word: the whole file no longer parses. Such a file is read with the word
+# replaced by a name of the same length, so that every line and column stays where it is; TL601 reports each
+# one (with the rename to ``non_blocking``), and no other fix may write the stand-in into the file.
+LEGACY_ASYNC_STAND_IN = "_asyn"
+_LEGACY_ASYNC_KEYWORD = re.compile(r"(?<=[(,])(\s*)async(?=\s*=(?!=))")
+
+
+def readable_legacy_text(text: str) -> Optional[str]:
+    """``text`` with its ``async=`` keyword arguments renamed to :data:`LEGACY_ASYNC_STAND_IN`, when the text
+    does not parse and the renamed one does; None otherwise (modern code, or another syntax error)."""
+    if "async" not in text or LEGACY_ASYNC_STAND_IN in text or not _LEGACY_ASYNC_KEYWORD.search(text):
+        return None
+    renamed = _LEGACY_ASYNC_KEYWORD.sub(lambda match: match.group(1) + LEGACY_ASYNC_STAND_IN, text)
+    try:
+        ast.parse(text)
+    except SyntaxError:
+        pass
+    except (ValueError, RecursionError, MemoryError):
+        return None
+    else:
+        return None
+    try:
+        ast.parse(renamed)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    return renamed

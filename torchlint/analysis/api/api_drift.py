@@ -172,6 +172,11 @@ _RECORDS: Tuple[ApiChange, ...] = (
     _change("torch.nn.utils.weight_norm", deprecated=(2, 1), replacement="torch.nn.utils.parametrizations.weight_norm (new state_dict keys)", source="pytorch#103001; warns"),
     _change("torch.backends.cuda.sdp_kernel", deprecated=(2, 3), replacement="torch.nn.attention.sdpa_kernel([SDPBackend...])", source="pytorch#114689; warns"),
     _change("torch.utils._pytree._register_pytree_node", deprecated=(2, 2), replacement="torch.utils._pytree.register_pytree_node", source="pytorch#112111; warns"),
+    # The typed storages: every use warns "TypedStorage is deprecated" since 2.0 (pytorch#82085).
+    *(
+        _change(f"torch.{kind}Storage", deprecated=(2, 0), replacement="torch.UntypedStorage / tensor.untyped_storage() (torch.frombuffer for bytes)", source="pytorch#82085; warns: TypedStorage is deprecated")
+        for kind in ("Byte", "Char", "Short", "Int", "Long", "Half", "Float", "Double", "BFloat16", "Bool", "ComplexFloat", "ComplexDouble")
+    ),
     _change("torch.nn.UpsamplingNearest2d", deprecated=(1, 0), warns=False, replacement="torch.nn.Upsample(..., mode=\"nearest\")", source="torch docs"),
     _change("torch.nn.UpsamplingBilinear2d", deprecated=(1, 0), warns=False, replacement="torch.nn.Upsample(..., mode=\"bilinear\", align_corners=True)", source="torch docs"),
     # torch.nn.functional: deprecated since 0.4.1.

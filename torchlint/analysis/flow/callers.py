@@ -51,7 +51,8 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Set
 import libcst as cst
 
 from torchlint.analysis.model.dataflow import Site, site_of
-from torchlint.analysis.model.ops import MODULE_MOVES
+from torchlint.analysis.model.bindings import all_params, bound_names
+from torchlint.analysis.model.ops import MODULE_MOVES, module_constructor, unmoved
 from torchlint.analysis.model.returns import classes_of_methods, called_function
 from torchlint.walk_order import visit
 
@@ -260,6 +261,9 @@ def _build_index(module: cst.Module, wanted: FrozenSet[str]) -> _Index:
                 if node.attr.value in wanted and id(node) not in callees:
                     index.escaped_attributes.add(node.attr.value)
                 callees.add(id(node.attr))  # the attribute's own Name is not a mention of a plain name
+            elif kind is cst.Arg:
+                if node.keyword is not None:
+                    callees.add(id(node.keyword))  # ``train=True``: a keyword's name mentions no function
             elif kind is cst.FunctionDef:
                 callees.add(id(node.name))  # the definition itself
                 if any(isinstance(outer, cst.FunctionDef) for outer in path):
@@ -466,3 +470,38 @@ def judged_at_every_call(context: "FileContext", site: Optional[Site], judge) ->
     finally:
         context.ancestors = visiting
         context.reading_callers = False
+
+
+def constructor_passed_by_callers(context: "FileContext", name: str) -> Optional[cst.Call]:
+    """The module constructor behind parameter ``name`` of the function the engine stands in, when every call of
+    the function in the file passes a module built by the same class (``train(loader, model, criterion)`` where
+    each caller holds ``criterion = nn.CrossEntropyLoss()``): the call's own or the one its name holds there.
+    One level: the callers' own parameters are not followed."""
+    if context.reading_callers:
+        return None
+    function = enclosing_function(context.ancestors)
+    if function is None or not any(param.name.value == name for param in all_params(function.params)):
+        return None
+    if name in bound_names(function.body):
+        return None  # rebound in the body: the parameter is not what reaches every use
+    sites = every_call_site(context, function)
+    if not sites:
+        return None
+    found: List[cst.Call] = []
+    visiting = context.ancestors
+    context.reading_callers = True
+    try:
+        for site in sites:
+            value = argument_for(function, name, site)
+            if value is None:
+                return None
+            context.ancestors = list(site.ancestors)
+            constructor = module_constructor(context, value) if isinstance(value, cst.Name) else value
+            if not isinstance(constructor, cst.Call):
+                return None
+            found.append(constructor)
+    finally:
+        context.ancestors = visiting
+        context.reading_callers = False
+    kinds = {context.qualified_name(unmoved(constructor).func) for constructor in found}
+    return found[0] if len(kinds) == 1 and None not in kinds else None

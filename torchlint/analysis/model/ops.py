@@ -108,6 +108,18 @@ def match_softmax(context: "FileContext", node: cst.CSTNode) -> Optional[Softmax
     return None
 
 
+def unmoved(constructor: Optional[cst.Call]) -> Optional[cst.Call]:
+    """The constructor a module move wraps: ``nn.MSELoss()`` for ``nn.MSELoss().cuda()`` / ``.to(device)``."""
+    while (
+        isinstance(constructor, cst.Call)
+        and isinstance(constructor.func, cst.Attribute)
+        and constructor.func.attr.value in MODULE_MOVES
+        and isinstance(constructor.func.value, cst.Call)
+    ):
+        constructor = constructor.func.value
+    return constructor
+
+
 def module_constructor(context: "FileContext", func: cst.BaseExpression) -> Optional[cst.Call]:
     """The constructor call behind a called module: ``nn.Softmax(1)`` in ``nn.Softmax(1)(x)``, the
     ``__init__`` assignment behind ``self.softmax(x)``, or the assignment behind ``sm(x)``

@@ -47,6 +47,7 @@ from torchlint.analysis.model.ast_names import (
     star_modules,
 )
 from torchlint.analysis.model.dataset_items import ItemShape, item_shape
+from torchlint.source import readable_legacy_text
 
 if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
@@ -251,11 +252,22 @@ def _target_names(target: ast.expr) -> Iterable[str]:
 
 def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
     """Classes and imports of the file being linted, from its current text (whatever the index holds)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
+    tree = _parsed(source)
+    if tree is None:
         return None
     return _ModuleFacts(tree, _module_of_path(path), path, active_project())
+
+
+def _parsed(source: "str | bytes") -> Optional[ast.Module]:
+    """``ast``'s tree of a module's text; a text of torch 0.3 days (``x.cuda(async=True)``) read as the engine
+    reads it (source.readable_legacy_text); None when it does not parse."""
+    try:
+        return ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError):
+        pass
+    text = source.decode("utf-8", "replace") if isinstance(source, bytes) else source
+    readable = readable_legacy_text(text)
+    return ast.parse(readable) if readable is not None else None
 
 
 def definition(
@@ -511,10 +523,7 @@ class ProjectIndex:
         if path is not None:
             data = self._module_bytes(module, record=False)
             if data.strip():  # an empty module (a bare ``__init__.py``) defines nothing
-                try:
-                    tree = ast.parse(data)
-                except (SyntaxError, ValueError, RecursionError):
-                    tree = None
+                tree = _parsed(data)
                 if tree is not None:
                     self.parsed_files += 1
                     facts = _ModuleFacts(tree, module, path, self)

@@ -27,7 +27,7 @@ from torchlint.analysis.values.fused import (
     log_softmax_call,
     peel_shape_ops,
 )
-from torchlint.analysis.model.ops import MODULE_MOVES, module_constructor
+from torchlint.analysis.model.ops import module_constructor, unmoved
 from torchlint.analysis.model.scope import assignments
 from torchlint.findings import ImportRequirement, Replacement
 from torchlint.walk_order import visit
@@ -110,14 +110,7 @@ def is_loss_call(context: "FileContext", node: cst.Call) -> bool:
     if qualified.startswith("torch.nn.functional."):
         name = qualified.rsplit(".", 1)[-1]
         return name.endswith("_loss") or name in _OTHER_LOSS_FUNCTIONS
-    constructor = module_constructor(context, node.func)
-    while (
-        isinstance(constructor, cst.Call)
-        and isinstance(constructor.func, cst.Attribute)
-        and constructor.func.attr.value in MODULE_MOVES
-        and isinstance(constructor.func.value, cst.Call)
-    ):
-        constructor = constructor.func.value
+    constructor = unmoved(module_constructor(context, node.func))
     if constructor is None:
         return False
     built = context.qualified_name(constructor.func) or ""

@@ -26,9 +26,8 @@ import libcst as cst
 
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, literal_value, positional_args
-from torchlint.analysis.model.ops import module_constructor
+from torchlint.analysis.model.ops import module_constructor, unmoved
 from torchlint.analysis.model.dataflow import bindings, site_of
-from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.values.kinds import value_kind
 from torchlint.analysis.values.losses import is_loss_call
 from torchlint.analysis.values.tensors import ancestors_of, is_tensor
@@ -201,17 +200,19 @@ def _is_scalar_loss(context: "FileContext", call: cst.Call) -> bool:
     qualified = context.qualified_name(call.func)
     if qualified is not None:
         return _reduces(call, positional_allowed=3)  # F.nll_loss(input, target, weight): reduction comes later
-    constructor = module_constructor(context, call.func)
-    while (
-        isinstance(constructor, cst.Call)
-        and isinstance(constructor.func, cst.Attribute)
-        and constructor.func.attr.value in MODULE_MOVES
-        and isinstance(constructor.func.value, cst.Call)
-    ):
-        constructor = constructor.func.value  # nn.MSELoss().cuda()
-    if constructor is None or (context.qualified_name(constructor.func) or "").rsplit(".", 1)[-1] in _NOT_SCALAR_LOSSES:
+    return scalar_loss_module(context, module_constructor(context, call.func)) and not has_star_args(call)
+
+
+def scalar_loss_module(context: "FileContext", constructor: Optional[cst.Call]) -> bool:
+    """``constructor`` builds a torch loss module (``nn.CrossEntropyLoss()``, also moved: ``.cuda()``) whose
+    output is one number: a reducing ``reduction``."""
+    constructor = unmoved(constructor)
+    if constructor is None:
         return False
-    return _reduces(constructor, positional_allowed=1) and not has_star_args(call)
+    built = context.qualified_name(constructor.func) or ""
+    if not (built.startswith("torch.nn.") and built.endswith("Loss")) or built.rsplit(".", 1)[-1] in _NOT_SCALAR_LOSSES:
+        return False
+    return _reduces(constructor, positional_allowed=1)
 
 
 def _reduces(call: cst.Call, positional_allowed: int) -> bool:

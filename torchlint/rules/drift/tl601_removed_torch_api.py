@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+import re
+
+import libcst as cst
+
 from torchlint.analysis.api.api_drift import Status
-from torchlint.rule import Applicability
-from torchlint.rules.drift.api_uses import ApiUseRule
+from torchlint.rule import Applicability, FixSpec, Replacement
+from torchlint.rules.drift.api_uses import ApiUseRule, api_use_regions
+from torchlint.source import LEGACY_ASYNC_STAND_IN
+
+_STAND_IN = re.compile(re.escape(LEGACY_ASYNC_STAND_IN))
 
 
 class RemovedTorchApi(ApiUseRule):
@@ -81,6 +88,17 @@ class RemovedTorchApi(ApiUseRule):
     names the generated table reports gone (the table knows that a name
     left, not what replaced it).
 
+    Also flagged: `x.cuda(async=True)` (torch 0.3 and before), a syntax error
+    since Python 3.7 made `async` a reserved word, so nothing in the file
+    runs (nor did any other rule read it). The file is read with a stand-in
+    name of the same length; the fix renames the keyword `non_blocking`, the
+    name torch 0.4 gave it (safe: the same argument), in `.cuda(...)` calls
+    only: a function of the project with a parameter named `async` (its
+    `def` is reported too, without a fix) would refuse the new name. Other
+    fixes that would write the stand-in are not offered, and `--fix` writes
+    nothing that does not parse. flake8 reports such a file as E999 and runs
+    no plugin on it: `torchlint check --fix` renames the keywords once.
+
     Not seen: keywords a torch API dropped (TL405 flags keywords the newest
     torch rejects), APIs reached through `getattr` or a name rebound by
     assignment, and methods of values not known to be tensors.
@@ -91,3 +109,36 @@ class RemovedTorchApi(ApiUseRule):
     message = "this torch API was removed: the line raises (AttributeError, ImportError or RuntimeError) on the target torch"
     fix_applicability = Applicability.SAFE
     status = Status.REMOVED
+    triggers = ("torch", LEGACY_ASYNC_STAND_IN)
+
+    @classmethod
+    def prepass(cls, scan):
+        wanted = api_use_regions(scan, cls.known)
+        if LEGACY_ASYNC_STAND_IN in scan.source:
+            wanted = frozenset(wanted) | scan.regions_whose_text_matches(_STAND_IN)
+        return wanted or None
+
+    def visit_Param(self, node: cst.Param) -> None:
+        """``def load(self, async=False)``: a parameter of that name does not parse either; no fix (its callers
+        would need the same rename)."""
+        if node.name.value == LEGACY_ASYNC_STAND_IN:
+            self.report(node.name, "`async` has been a reserved word since Python 3.7: this parameter makes the whole file fail to import; rename it (and its callers' keyword)")
+
+    def visit_Arg(self, node: cst.Arg) -> None:
+        """``x.cuda(async=True)``: the file was read with a stand-in for ``async`` (torchlint/source.py)."""
+        if node.keyword is None or node.keyword.value != LEGACY_ASYNC_STAND_IN:
+            return
+        # Renamed only in a ``.cuda(...)`` call: torch's argument. A function of the project with a parameter named
+        # ``async`` (also a finding, on its ``def``) would refuse ``non_blocking=``: both must change together.
+        call = self.context.ancestors[-1] if self.context.ancestors else None
+        is_cuda = isinstance(call, cst.Call) and isinstance(call.func, cst.Attribute) and call.func.attr.value == "cuda"
+        fix = (
+            FixSpec(Applicability.SAFE, "Rename `async=` to `non_blocking=`", (Replacement(node.keyword, cst.Name("non_blocking")),))
+            if is_cuda else None
+        )
+        self.report(
+            node.keyword,
+            "`async=` has been a syntax error since Python 3.7 (`async` is a reserved word): the whole file fails to "
+            "import; torch 0.4 renamed the argument `non_blocking`",
+            fix,
+        )

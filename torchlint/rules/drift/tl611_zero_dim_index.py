@@ -8,7 +8,10 @@ import libcst as cst
 from torchlint.analysis.api.api_drift import ZERO_DIM_INDEX_RAISES_SINCE, ZERO_DIM_INDEX_WARNS_SINCE, effective_target, version_text
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.model.ast_names import every_node
-from torchlint.analysis.values.ranks import known_rank
+from torchlint.analysis.flow.callers import constructor_passed_by_callers
+from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.values.ranks import known_rank, scalar_loss_module
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 
@@ -86,7 +89,9 @@ class ZeroDimIndex(Rule):
             return bool(names) and not names.isdisjoint(module_names | _names_bound_to_calls(nodes))
 
         written = scan.regions_whose_text_matches(_ZERO_INDEX_TEXT)
-        return frozenset(i for i in written if indexes_with_zero(scan.regions[i])) or None
+        found = frozenset(i for i in written if indexes_with_zero(scan.regions[i]))
+        # With the regions that call them: a loss module a caller passes (``train(loader, model, criterion)``).
+        return scan.with_mentions(found) if found else None
 
     def visit_Subscript(self, node: cst.Subscript) -> None:
         if len(node.slice) != 1 or not isinstance(node.slice[0].slice, cst.Index):
@@ -102,7 +107,7 @@ class ZeroDimIndex(Rule):
         base, through_data = node.value, False
         if isinstance(base, cst.Attribute) and base.attr.value == "data":
             base, through_data = base.value, True
-        if known_rank(self.context, base) != 0:
+        if known_rank(self.context, base) != 0 and not self._loss_of_a_passed_module(base):
             return
         target = effective_target(self.context.settings.target_torch_version)
         if target < ZERO_DIM_INDEX_WARNS_SINCE or is_version_guarded(self.context):
@@ -120,6 +125,17 @@ class ZeroDimIndex(Rule):
             f"invalid index of a 0-dim tensor; use `.item()`",
             self._fix(node, base, through_data),
         )
+
+    def _loss_of_a_passed_module(self, base: cst.BaseExpression) -> bool:
+        """``loss = criterion(out, y)`` with ``criterion`` a parameter that every caller in the file passes a
+        reducing torch loss module (``train(loader, model, criterion)``, ``criterion = nn.CrossEntropyLoss()``)."""
+        call = base
+        if isinstance(base, cst.Name):
+            definition = reaching_definition(self.context.ancestors, base.value)
+            call = definition.value if definition is not None else None
+        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name) or has_star_args(call):
+            return False
+        return scalar_loss_module(self.context, constructor_passed_by_callers(self.context, call.func.value))
 
     @staticmethod
     def _fix(node: cst.Subscript, base: cst.BaseExpression, through_data: bool) -> FixSpec:
