@@ -1,7 +1,7 @@
 """Score a validation draw: precision per level and per rule, wrong fixes, and the recall of a hand hunt.
 
     python bench/validate.py DRAW [--label L] [--torchlint BIN] [--rerun] [--write]
-    python bench/validate.py DRAW --packet DIR [--parts K] [--label L ...] [--codes CODE ...]
+    python bench/validate.py DRAW --packet DIR [--parts K] [--label L ...] [--codes CODE ...] [--levels LEVEL ...]
     python bench/validate.py DRAW --record FILE [FILE ...]
     python bench/validate.py --measured DRAW [DRAW ...] [--label L]
     python bench/validate.py --calibrate DRAW [DRAW ...] [--label L] [--write]
@@ -130,14 +130,17 @@ def cached_labels(corpus: Path, name: str) -> List[str]:
 
 # ---------------------------------------------------------------------------------------------- reading
 def write_packet(name: str, corpus: Path, labels: Sequence[str], out: Path, parts: int,
-                 codes: Optional[Sequence[str]] = None) -> int:
+                 codes: Optional[Sequence[str]] = None, levels: Optional[Sequence[str]] = None) -> int:
     """The unread findings of ``labels`` (of ``codes`` only, when given: a calibration draw's new findings of
-    a changed rule) as blind reading packets; returns how many."""
+    a changed rule; at ``levels`` only, when given: the forms a level table would move) as blind reading
+    packets; returns how many."""
     verdicts = precision_user.read_verdicts(results_of(name) / "verdicts.tsv")
     unread: Dict[Key, Finding] = {}
     for label in labels:
         for finding in lint_draw(name, corpus, "", label, rerun=False)[0]:
             if codes and finding.code not in codes:
+                continue
+            if levels and finding.confidence not in levels:
                 continue
             if finding.key not in verdicts:
                 unread[finding.key] = finding  # a later label's message wins
@@ -474,6 +477,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--packet", type=Path, default=None)
     parser.add_argument("--parts", type=int, default=1)
     parser.add_argument("--codes", nargs="+", default=None, help="with --packet: only these rules' findings")
+    parser.add_argument("--levels", nargs="+", default=None, choices=("high", "medium", "low"),
+                        help="with --packet: only findings at these levels (as the label recorded them)")
     parser.add_argument("--record", type=Path, nargs="+", default=None)
     parser.add_argument("--measured", action="store_true")
     parser.add_argument("--calibrate", action="store_true",
@@ -488,7 +493,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error("one draw at a time, except with --measured")
     name = args.draws[0]
     if args.packet is not None:
-        count = write_packet(name, args.corpus, labels, args.packet, args.parts, args.codes)
+        count = write_packet(name, args.corpus, labels, args.packet, args.parts, args.codes, args.levels)
         print(f"{count} unread findings written to {args.packet}")
         return 0
     if args.record is not None:
