@@ -109,6 +109,18 @@ def test_torchvision_legacy_weights_are_what_pretrained_loaded():
     assert legacy_keywords("timm.create_model") == {} and legacy_keywords(None) == {}
 
 
+def test_every_builder_of_a_model_namespace_takes_pretrained():
+    """What TL604 rests on for a builder picked by name (``getattr(torchvision.models, name)(pretrained=...)``):
+    in the table generated from torchvision's sources, every builder of those namespaces takes the flag."""
+    from torchlint.analysis.api.torchvision_builders import MODEL_NAMESPACES, _table, builder_chosen_by_name
+
+    builders = {name: keywords for name, keywords in _table().items() if name.rpartition(".")[0] in MODEL_NAMESPACES}
+    assert len(builders) > 100 and all("pretrained" in keywords for keywords in builders.values())
+    assert builder_chosen_by_name("torchvision.models", None)["pretrained"].dynamic
+    assert builder_chosen_by_name("torchvision.models", "resnet50") == legacy_keywords("torchvision.models.resnet50")
+    assert builder_chosen_by_name("timm.models", None) == {} and builder_chosen_by_name(None, None) == {}
+
+
 KEYWORDS_BY_RELEASE = """\
 from torch.optim.lr_scheduler import StepLR
 from torch.utils.data import DataLoader

@@ -59,3 +59,26 @@ def legacy_keywords(builder: Optional[str]) -> Dict[str, LegacyWeights]:
     if builder is None or not builder.startswith("torchvision."):
         return {}
     return _table().get(builder, {})
+
+
+# Namespaces whose functions are model builders that take the legacy weights keywords.
+MODEL_NAMESPACES = frozenset(
+    {
+        "torchvision.models",
+        "torchvision.models.detection",
+        "torchvision.models.segmentation",
+        "torchvision.models.video",
+        "torchvision.models.quantization",
+        "torchvision.models.optical_flow",
+    }
+)
+# What ``pretrained=`` means for a builder chosen by a name the code computes: the weights depend on the builder.
+_ANY_BUILDER = {"pretrained": LegacyWeights(legacy_keyword="pretrained", new_keyword="weights", dynamic=True)}
+
+
+def builder_chosen_by_name(namespace: Optional[str], name: Optional[str]) -> Dict[str, LegacyWeights]:
+    """The legacy keywords of the builder ``getattr(namespace, name)`` / ``namespace.__dict__[name]`` picks: the
+    builder's own when ``name`` is a literal, else ``pretrained=`` of any builder of a model namespace."""
+    if namespace not in MODEL_NAMESPACES:
+        return {}
+    return legacy_keywords(f"{namespace}.{name}") if name is not None else _ANY_BUILDER

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import re
+
 from typing import Optional, Tuple
 
 import libcst as cst
@@ -8,10 +10,15 @@ from torchlint.analysis.api.api_drift import PRETRAINED_DEPRECATED_SINCE, effect
 from torchlint.analysis.model.calls import keyword_arg, positional_args
 from torchlint.analysis.api.drift_fixes import api_reference
 from torchlint.analysis.model.calls import literal_bool
-from torchlint.analysis.api.torchvision_builders import LegacyWeights, legacy_keywords
+from torchlint.analysis.api.torchvision_builders import LegacyWeights, builder_chosen_by_name, legacy_keywords
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Applicability, FixSpec, ImportRequirement, Replacement, Rule
 
+
+
+# A builder picked by a computed name: ``getattr(torchvision.models, name)(...)``, ``models.__dict__[arch](...)``.
+_BY_NAME = re.compile(r"\bgetattr\s*\(|\b__dict__\s*\[")
+_LEGACY_KEYWORD = re.compile(r"\bpretrained\b")
 
 class TorchvisionPretrainedArgument(Rule):
     """
@@ -19,8 +26,11 @@ class TorchvisionPretrainedArgument(Rule):
     Flags `pretrained=` and `pretrained_backbone=` (or a positional first
     argument) in calls of torchvision's model builders:
     `torchvision.models.resnet50(pretrained=True)`,
-    `models.detection.fasterrcnn_resnet50_fpn(pretrained_backbone=False)`.
-    Which builders take them and what they mean comes from a table
+    `models.detection.fasterrcnn_resnet50_fpn(pretrained_backbone=False)`,
+    also of a builder the code picks by name from a model namespace
+    (`getattr(torchvision.models, name)(pretrained=...)`,
+    `models.__dict__[arch](pretrained=True)`): every builder there takes
+    the flag. Which builders take them and what they mean comes from a table
     generated from torchvision's own sources
     (`tools/gen_torchvision_weights.py`, torchvision 0.28).
 
@@ -73,10 +83,12 @@ class TorchvisionPretrainedArgument(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_where(lambda region: any(legacy_keywords(name) for name in region.qualified_calls)) or None
+        known = scan.regions_where(lambda region: any(legacy_keywords(name) for name in region.qualified_calls))
+        by_name = scan.regions_whose_text_matches(_BY_NAME) & scan.regions_whose_text_matches(_LEGACY_KEYWORD)
+        return (known | by_name) or None
 
     def visit_Call(self, node: cst.Call) -> None:
-        meanings = legacy_keywords(self.context.qualified_name(node.func))
+        meanings = legacy_keywords(self.context.qualified_name(node.func)) or self._chosen_by_name(node.func)
         if not meanings or effective_target(self.context.settings.target_torch_version) < PRETRAINED_DEPRECATED_SINCE:
             return
         if is_version_guarded(self.context):
@@ -87,6 +99,22 @@ class TorchvisionPretrainedArgument(Rule):
                 given = positional_args(node)[0]  # torchvision maps a positional first argument to the legacy flag
             if given is not None:
                 self._report(node, given, meaning)
+
+    def _chosen_by_name(self, func: cst.BaseExpression):
+        """``getattr(torchvision.models, name)`` and ``models.__dict__[name]``: a builder the code picks by name."""
+        namespace = name = None
+        if isinstance(func, cst.Call) and isinstance(func.func, cst.Name) and func.func.value == "getattr" and len(func.args) == 2:
+            namespace, chosen = self.context.qualified_name(func.args[0].value), func.args[1].value
+        elif (
+            isinstance(func, cst.Subscript) and isinstance(func.value, cst.Attribute) and func.value.attr.value == "__dict__"
+            and len(func.slice) == 1 and isinstance(func.slice[0].slice, cst.Index)
+        ):
+            namespace, chosen = self.context.qualified_name(func.value.value), func.slice[0].slice.value
+        else:
+            return {}
+        if isinstance(chosen, cst.SimpleString) and isinstance(chosen.evaluated_value, str):
+            name = chosen.evaluated_value
+        return builder_chosen_by_name(namespace, name)
 
     def _report(self, call: cst.Call, given: cst.Arg, meaning: LegacyWeights) -> None:
         member, why = self._member_text(call, meaning)
@@ -103,7 +131,7 @@ class TorchvisionPretrainedArgument(Rule):
             else:
                 loads = ""
             message = f"`{meaning.legacy_keyword}=` is deprecated since torchvision 0.13 (it warns on every call){loads}"
-            if why:
+            if why and flag is not False:
                 message += f" ({why})"
         self.report(given, message, self._fix(call, given, meaning, member))
 
