@@ -104,3 +104,18 @@ def test_fused_inference_paths_compute_what_they_compute_without_the_watch(tmp_p
     finally:
         started.close()
     assert torch.equal(plain, watched)
+
+
+def test_deferred_checks_are_read_together_in_the_order_they_were_added():
+    """Each check keeps its 0-dim parts as they are (a count, a minimum in the tensor's dtype, a float64 sum);
+    the values come back, as floats and in order, when ``every`` checks are waiting: one read for all of them."""
+    read = []
+    deferred = runtime.Deferred(every=3)
+    t = torch.tensor([0.0, 2.0, float("inf")], dtype=torch.float16)
+    deferred.add([(t == 0).sum(), t.min(), t.max()], read.append)
+    deferred.add([t.detach().sum(dtype=torch.float64)], read.append)
+    assert read == [] and len(deferred.pending) == 2
+    deferred.add([torch.tensor(1.5, dtype=torch.float64), torch.tensor(7)], read.append)
+    assert read == [[1.0, 0.0, float("inf")], [float("inf")], [1.5, 7.0]] and deferred.pending == []
+    deferred.add([], read.append)  # nothing to read: nothing kept
+    assert deferred.pending == []

@@ -54,6 +54,8 @@ _unwatched = torch._C.DisableTorchFunction
 _FORCE_DEFERRED = os.environ.get("TORCHLINT_TRACE_DEFERRED") == "1"
 # Forward records kept for naming the line of a gradient's op (oldest dropped beyond this).
 _FORWARD_RECORDS = 200_000
+# A frame not looked up yet (None is a lookup that found no project frame).
+_UNSEEN = object()
 
 # Calls whose output cannot be non-finite when their inputs are finite, nor NaN when they hold no NaN:
 # shape steps, selections, comparisons, copies, factories of finite or uninitialised values, activations
@@ -145,32 +147,45 @@ class Locator:
         frame = self.user_frame(frame)
         if frame is None:
             return None
-        return {"path": self.paths[frame.f_code], "line": frame.f_lineno, "function": frame.f_code.co_name}
+        return self.place_of(frame.f_code, frame.f_lineno)
+
+    def place_of(self, code, line: int) -> Dict[str, Any]:
+        """The place of a line of a project frame's code (:meth:`user_frame` found it)."""
+        return {"path": self.paths[code], "line": line, "function": code.co_name}
 
 
 class Deferred:
-    """Device-side checks waiting to be read: each a small float64 vector and what to do with its values."""
+    """Device-side checks waiting to be read: each a few 0-dim float64 tensors and what to do with their values.
+    Nothing is launched per check beyond its own reductions: all the values are gathered by one ``stack`` per
+    device when they are read."""
 
     def __init__(self, every: int) -> None:
         self.every = max(1, every)
-        self.pending: List[Tuple[Tensor, Callable[[List[float]], None]]] = []
+        self.pending: List[Tuple[List[Tensor], Callable[[List[float]], None]]] = []
 
     def add(self, parts: Sequence[Tensor], then: Callable[[List[float]], None]) -> None:
-        self.pending.append((torch.stack([part.to(_sum_dtype(part)) for part in parts]), then))
+        if not parts:
+            return
+        device = parts[0].device
+        kept = []
+        for part in parts:
+            wanted = _sum_dtype(part)
+            kept.append(part if part.dtype == wanted and part.device == device else part.to(device=device, dtype=wanted))
+        self.pending.append((kept, then))
         if len(self.pending) >= self.every:
             self.flush()
 
     def flush(self) -> None:
         pending, self.pending = self.pending, []
         by_device: Dict[Any, List[int]] = {}
-        for index, (vector, _) in enumerate(pending):
-            by_device.setdefault(vector.device, []).append(index)
+        for index, (parts, _) in enumerate(pending):
+            by_device.setdefault(parts[0].device, []).append(index)
         values: Dict[int, List[float]] = {}
         for indices in by_device.values():
-            flat = torch.cat([pending[i][0] for i in indices]).tolist()  # one wait per device
+            flat = torch.stack([part for i in indices for part in pending[i][0]]).tolist()  # one wait per device
             offset = 0
             for i in indices:
-                size = pending[i][0].numel()
+                size = len(pending[i][0])
                 values[i] = flat[offset : offset + size]
                 offset += size
         stop: Optional[TraceStopped] = None
@@ -618,19 +633,24 @@ class Watch(TorchFunctionMode):
         return out
 
     def _check(self, func, args, kwargs, out: Tensor) -> None:
+        frame: Any = _UNSEEN
         if _FORCE_DEFERRED or not out.is_cpu:
-            place = self.locator.place(sys._getframe(2))
-            moment = self.recorder.moment()
-            name = _op_name(func)
-            dtype = str(out.dtype).replace("torch.", "")
-            self.deferred.add([out.detach().sum(dtype=_sum_dtype(out))], lambda values: self._forward_values(values, name, place, moment, dtype))
+            # Only what the value's reading needs is kept, in its cheapest form: the report's words are made
+            # from it if the value is not finite.
+            frame = self.locator.user_frame(sys._getframe(2))
+            where = None if frame is None else (frame.f_code, frame.f_lineno)
+            counts, dtype = self.recorder.counts(), out.dtype
+            self.deferred.add(
+                [out.detach().sum(dtype=_sum_dtype(out))], lambda values: self._forward_values(values, func, where, counts, dtype)
+            )
         else:
             total = out.detach().sum().item()
             if total - total != 0:
                 self._forward_nonfinite(func, args, kwargs, out)
         grad_fn = out.grad_fn
         if grad_fn is not None:
-            frame = self.locator.user_frame(sys._getframe(2))
+            if frame is _UNSEEN:
+                frame = self.locator.user_frame(sys._getframe(2))
             if frame is not None:
                 self.node_numbers.append(grad_fn._sequence_nr())
                 self.node_places.append((self.locator.paths[frame.f_code], frame.f_lineno, frame.f_code.co_name))
@@ -660,9 +680,19 @@ class Watch(TorchFunctionMode):
             }
         )
 
-    def _forward_values(self, values: List[float], name: str, place, moment, dtype: str) -> None:
+    def _forward_values(self, values: List[float], func, where, counts: Tuple[int, int], dtype) -> None:
         if self.recorder.first_nonfinite is None and not _finite(values[0]):
-            self._found({"phase": "forward", "op": name, "kind": "nan" if math.isnan(values[0]) else "inf", "dtype": dtype, **(place or {}), **moment})
+            place = self.locator.place_of(*where) if where is not None else {}
+            self._found(
+                {
+                    "phase": "forward",
+                    "op": _op_name(func),
+                    "kind": "nan" if math.isnan(values[0]) else "inf",
+                    "dtype": str(dtype).replace("torch.", ""),
+                    **place,
+                    **self.recorder.moment(counts),
+                }
+            )
 
     def _found(self, event: Dict[str, Any]) -> None:
         if self.recorder.first_nonfinite is not None:
@@ -778,16 +808,16 @@ class Watch(TorchFunctionMode):
         came = [g for g in grad_outputs if isinstance(g, Tensor) and g.is_floating_point()]
         node = torch._C._current_autograd_node()
         name, number = (node.name(), node._sequence_nr()) if node is not None else ("backward", None)
-        moment = self.recorder.moment()
+        counts = self.recorder.counts()
         parts = [g.detach().sum(dtype=_sum_dtype(g)) for g in made + came]
-        self.deferred.add(parts, lambda values: self._gradient_values(values, len(made), name, number, moment))
+        self.deferred.add(parts, lambda values: self._gradient_values(values, len(made), name, number, counts))
 
-    def _gradient_values(self, values: List[float], produced: int, name: str, number: Optional[int], moment) -> None:
+    def _gradient_values(self, values: List[float], produced: int, name: str, number: Optional[int], counts: Tuple[int, int]) -> None:
         made, came = values[:produced], values[produced:]
         if self.recorder.first_nonfinite is not None or all(_finite(s) for s in made) or not all(_finite(s) for s in came):
             return
         kind = "nan" if any(math.isnan(s) for s in made) else "inf"
-        self._found({"phase": "backward", "op": name, "kind": kind, **self._node_place(number), **moment})
+        self._found({"phase": "backward", "op": name, "kind": kind, **self._node_place(number), **self.recorder.moment(counts)})
 
     def _node_place(self, number: Optional[int]) -> Dict[str, Any]:
         """The program's line whose forward call made the backward node numbered ``number``."""

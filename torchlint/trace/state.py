@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import os
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from torchlint.trace.plan import EPS, UPPER_BOUND, ZERO, Plan, SitePlan, write_json
 
@@ -115,9 +115,14 @@ class Recorder:
         self.errors: List[str] = []
         self._owner = os.getpid()  # forked workers (DataLoader) inherit this object; only the traced process writes
 
-    def moment(self) -> Dict[str, int]:
-        """When something happened: optimizer steps and backward passes completed before it."""
-        return {"step": self.optimizer_steps, "backward_calls": self.backward_calls}
+    def moment(self, counts: Optional[Tuple[int, int]] = None) -> Dict[str, int]:
+        """When something happened: optimizer steps and backward passes completed before it (now, or at the
+        :meth:`counts` taken then: the cheap form a deferred check keeps until its value is read)."""
+        steps, backward_calls = counts if counts is not None else self.counts()
+        return {"step": steps, "backward_calls": backward_calls}
+
+    def counts(self) -> Tuple[int, int]:
+        return self.optimizer_steps, self.backward_calls
 
     def error(self, message: str) -> None:
         if len(self.errors) < 20 and message not in self.errors:
