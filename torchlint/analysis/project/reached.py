@@ -80,6 +80,18 @@ def _used_text(code: bytes) -> bytes:
     return _FROM_IMPORT.sub(_kept_aliases, _EXPORTS.sub(b"", code))
 
 
+def _plumbing_words(code: bytes) -> Counter:
+    """The words :func:`_used_text` leaves out of ``code`` (counted without rewriting the whole text)."""
+    removed: Counter = Counter()
+    for match in _EXPORTS.finditer(code):
+        removed.update(_WORD.findall(match.group(0)))
+    for match in _FROM_IMPORT.finditer(code):
+        removed.update(_WORD.findall(match.group(2)))
+        for kept in _IMPORTED_AS.findall(match.group(2)):
+            removed.subtract(_WORD.findall(kept))
+    return removed
+
+
 def _imported_module(data: bytes, name: bytes) -> Optional[str]:
     """The module ``name`` is bound to by an import of ``data`` (``.`` first for a relative one), else None."""
     word = rb"(?<![\w.])%s(?![\w.])" % name
@@ -131,8 +143,10 @@ class _Words:
         self.looked_up: set = set()
         for data in index.every_text():
             code = _code_text(data)
-            self.counts.update(_WORD.findall(code))
-            self.uses.update(_WORD.findall(_used_text(code)))
+            words = Counter(_WORD.findall(code))
+            self.counts.update(words)
+            words.subtract(_plumbing_words(code))
+            self.uses.update(words)
             if not self.dynamic:
                 modules = _looked_up_by_name(code, index)
                 self.dynamic = modules is None
@@ -187,13 +201,15 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
         if isinstance(node, cst.FunctionDef) and (parent is not None or _CALLED_BY_NAME.match(name)):
             continue  # a method lives as long as its class; a hook is called by its name
         encoded = name.encode("utf-8")
-        elsewhere = words.uses.get(encoded, 0) - _mentions(_used_text(on_disk), encoded)
+        elsewhere = words.uses.get(encoded, 0) - _mentions(on_disk, encoded)
         if elsewhere > 0:
             continue
-        # Mentions inside the definition itself (``super(Loss, self)``, a recursive call) use nothing.
-        inside = _mentions(_code_text(context.module.code_for_node(node).encode("utf-8", "replace")), encoded)
-        if _mentions(_used_text(source), encoded) - inside > _definitions(source, encoded) - 1:
-            continue
+        here, definitions = _mentions(source, encoded), _definitions(source, encoded)
+        if here > definitions:
+            # Mentions inside the definition itself (``super(Loss, self)``, a recursive call) use nothing.
+            inside = context.memoized("reached.inside", node, lambda n: _code_text(context.module.code_for_node(n).encode("utf-8", "replace")))
+            if here - _mentions(inside, encoded) > definitions - 1:
+                continue
         return True
     return False
 
@@ -205,11 +221,12 @@ _COLLECTED_BY_NAME = re.compile(r"^(test_\w*|\w*_test|conftest)\.py$")
 
 
 def _file_texts(context: "FileContext", index: ProjectIndex):
-    """(the file's code as edited, as the project read it), comments left out; :data:`_DEAD_MODULE` for a module
-    that no part of the program reaches; None outside a program."""
+    """(the file's code as edited, as the project read it), comments, imports and ``__all__`` left out
+    (:func:`_used_text`); :data:`_DEAD_MODULE` for a module that no part of the program reaches; None outside a
+    program."""
     if not _in_program(context, index):
         return _DEAD_MODULE if _dead_module(context, index) else None
-    return _code_text(context.source.encode("utf-8", "replace")), _code_text(_disk_text(context, index))
+    return _used_text(_code_text(context.source.encode("utf-8", "replace"))), _used_text(_code_text(_disk_text(context, index)))
 
 
 def _in_program(context: "FileContext", index: ProjectIndex) -> bool:
