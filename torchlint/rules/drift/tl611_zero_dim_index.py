@@ -28,7 +28,9 @@ class ZeroDimIndex(Rule):
 
     - the output of a torch loss whose reduction leaves one number (the
       default `"mean"`, `"sum"`, `"batchmean"`): `F.nll_loss(out, y)`, or a
-      module `criterion = nn.CrossEntropyLoss()` called as `criterion(out, y)`;
+      module `criterion = nn.CrossEntropyLoss()` called as `criterion(out, y)`,
+      also when `criterion` is a parameter every caller in the file passes
+      such a module (`train(loader, model, criterion)`);
     - a full reduction of a tensor: `x.sum()`, `x.mean()`, `x.norm()`,
       `x.max()` with no dimension, `torch.sum(x)`;
     - a local name bound to one of these.
