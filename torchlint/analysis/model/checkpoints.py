@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional
 
 import libcst as cst
 
+from torchlint.analysis.model.ast_names import ast_dotted_name
 from torchlint.analysis.model.calls import has_star_args
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.scope import assignments
@@ -139,18 +140,8 @@ def ast_path_key(node: ast.expr, local: Optional[dict] = None, module: Optional[
             return repr(value.value)
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return repr(node.value)
-    dotted = _ast_dotted(node)
+    dotted = ast_dotted_name(node)
     return dotted if dotted is not None else composite_path_key(node)
-
-
-def _ast_dotted(node: ast.expr) -> Optional[str]:
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        return ".".join([node.id] + list(reversed(parts)))
-    return None
 
 
 # Keys of paths built from parts start with this: they match only within one function (see refused_saves).
@@ -174,7 +165,7 @@ def composite_path_names(node: ast.expr) -> Optional[FrozenSet[str]]:
     if isinstance(node, ast.Constant):
         return frozenset() if isinstance(node.value, (str, int)) else None
     if isinstance(node, (ast.Name, ast.Attribute)):
-        dotted = _ast_dotted(node)
+        dotted = ast_dotted_name(node)
         return None if dotted is None else frozenset({dotted.split(".")[0]})
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
         parts = [node.left, node.right]
@@ -182,7 +173,7 @@ def composite_path_names(node: ast.expr) -> Optional[FrozenSet[str]]:
         parts = list(node.values)
     elif isinstance(node, ast.FormattedValue):
         parts = [node.value]
-    elif isinstance(node, ast.Call) and not node.keywords and _ast_dotted(node.func) in _PATH_BUILDERS:
+    elif isinstance(node, ast.Call) and not node.keywords and ast_dotted_name(node.func) in _PATH_BUILDERS:
         parts = list(node.args)
     else:
         return None
