@@ -407,37 +407,31 @@ def _bindings_at_return(source: str, name: str):
     return [module.code_for_node(b.node).strip() for b in bindings(site_of([module, function, function.body, ret]), name)]
 
 
-def test_a_binding_in_every_branch_of_an_if_ends_the_search():
-    # Both branches bind: the first assignment cannot reach the return.
-    assert _bindings_at_return(
-        """
-        def f(url, path):
-            ckpt = first(path)
-            if url:
-                ckpt = remote(url)
-            elif path:
-                ckpt = local(path)
-            else:
-                raise ValueError(path)
-            return ckpt
-        """,
-        "ckpt",
-    ) == ["ckpt = remote(url)", "ckpt = local(path)"]
-    # Without an else, or with a branch that falls through unbound, the first one still may.
-    assert _bindings_at_return(
-        """
-        def f(url, path):
-            ckpt = first(path)
-            if url:
-                ckpt = remote(url)
-            elif path:
-                log(path)
-            else:
-                ckpt = local(path)
-            return ckpt
-        """,
-        "ckpt",
-    ) == ["ckpt = remote(url)", "ckpt = local(path)", "ckpt = first(path)"]
+# One branch after ``ckpt = first(path)`` and ``if url: ckpt = remote(url)``, and what reaches ``return ckpt``.
+BRANCHES = """
+def f(url, path):
+    ckpt = first(path)
+    if url:
+        ckpt = remote(url)
+    elif path:
+        {middle}
+    else:
+        {last}
+    return ckpt
+"""
+
+
+@pytest.mark.parametrize(
+    "middle, last, expected",
+    [
+        # Every branch binds or leaves: the first assignment cannot reach the return.
+        ("ckpt = local(path)", "raise ValueError(path)", ["ckpt = remote(url)", "ckpt = local(path)"]),
+        # A branch that falls through unbound: the first one still may.
+        ("log(path)", "ckpt = local(path)", ["ckpt = remote(url)", "ckpt = local(path)", "ckpt = first(path)"]),
+    ],
+)
+def test_a_binding_in_every_branch_of_an_if_ends_the_search(middle, last, expected):
+    assert _bindings_at_return(BRANCHES.format(middle=middle, last=last), "ckpt") == expected
 
 
 def test_fix_builders():
