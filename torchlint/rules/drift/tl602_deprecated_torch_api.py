@@ -178,7 +178,10 @@ class DeprecatedTorchApi(ApiUseRule):
     returns `V`, `torch.linalg.svd` returns `Vh`), `transforms.v2.ToTensor`
     (the replacement returns a `tv_tensors.Image`), `torch.cuda.sparse.*`
     (what the CUDA types build cannot be run on a CPU-only build, where they
-    raise `TypeError`), a legacy sparse call whose two arguments may be a
+    raise `TypeError`), the typed storages (`torch.ByteStorage.from_buffer`:
+    `torch.frombuffer` and `torch.UntypedStorage` take other arguments and
+    give a tensor or an untyped storage, so the code around them changes
+    too), a legacy sparse call whose two arguments may be a
     shape or indices and values, or that passes `device=`, `Tensor.resize` (its
     replacement depends on whether the size changes), and an import of a name
     whose replacement is not a drop-in (`from torch.cuda.amp import
