@@ -35,6 +35,8 @@ SCENARIO_VERDICTS = {
     ("numerics_where_and_filter.py", "torch.where(d > 0", "TL106"): True,
     ("numerics_where_and_filter.py", "torch.nan_to_num(torch.log(w)", "TL107"): True,
     ("numerics_where_and_filter.py", "torch.nan_to_num(torch.sqrt(x.var(0)))", "TL107"): False,
+    ("numerics_angular.py", "torch.acos(cosine)", "TL108"): True,
+    ("numerics_angular.py", "torch.atanh(torch.tanh(scores))", "TL108"): False,
     ("fused_log_softmax.py", "-torch.log(probabilities)", "TL201"): True,
     ("fused_log_softmax.py", "+ 1e-6).gather", "TL201"): False,
     ("fused_log_softmax.py", "torch.log(1 + rate)", "TL205"): True,

@@ -18,6 +18,7 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from torchlint import source
 from torchlint.analysis.model.calls import argument, positional_args
 from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.model.ops import call_parts
 from torchlint.analysis.values.domain import DIV, DomainOp
 from torchlint.analysis.flow.domain_match import find_domain_ops, match_domain_op
 from torchlint.analysis.values.fused import match_exp, match_log, match_x_log_x, one_plus
@@ -360,6 +361,14 @@ def _loss_input(file: _File, node: cst.CSTNode, finding: Finding) -> Planned:
     return None
 
 
+def _inverse_trig(file: _File, node: cst.CSTNode, finding: Finding) -> Planned:
+    """TL108: the operand of acos, asin or atanh, at or past ±1."""
+    if not isinstance(node, cst.Call):
+        return None
+    _, operand, _ = call_parts(file.context, node)
+    return (edges.UNIT, operand, None, node) if operand is not None else None
+
+
 _PLANNERS: Dict[str, Callable[[_File, cst.CSTNode, Finding], Planned]] = {
     "TL101": _unguarded,
     "TL102": _unguarded,
@@ -368,6 +377,7 @@ _PLANNERS: Dict[str, Callable[[_File, cst.CSTNode, Finding], Planned]] = {
     "TL105": _vanishing_eps,
     "TL106": _where,
     "TL107": _nan_filter,
+    "TL108": _inverse_trig,
     "TL201": _log_of(edges.NONPOSITIVE),
     "TL202": _log_of(edges.NONPOSITIVE),
     "TL203": _log_of(edges.OVERFLOW),

@@ -24,6 +24,7 @@ OVERFLOW = "overflow"  # the sum of exps under a log: inf, or 0
 ABSORBED = "absorbed"  # x in log(1 + x): not 0, yet 1 + x rounds to 1
 ABSORBED_EXP = "absorbed_exp"  # x in exp(x) - 1: not 0, yet exp(x) rounds to 1
 SATURATED = "saturated"  # a probability fed to binary cross entropy at exactly 0 or 1
+UNIT = "unit"  # the operand of acos, asin or atanh at or past ±1
 PROBABILITIES = "probabilities"  # probabilities (all in [0, 1]) fed where logits or log-probabilities belong
 NONFINITE = "nonfinite"  # Inf/NaN that a filter removes after the op
 MASK = "mask"  # the entries a masked assignment overwrites
@@ -38,6 +39,7 @@ EDGE_WORDS: Dict[str, str] = {
     ABSORBED: "lost in 1 + x",
     ABSORBED_EXP: "lost in exp(x) - 1",
     SATURATED: "at exactly 0 or 1",
+    UNIT: "at or past ±1",
     PROBABILITIES: "in [0, 1]: probabilities where the loss wants logits or log-probabilities",
     NONFINITE: "Inf/NaN that the filter hides",
     MASK: "overwritten by the masked assignment",

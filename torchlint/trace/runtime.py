@@ -308,6 +308,7 @@ def _measure(edge: str, value: Optional[Tensor], numerator: Any) -> Optional[Lis
         _NEVER: lambda: torch.zeros((), dtype=torch.bool, device=t.device),
         edges.OVERFLOW: lambda: torch.isinf(t) | (t <= 0),
         edges.SATURATED: lambda: (t <= 0) | (t >= 1),
+        edges.UNIT: lambda: (t <= -1) | (t >= 1),
         edges.PROBABILITIES: lambda: t > 0,
         edges.NONFINITE: lambda: ~torch.isfinite(t),
     }.get(edge)
@@ -340,6 +341,7 @@ def _glance(edge: str, value: Optional[Tensor], numerator: Any) -> Optional[List
         _NEVER: False,
         edges.OVERFLOW: high == math.inf or low <= 0,
         edges.SATURATED: low <= 0 or high >= 1,
+        edges.UNIT: low <= -1 or high >= 1,
         edges.PROBABILITIES: low >= 0 and high <= 1,
         edges.NONFINITE: not (_finite(low) and _finite(high)),
     }.get(edge)

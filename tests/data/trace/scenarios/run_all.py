@@ -9,6 +9,7 @@ SCENARIOS = (
     "numerics_count_log",
     "numerics_half_precision",
     "numerics_where_and_filter",
+    "numerics_angular",
     "fused_log_softmax",
     "fused_gan",
     "fused_entropy",
