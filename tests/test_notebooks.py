@@ -202,19 +202,19 @@ WORD_DATASET = fixture_class("TL403/checker/bad_same_file.py", "WordDataset")
 
 def test_a_dataset_class_of_an_earlier_cell_is_seen_by_a_dataloader_of_a_later_one():
     nb = cells(
-        ("code", "import torch\nfrom torch.utils.data import DataLoader, Dataset"),
+        ("code", "import torch\nfrom torch.utils.data import DataLoader, Dataset\nfrom transformers import AutoTokenizer"),
         ("code", WORD_DATASET),
         ("markdown", "## Loading"),
         ("code", "%load_ext autoreload"),
-        ("code", "sentences, vocab = ['a b', 'c'], {'a': 1}"),
+        ("code", "sentences, vocab = ['a b', 'c'], {'a': 1}\ntokenizer = AutoTokenizer.from_pretrained('gpt2')"),
         ("code", "!ls"),
         ("code", "loader = DataLoader(WordDataset(sentences, vocab), batch_size=8)"),
     )
     assert found(notebook.check(nb, "n.ipynb", SETTINGS), "TL403") == [(7, 1, 10, "TL403")]
     fixed = notebook.fix(nb, "n.ipynb", SETTINGS, unsafe=True)
     assert [cell.index for cell in fixed.cells] == [1, 7]  # pad_collate goes to the imports' cell
-    assert "def pad_collate(" in fixed.cells[0].after
-    assert fixed.cells[1].after.endswith("collate_fn=pad_collate)")
+    assert "def pad_collate(" in fixed.cells[0].after and "import functools" in fixed.cells[0].after
+    assert fixed.cells[1].after.endswith("collate_fn=functools.partial(pad_collate, padding_value=tokenizer.pad_token_id))")
 
 
 def test_a_cell_that_does_not_parse_is_reported_and_the_others_are_checked():

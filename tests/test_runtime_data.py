@@ -342,29 +342,89 @@ VARIABLE_ITEMS = textwrap.dedent(
 VOCAB = {"a": 1, "b": 2, "c": 3, "d": 4}
 
 
-def test_tl403_variable_items_fail_to_stack_and_the_padding_collate_batches_them():
+def no_fix_offered(source: str) -> None:
+    """TL403 reports ``source`` without a fix, and says why: no pad id is shown (0 is a real id in many vocabularies)."""
+    findings = [f for f in engine.lint_text(source, SNIPPET_PATH, settings_for(["TL403"])).findings if f.code == "TL403"]
+    assert findings, "expected a TL403 finding"
+    for finding in findings:
+        assert finding.fix is None
+        assert "pads with the data's pad id" in finding.message
+
+
+def test_tl403_variable_items_fail_to_stack_and_no_padding_value_is_guessed():
     sentences = ["a b c", "d a", "b", "c d a b"]
     with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
         run(VARIABLE_ITEMS)["batches"](sentences, VOCAB)
-
-    after = fixed(VARIABLE_ITEMS, "TL403")
-    assert "collate_fn=pad_collate" in after and after.count("def pad_collate") == 1
-    first, second = run(after)["batches"](sentences, VOCAB)
-    assert torch.equal(first["ids"], torch.tensor([[1, 2, 3], [4, 1, 0]]))
-    assert torch.equal(second["ids"], torch.tensor([[2, 0, 0, 0], [3, 4, 1, 2]]))
-    assert torch.equal(first["label"], torch.tensor([0, 1]))
+    no_fix_offered(VARIABLE_ITEMS)
 
 
-def test_tl403_padding_collate_equals_the_default_on_equal_lengths():
+TOKENIZER_IN_SCOPE = textwrap.dedent(
+    """
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+    from transformers import AutoTokenizer
+
+
+    class SentenceDataset(Dataset):
+        def __init__(self, sentences, tokenizer):
+            self.sentences = sentences
+            self.tokenizer = tokenizer
+
+        def __len__(self):
+            return len(self.sentences)
+
+        def __getitem__(self, index):
+            return torch.tensor(self.tokenizer.encode(self.sentences[index], truncation=True)), index % 2
+
+
+    def batches(sentences):
+        tokenizer = AutoTokenizer.from_pretrained("stand-in")
+        return list(DataLoader(SentenceDataset(sentences, tokenizer), batch_size=2))
+    """
+)
+
+
+class _StandInIdTokenizer:
+    """What ``AutoTokenizer.from_pretrained`` returns, reduced to what the snippet uses: ``encode`` and a pad id that
+    is not 0 (0 is a word here, as in many vocabularies)."""
+
+    pad_token_id = 7
+
+    def encode(self, text, truncation=False):
+        return [len(word) - 1 for word in text.split()]
+
+
+@pytest.fixture
+def stand_in_transformers(monkeypatch):
+    import sys
+    import types
+
+    module = types.SimpleNamespace(AutoTokenizer=types.SimpleNamespace(from_pretrained=lambda name: _StandInIdTokenizer()))
+    monkeypatch.setitem(sys.modules, "transformers", module)
+
+
+def test_tl403_the_padding_collate_pads_with_the_tokenizers_pad_id(stand_in_transformers):
+    sentences = ["a bb ccc", "dd a", "b", "cc d aa bbb"]
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        run(TOKENIZER_IN_SCOPE)["batches"](sentences)
+    after = fixed(TOKENIZER_IN_SCOPE, "TL403")
+    assert "padding_value=tokenizer.pad_token_id" in after and after.count("def pad_collate") == 1
+    (first_ids, first_labels), (second_ids, _) = run(after)["batches"](sentences)
+    assert torch.equal(first_ids, torch.tensor([[0, 1, 2], [1, 0, 7]]))  # the word of id 0 kept, the pad is 7
+    assert torch.equal(second_ids, torch.tensor([[0, 7, 7, 7], [1, 0, 1, 2]]))
+    assert torch.equal(first_labels, torch.tensor([0, 1]))
+
+
+def test_tl403_padding_collate_equals_the_default_on_equal_lengths(stand_in_transformers):
     # On items that already have one length, the fixed loader gives what the default collate gives.
-    sentences = ["a b", "c d", "d a", "b c"]
-    before = run(VARIABLE_ITEMS)["batches"](sentences, VOCAB)
-    after = run(fixed(VARIABLE_ITEMS, "TL403"))["batches"](sentences, VOCAB)
+    sentences = ["a bb", "ccc d", "dd a", "b cc"]
+    before = run(TOKENIZER_IN_SCOPE)["batches"](sentences)
+    after = run(fixed(TOKENIZER_IN_SCOPE, "TL403"))["batches"](sentences)
     assert len(before) == len(after) == 2
     for old, new in zip(before, after):
-        assert old.keys() == new.keys()
-        for key in old:
-            assert torch.equal(old[key], new[key])
+        assert len(old) == len(new)
+        for old_field, new_field in zip(old, new):
+            assert torch.equal(old_field, new_field)
 
 
 TUPLE_ITEMS = textwrap.dedent(
@@ -395,11 +455,7 @@ def test_tl403_tuple_items_with_data_dependent_slices():
     samples, bounds = torch.arange(1.0, 10.0), [0, 2, 7, 9]
     with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
         run(TUPLE_ITEMS)["batches"](samples, bounds)
-    (signals, indices), = run(fixed(TUPLE_ITEMS, "TL403"))["batches"](samples, bounds)
-    assert signals.shape == (3, 5)
-    assert torch.equal(signals[0], torch.tensor([1.0, 2.0, 0.0, 0.0, 0.0]))
-    assert torch.equal(signals[1], samples[2:7])
-    assert torch.equal(indices, torch.tensor([0, 1, 2]))
+    no_fix_offered(TUPLE_ITEMS)  # recordings pad with silence, token ids with their pad id: the code does not say
 
 
 TOKENIZED_ITEMS = textwrap.dedent(
@@ -434,16 +490,11 @@ def _stand_in_tokenizer(text, truncation=False):
     return _StandInEncoding(input_ids=ids, attention_mask=[1] * len(ids))
 
 
-def test_tl403_tokenizer_outputs_of_different_lengths_and_the_padding_collate():
+def test_tl403_tokenizer_outputs_of_different_lengths():
     questions = ["how are you", "why", "what is this thing", "ok"]
     with pytest.raises(RuntimeError, match="should be of equal size"):
         run(TOKENIZED_ITEMS)["batches"](questions, _stand_in_tokenizer)
-    after = fixed(TOKENIZED_ITEMS, "TL403")
-    assert "collate_fn=pad_collate" in after  # no tokenizer variable in the loader's scope
-    first, second = run(after)["batches"](questions, _stand_in_tokenizer)
-    assert torch.equal(first["input_ids"], torch.tensor([[3, 3, 3], [3, 0, 0]]))
-    assert torch.equal(first["attention_mask"], torch.tensor([[1, 1, 1], [1, 0, 0]]))
-    assert second["input_ids"].shape == (2, 4)
+    no_fix_offered(TOKENIZED_ITEMS)  # the tokenizer is the caller's: its pad id is not in the loader's scope
 
 
 # -- TL403: items whose lengths are decided in __init__, by the caller, by a library, by the image files --------
@@ -475,10 +526,7 @@ def test_tl403_labels_of_different_lengths_built_in_init():
     words, alphabet = ["abc", "ab", "b", "cab"], "_abc"
     with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size, but got \\[3\\] at entry 0 and \\[2\\]"):
         run(PER_ITEM_LABELS)["batches"](words, alphabet)
-    first, second = run(fixed(PER_ITEM_LABELS, "TL403"))["batches"](words, alphabet)
-    assert torch.equal(first["targets"], torch.tensor([[1, 2, 3], [1, 2, 0]]))
-    assert torch.equal(second["targets"], torch.tensor([[2, 0, 0], [3, 1, 2]]))
-    assert first["image"].shape == (2, 3, 4, 8)
+    no_fix_offered(PER_ITEM_LABELS)
 
 
 CALLER_TOKENIZED = textwrap.dedent(
@@ -521,10 +569,7 @@ def test_tl403_a_corpus_tokenized_without_padding_by_the_caller():
     texts, labels = ["how are you", "why", "what is this thing", "ok"], [0, 1, 1, 0]
     with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
         run(CALLER_TOKENIZED)["encode_and_batch"](texts, labels, _stand_in_corpus_tokenizer)
-    after = fixed(CALLER_TOKENIZED, "TL403")
-    first, second = run(after)["encode_and_batch"](texts, labels, _stand_in_corpus_tokenizer)
-    assert torch.equal(first["input_ids"], torch.tensor([[3, 3, 3], [3, 0, 0]]))
-    assert torch.equal(second["labels"], torch.tensor([1, 0]))
+    no_fix_offered(CALLER_TOKENIZED)
     # The trap: the same code with the corpus padded once (padding=True) has one length and is not reported.
     padded = CALLER_TOKENIZED.replace("truncation=True)", "truncation=True, padding=True)")
     assert not engine.lint_text(padded, SNIPPET_PATH, settings_for(["TL403"])).findings
@@ -593,12 +638,7 @@ def test_tl403_images_kept_at_their_own_size(monkeypatch):
     paths = [(8, 6), (6, 8), (4, 4), (4, 4)]
     with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
         run(IMAGES_OF_THEIR_OWN_SIZE)["batches"](paths)
-    first, second = run(fixed(IMAGES_OF_THEIR_OWN_SIZE, "TL403"))["batches"](paths)
-    assert first.shape == (2, 4, 4)  # padded to the larger height and width of the batch
-    assert second.shape == (2, 2, 2)
-    # Images of one size batch as they did.
-    same = [(4, 4)] * 4
-    assert all(torch.equal(a, b) for a, b in zip(run(IMAGES_OF_THEIR_OWN_SIZE)["batches"](same), run(fixed(IMAGES_OF_THEIR_OWN_SIZE, "TL403"))["batches"](same)))
+    no_fix_offered(IMAGES_OF_THEIR_OWN_SIZE)
 
 
 LIBRARY_BUILDER = textwrap.dedent(
@@ -633,9 +673,7 @@ def test_tl403_a_library_builder_of_unpacked_token_lists(monkeypatch):
     words = lambda text: [len(w) + i for i, w in enumerate(text.split())]  # noqa: E731
     with pytest.raises(RuntimeError, match="each element in list of batch should be of equal size"):
         run(LIBRARY_BUILDER)["batches"](words)
-    first, second = run(fixed(LIBRARY_BUILDER, "TL403"))["batches"](words)
-    assert torch.equal(first["tokens"], torch.tensor([[1, 2, 3], [1, 2, 0]]))
-    assert second["labels"].shape == (2, 4)
+    no_fix_offered(LIBRARY_BUILDER)  # torchtune's tokenizer is a parameter here: its pad id is not shown
 
 
 # -- TL406 load-whole-object-weights-only ---------------------------------------------------------------

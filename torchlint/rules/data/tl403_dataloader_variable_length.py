@@ -14,7 +14,7 @@ from torchlint.analysis.model.literals import number_value
 from torchlint.analysis.model.project_index import constructor_parameters, dataset_item, file_facts
 from torchlint.analysis.model.returns import called_function, returned_values
 from torchlint.analysis.model.scope import assignments
-from torchlint.analysis.model.tokenizers import is_tokenizer_name
+from torchlint.analysis.model.tokenizers import builds_tokenizer, is_tokenizer_name
 from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, ImportRequirement, Replacement, Rule
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})
@@ -34,29 +34,17 @@ COLLATE_NAME = "pad_collate"
 # Marks the collate function the fix writes, so that later fixes reuse it.
 COLLATE_MARK = "(torchlint TL403)"
 
-COLLATE_TEMPLATE = '''def {name}(batch, padding_value=0):
-{i}"""Batch items of different lengths: pad every tensor to the longest in the batch {mark}."""
+COLLATE_TEMPLATE = '''def {name}(batch, padding_value):
+{i}"""Pad the batch's sequences to its longest one with padding_value {mark}."""
 {i}first = batch[0]
-{i}if hasattr(first, "keys"):  # dicts and tokenizer outputs
+{i}if isinstance(first, dict) or hasattr(first, "keys"):
 {i}{i}return {{key: {name}([item[key] for item in batch], padding_value) for key in first}}
 {i}if isinstance(first, tuple):
 {i}{i}return tuple({name}(list(field), padding_value) for field in zip(*batch))
-{i}if isinstance(first, str):
-{i}{i}return list(batch)
 {i}tensors = [{torch}.as_tensor(item) for item in batch]
 {i}if tensors[0].dim() == 0:
 {i}{i}return {torch}.stack(tensors)
-{i}if all(t.shape[1:] == tensors[0].shape[1:] for t in tensors):
-{i}{i}return {torch}.nn.utils.rnn.pad_sequence(tensors, batch_first=True, padding_value=padding_value)
-{i}longest = [max(sizes) for sizes in zip(*(t.shape for t in tensors))]
-{i}return {torch}.stack(
-{i}{i}[
-{i}{i}{i}{torch}.nn.functional.pad(
-{i}{i}{i}{i}t, [pad for have, want in zip(reversed(t.shape), reversed(longest)) for pad in (0, want - have)], value=padding_value
-{i}{i}{i})
-{i}{i}{i}for t in tensors
-{i}{i}]
-{i})
+{i}return {torch}.nn.utils.rnn.pad_sequence(tensors, batch_first=True, padding_value=padding_value)
 '''
 
 
@@ -123,17 +111,20 @@ class DataLoaderVariableLength(Rule):
 
     ## Fix safety
     Unsafe: it changes what a batch holds (padded tensors instead of an
-    error). With a Hugging Face tokenizer bound in the same scope and items
-    that are the tokenizer's output, the fix passes
-    `collate_fn=DataCollatorWithPadding(tokenizer)` (importing
-    `transformers`). Otherwise it writes, once per module after the imports,
-    a `pad_collate(batch, padding_value=0)` function that pads every tensor
-    (per key for dict items, per position for tuples) to the longest in the
-    batch with `pad_sequence`, and passes `collate_fn=pad_collate`; change
-    `padding_value` (e.g. `functools.partial(pad_collate, padding_value=-100)`
-    for labels) where 0 is a real value. No fix when a different
-    `pad_collate` already exists in the module or the module has no
-    top-level import to anchor the function.
+    error). A fix needs the padding value, and 0 is a real token id in many
+    vocabularies, so one is offered only where a tokenizer built by
+    `transformers` or `tokenizers` is bound in the same scope
+    (`tokenizer = AutoTokenizer.from_pretrained(...)`): with items that are
+    the tokenizer's output, `collate_fn=DataCollatorWithPadding(tokenizer)`
+    (importing `transformers`); with other items, a short `pad_collate(batch,
+    padding_value)` written once per module after the imports (per key for
+    dict items, per position for tuples, `pad_sequence` for each field) and
+    `collate_fn=functools.partial(pad_collate,
+    padding_value=tokenizer.pad_token_id)`. Elsewhere the finding says to
+    pass a collate function that pads with the data's own pad id, and no
+    fix is offered. No fix either when a different `pad_collate` already
+    exists in the module or the module has no top-level import to anchor
+    the function.
 
     Not seen: datasets of other libraries beyond those above, classes created
     at run time, lengths decided inside a library call or by data the code
@@ -192,7 +183,10 @@ class DataLoaderVariableLength(Rule):
             "torch.stack raises 'stack expects each tensor to be equal size'"
         )
         confidence = Confidence(item.confidence)
-        self.report(node, message, self._fix(node, item), confidence=confidence)
+        fix = self._fix(node, item)
+        if fix is None and self._tokenizer_in_scope() is None:
+            message += "; pass a collate_fn that pads with the data's pad id (none is shown here, and 0 is a real id in many vocabularies)"
+        self.report(node, message, fix, confidence=confidence)
 
     # -- what the dataset holds ---------------------------------------------------------
 
@@ -337,8 +331,12 @@ class DataLoaderVariableLength(Rule):
     # -- the fix ------------------------------------------------------------------------
 
     def _fix(self, node: cst.Call, item: ItemShape) -> Optional[FixSpec]:
+        """A collate function that pads with the tokenizer's own pad id; None where no tokenizer is shown (0 is a
+        real token id in many vocabularies, so no padding value is guessed)."""
         tokenizer = self._tokenizer_in_scope()
-        if tokenizer is not None and item.from_tokenizer and item.kind == "dict":
+        if tokenizer is None:
+            return None
+        if item.from_tokenizer and item.kind == "dict":
             existing = self.context.imports.reference_to("transformers.DataCollatorWithPadding")
             imports: Tuple[ImportRequirement, ...] = ()
             if existing is None:
@@ -352,7 +350,9 @@ class DataLoaderVariableLength(Rule):
                 (Replacement(node, add_keyword(node, "collate_fn", cst.parse_expression(value))),),
                 imports,
             )
-        replacements = [Replacement(node, add_keyword(node, "collate_fn", cst.Name(COLLATE_NAME)))]
+        functools, requirement = self.context.reference("functools", "functools")
+        value = f"{functools}.partial({COLLATE_NAME}, padding_value={tokenizer}.pad_token_id)"
+        replacements = [Replacement(node, add_keyword(node, "collate_fn", cst.parse_expression(value)))]
         existing_def = self._module_def(COLLATE_NAME)
         if existing_def is None:
             if self.context.imports.is_bound(COLLATE_NAME) or self.context.binds_name(COLLATE_NAME):
@@ -365,21 +365,21 @@ class DataLoaderVariableLength(Rule):
             return None  # the module's own pad_collate: not ours to reuse
         return FixSpec(
             Applicability.UNSAFE,
-            f"Add `collate_fn={COLLATE_NAME}`, a padding collate function",
+            f"Add `collate_fn={value}`, a collate function that pads with the tokenizer's pad id",
             tuple(replacements),
+            tuple(r for r in (requirement,) if r),
         )
 
     def _tokenizer_in_scope(self) -> Optional[str]:
+        """A name the enclosing function or the module binds to a tokenizer built by ``transformers`` or
+        ``tokenizers`` (``AutoTokenizer.from_pretrained(...)``): the fact, not the name, shows the tokenizer."""
         function = self.context.enclosing(cst.FunctionDef)
-        names = []
-        if function is not None:
-            params = function.params
-            names += [p.name.value for p in list(params.posonly_params) + list(params.params) + list(params.kwonly_params)]
-            names += [t.value for t, _ in assignments(function.body.body) if isinstance(t, cst.Name)]
-        names += [t.value for t, _ in assignments(self.context.module.body) if isinstance(t, cst.Name)]
-        for name in names:
-            if is_tokenizer_name(name):
-                return name
+        bound = list(assignments(function.body.body)) if function is not None else []
+        bound += list(assignments(self.context.module.body))
+        for target, value in bound:
+            if isinstance(target, cst.Name) and isinstance(value, cst.Call):
+                if builds_tokenizer(self.context.qualified_name(value.func)):
+                    return target.value
         return None
 
     def _module_def(self, name: str) -> Optional[cst.FunctionDef]:
