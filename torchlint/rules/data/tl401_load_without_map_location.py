@@ -16,6 +16,7 @@ from torchlint.analysis.project.devices import (
     used_as_cpu_data,
 )
 from torchlint.analysis.api.signatures import gives_keyword
+from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
@@ -24,7 +25,8 @@ class LoadWithoutMapLocation(Rule):
     """
     ## What it does
     Flags `torch.load(f)` called without `map_location` (neither as a keyword
-    nor as the second positional argument).
+    nor as the second positional argument), or with `map_location=None`, which
+    is the default.
 
     ## Why is this bad?
     `torch.save` records the device of every storage. Without `map_location`,
@@ -54,8 +56,10 @@ class LoadWithoutMapLocation(Rule):
     copies each tensor onto the parameter's own device, so loading onto the
     CPU changes nothing but where the temporary copy lives. Elsewhere the fix
     is unsafe: it changes the device of the loaded tensors, to the `device`
-    variable when one is bound in the enclosing function or module; without
-    one there is no fix (a whole object moved to the CPU may then be fed CUDA
+    variable when every binding of it that reaches the load is a device (a
+    parameter, `torch.device(...)`, a string, an attribute such as
+    `args.device`, or a choice among those; a name bound after the load or
+    to an argument group is not); without one there is no fix (a whole object moved to the CPU may then be fed CUDA
     inputs by the code that loads it). The keyword is appended after the arguments already given
     (`weights_only=` is kept); a call with `*args` or `**kwargs` is not flagged,
     since `map_location` may be among them.
@@ -101,8 +105,13 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         qualified = self.context.qualified_name(node.func)
         if qualified not in LOAD_FUNCTIONS:
             return
+        given = argument(node, 1, "map_location")
+        # `map_location=None` is the default: the tensors go back where they were saved.
+        given_none = given is not None and isinstance(given.value, cst.Name) and given.value.value == "None"
         # A misspelt `map_locat=` counts as given: TL405 renames it (adding one would repeat the keyword).
-        if has_star_args(node) or gives_keyword(qualified, node, "map_location") or len(positional_args(node)) >= 2:
+        if has_star_args(node) or (
+            not given_none and (gives_keyword(qualified, node, "map_location") or len(positional_args(node)) >= 2)
+        ):
             return
         if not positional_args(node) and keyword_arg(node, "f") is None:
             return  # not a valid call at all; nothing to say about devices
@@ -111,18 +120,32 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
             return
         if self._feeds_load_state_dict(node):
             applicability, value = Applicability.SAFE, '"cpu"'
-        elif self.context.binds_name("device"):
+        elif self._device_reaches(node):
             applicability, value = Applicability.UNSAFE, "device"
         else:
             # A whole object moved to the CPU stays there while the code may feed it CUDA inputs: no fix.
-            self.report(node, confidence=confidence)
+            self.report(node, self._message(given_none), confidence=confidence)
             return
-        fix = FixSpec(
-            applicability,
-            f"Add `map_location={value}`",
-            (Replacement(node, add_keyword(node, "map_location", cst.parse_expression(value))),),
+        edit = (
+            Replacement(given.value, cst.parse_expression(value))
+            if given_none
+            else Replacement(node, add_keyword(node, "map_location", cst.parse_expression(value)))
         )
-        self.report(node, fix=fix, confidence=confidence)
+        fix = FixSpec(applicability, f"{'Pass' if given_none else 'Add'} `map_location={value}`", (edit,))
+        self.report(node, self._message(given_none), fix=fix, confidence=confidence)
+
+    def _message(self, given_none: bool) -> str:
+        return self.message.replace("without map_location", "with map_location=None", 1) if given_none else self.message
+
+    def _device_reaches(self, node: cst.Call) -> bool:
+        """Every binding of ``device`` that reaches the load is a device: a parameter, a ``torch.device(...)``,
+        a string, a tensor's or module's ``.device``, an option's value, or a choice among those. A name bound
+        only after the load, or to something else (an argument group), would break the fixed call."""
+        found = bindings(site_of(list(self.context.ancestors) + [node]), "device")
+        return any(binding.kind != "conditional" for binding in found) and all(
+            binding.kind == "param" or (binding.kind in ("assign", "module", "conditional") and _is_device(self.context, binding.value))
+            for binding in found
+        )
 
     def _confidence(self, node: cst.Call) -> Optional[Confidence]:
         """How sure the load meets a machine without the GPU its file was saved from (analysis/project/devices.py),
@@ -157,3 +180,18 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
             and bool(call.args)
             and call.args[0] is ancestors[index]
         )
+
+
+def _is_device(context, value: Optional[cst.BaseExpression]) -> bool:
+    """``torch.device(...)``, a string, ``x.device``, ``args.device``, or a conditional choice among them."""
+    if value is None:
+        return False
+    if isinstance(value, cst.IfExp):
+        return _is_device(context, value.body) and _is_device(context, value.orelse)
+    if isinstance(value, (cst.SimpleString, cst.FormattedString, cst.ConcatenatedString)):
+        return True
+    if isinstance(value, cst.Attribute):
+        return True  # x.device, args.device, self.device, config.device
+    if isinstance(value, cst.Call):
+        return context.qualified_name(value.func) == "torch.device"
+    return False
