@@ -502,8 +502,54 @@ def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Ref
     if value is None and name not in scope.shadowed and name != scope.self_name:
         return _global(name, scope)
     if value is None and name != scope.self_name:
-        return _passed_by_every_caller(name, scope, depth)
+        found = _passed_by_every_caller(name, scope, depth)
+        if found is not None:
+            return found
+    if name != scope.self_name and _module_methods_called(name, scope, before):
+        return Refused("module", "a whole module or optimizer", name)
     return None
+
+
+# Methods only a module or an optimizer answers: a tensor, a dict, a list or a number has none of them.
+_MODULE_ONLY_METHODS = frozenset({
+    "state_dict", "load_state_dict", "parameters", "named_parameters", "modules", "named_modules", "children",
+    "named_children", "zero_grad", "param_groups", "buffers", "named_buffers", "register_forward_hook",
+})
+
+
+def _module_methods_called(name: str, scope: Scope, before: int) -> bool:
+    """The function calls a module's or optimizer's own method on ``name`` (``net.state_dict()``,
+    ``model.parameters()``) by line ``before``, and binds ``name`` at most to itself (``net = net.train()``):
+    what ``name`` holds answers them, so it is a module or an optimizer, whatever built it."""
+    if scope.is_module:
+        return False
+    value = scope.single.get(name)
+    if name in scope.shadowed and name not in scope.parameters() and value is None:
+        return False  # bound on several paths: the evidence may be of another value
+    if value is not None and not _returns_its_receiver(value, name):
+        return False
+    for node in ast.walk(scope.node):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MODULE_ONLY_METHODS
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == name
+            and getattr(node, "lineno", before + 1) <= before
+        ):
+            return True
+    return False
+
+
+def _returns_its_receiver(value: ast.expr, name: str) -> bool:
+    """``name.train()``, ``name.to(device)``, ``name.cuda()``: a module's methods that return the module itself."""
+    return (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Attribute)
+        and value.func.attr in ("train", "eval", "to", "cuda", "cpu", "float", "half", "double", "requires_grad_")
+        and isinstance(value.func.value, ast.Name)
+        and value.func.value.id == name
+    )
 
 
 def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Refused]:
