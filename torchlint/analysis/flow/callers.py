@@ -472,12 +472,17 @@ def judged_at_every_call(context: "FileContext", site: Optional[Site], judge) ->
         context.reading_callers = False
 
 
-def constructor_passed_by_callers(context: "FileContext", name: str) -> Optional[cst.Call]:
+# How many callers up a parameter is followed to the module constructor its callers pass.
+CONSTRUCTOR_CALLER_DEPTH = 3
+
+
+def constructor_passed_by_callers(context: "FileContext", name: str, depth: int = 0) -> Optional[cst.Call]:
     """The module constructor behind parameter ``name`` of the function the engine stands in, when every call of
     the function in the file passes a module built by the same class (``train(loader, model, criterion)`` where
     each caller holds ``criterion = nn.CrossEntropyLoss()``): the call's own or the one its name holds there.
-    One level: the callers' own parameters are not followed."""
-    if context.reading_callers:
+    A caller that passes its own parameter on (``train`` calling ``train_one_epoch(model, loss_fn)``) is
+    followed to its callers, up to :data:`CONSTRUCTOR_CALLER_DEPTH` levels."""
+    if context.reading_callers and depth == 0:
         return None
     function = enclosing_function(context.ancestors)
     if function is None or not any(param.name.value == name for param in all_params(function.params)):
@@ -497,6 +502,9 @@ def constructor_passed_by_callers(context: "FileContext", name: str) -> Optional
                 return None
             context.ancestors = list(site.ancestors)
             constructor = module_constructor(context, value) if isinstance(value, cst.Name) else value
+            if constructor is None and isinstance(value, cst.Name) and depth < CONSTRUCTOR_CALLER_DEPTH:
+                constructor = constructor_passed_by_callers(context, value.value, depth + 1)
+                context.ancestors = list(site.ancestors)
             if not isinstance(constructor, cst.Call):
                 return None
             found.append(constructor)

@@ -69,7 +69,8 @@ class LossCall:
     ``form`` is "function" or "module"; for a module, ``constructor`` is the
     call that built it and ``built`` says where: "inline", "self" (an
     attribute set in the class, ``attribute`` names it), "local" (a name
-    assigned earlier in the function) or "module" (a module-level name).
+    assigned earlier in the function), "module" (a module-level name) or "param" (a parameter every caller
+    passes one built by the same class).
     """
 
     kind: str
@@ -271,6 +272,8 @@ def with_logits_replacements(context: "FileContext", loss: LossCall) -> Optional
     elif loss.built == "module":
         if references(context.module, loss.attribute) != 2:
             return None
+    elif loss.built == "param":
+        return None  # built by the callers, which may use it elsewhere
     func = loss.constructor.func
     if isinstance(func, cst.Attribute):
         return (Replacement(func.attr, cst.Name(WITH_LOGITS_MODULE)),), ()

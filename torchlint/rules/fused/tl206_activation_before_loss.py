@@ -1,16 +1,19 @@
 from __future__ import annotations
 
 import ast
+from typing import Optional
 
 import libcst as cst
 
 from torchlint.analysis.model.ast_names import ast_dotted_name
 from torchlint.analysis.values.fused import activation_of
-from torchlint.analysis.values.losses import LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
+from torchlint.analysis.model.calls import argument, has_star_args
+from torchlint.analysis.model.ops import unmoved
+from torchlint.analysis.values.losses import LOSS_MODULES, LOSS_NAMES, LossCall, match_loss, rewrite_activation, with_logits_replacements
 from torchlint.analysis.project.module_outputs import trace_output
 from torchlint.analysis.values.precision import project_uses_float16
 from torchlint.analysis.model.project_index import active_project, facts_of_tree
-from torchlint.analysis.flow.callers import framework_called
+from torchlint.analysis.flow.callers import constructor_passed_by_callers, framework_called
 from torchlint.rule import Applicability, Confidence, FixSpec, Rule
 
 MESSAGES = {
@@ -168,7 +171,7 @@ class ActivationBeforeLoss(Rule):
         return seeds
 
     def visit_Call(self, node: cst.Call) -> None:
-        loss = match_loss(self.context, node)
+        loss = match_loss(self.context, node) or self._loss_passed_by_callers(node)
         if loss is None or loss.kind not in WRONG_INPUTS or loss.input is None:
             return
         kinds = WRONG_INPUTS[loss.kind]
@@ -182,6 +185,18 @@ class ActivationBeforeLoss(Rule):
             return
         message = f"{_message(loss.kind, traced.kind)} (the input is the output of {traced.origin}, which ends in {traced.kind})"
         self.report(node, message=message, confidence=self._confidence(loss, Confidence.MEDIUM if traced.assumed else Confidence.HIGH))
+
+    def _loss_passed_by_callers(self, node: cst.Call) -> Optional[LossCall]:
+        """``loss_fn(preds, targets)`` with ``loss_fn`` a parameter every caller passes a loss module of one class."""
+        if not isinstance(node.func, cst.Name) or has_star_args(node):
+            return None
+        constructor = constructor_passed_by_callers(self.context, node.func.value)
+        if constructor is None:
+            return None
+        kind = LOSS_MODULES.get(self.context.qualified_name(unmoved(constructor).func) or "")
+        if kind is None:
+            return None
+        return LossCall(kind, "module", node, argument(node, 0, "input"), argument(node, 1, "target"), constructor, "param", node.func.value)
 
     def _confidence(self, loss: LossCall, found: Confidence) -> Confidence:
         """A softmax into cross_entropy or nll_loss computes a wrong loss on every input: as sure as the
