@@ -447,6 +447,24 @@ def every_caller_passes(context: "FileContext", name: str, site: Optional[Site],
     return judged_at_every_call(context, site, passes)
 
 
+def passed_by_every_call_site(context: "FileContext", name: str, accepts) -> bool:
+    """Whether ``name`` is a parameter of the function the engine stands in and every call of the function in the
+    file (:func:`every_call_site`: public helpers too) passes a value ``accepts(value, site)``: what a spherical
+    interpolation's callers hand it, for one. The caller has shown that the parameter's own binding is what it
+    asks about (dataflow's ``param`` binding reaches its use)."""
+    if context.reading_callers:
+        return False
+    function = enclosing_function(context.ancestors)
+    if function is None or not any(param.name.value == name for param in all_params(function.params)):
+        return False
+
+    def passes(function: cst.FunctionDef, site: CallSite) -> bool:
+        value = argument_for(function, name, site)
+        return value is not None and accepts(value, site_of(list(site.ancestors) + [site.call]))
+
+    return _holds_at_each(context, function, every_call_site(context, function), passes)
+
+
 def judged_at_every_call(context: "FileContext", site: Optional[Site], judge) -> bool:
     """Whether the function holding the op being judged has same-file calls and ``judge(function, call_site)``
     holds at each, judged where the call stands (``self.eps`` there is the calling class's: the engine's
@@ -456,7 +474,12 @@ def judged_at_every_call(context: "FileContext", site: Optional[Site], judge) ->
     function = site.function
     if function is not enclosing_function(context.ancestors):
         return False
-    sites = call_sites(context, function)
+    return _holds_at_each(context, function, call_sites(context, function), judge)
+
+
+def _holds_at_each(context: "FileContext", function: cst.FunctionDef, sites, judge) -> bool:
+    """``judge(function, site)`` at each of ``sites`` (none: False), with the engine's ancestors swapped for the
+    call's and the callers' own callers left unread."""
     if not sites:
         return False
     visiting = context.ancestors

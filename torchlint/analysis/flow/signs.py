@@ -1144,8 +1144,9 @@ def is_continuous_draw(context: "FileContext", node: cst.BaseExpression, site: O
             return False
         found = bindings(site, node.value)
         return bool(found) and all(
-            binding.kind in ("assign", "conditional") and binding.value is not None
-            and is_continuous_draw(context, binding.value, binding.site, depth + 1)
+            binding.kind in ("assign", "conditional", "unpack") and binding.value is not None
+            and is_continuous_draw(context, _split_source(context, binding) or binding.value, binding.site, depth + 1)
+            and (binding.kind != "unpack" or _split_source(context, binding) is not None)
             for binding in found
         )
     if not isinstance(node, cst.Call):
@@ -1160,6 +1161,19 @@ def is_continuous_draw(context: "FileContext", node: cst.BaseExpression, site: O
         family = context.qualified_name(func.value.func) or ""
         return family.startswith("torch.distributions.") and family.rsplit(".", 1)[-1] in CONTINUOUS_DISTRIBUTIONS
     return False
+
+
+# Methods that cut a tensor into parts, each holding some of its elements.
+_SPLITS = frozenset({"chunk", "split", "unbind", "tensor_split"})
+
+
+def _split_source(context: "FileContext", binding) -> Optional[cst.BaseExpression]:
+    """``z0, z1 = x.chunk(2)``: the tensor ``x`` that an unpacking of its parts reads, else None."""
+    value = binding.value
+    if binding.kind != "unpack" or not isinstance(value, cst.Call):
+        return None
+    name, source, _ = call_parts(context, value)
+    return source if name in _SPLITS else None
 
 
 def _is_dim_argument(call: cst.Call, is_method: bool) -> bool:

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
+from torchlint.analysis.flow.callers import passed_by_every_call_site
+from torchlint.analysis.flow.signs import is_continuous_draw
 from torchlint.analysis.model.calls import argument, has_star_args, positional_args
 from torchlint.analysis.model.dataflow import Site, bindings
 from torchlint.analysis.model.ops import call_parts, is_eps_like, without_shape_steps
@@ -220,7 +222,35 @@ def _norm_of(context: "FileContext", node: cst.BaseExpression) -> Optional[cst.B
 def _product_edge(context, left, right, site, depth: int) -> Optional[str]:
     if not (_is_normalized(context, left, site, depth + 1) and _is_normalized(context, right, site, depth + 1)):
         return None
-    return EDGE_SELF_COSINE if structurally_equal(_untransposed(context, left), _untransposed(context, right)) else EDGE_COSINE
+    if structurally_equal(_untransposed(context, left), _untransposed(context, right)):
+        return EDGE_SELF_COSINE
+    return None if _random_pair(context, left, right, site) else EDGE_COSINE
+
+
+def _random_pair(context: "FileContext", left, right, site: Optional[Site]) -> bool:
+    """One of two distinct directions is a draw of a continuous distribution (``torch.randn``, also through
+    every caller of a parameter): the pair is parallel with probability 0 (spherical interpolation of latents)."""
+    return any(_random_direction(context, side, site) for side in (left, right))
+
+
+def _random_direction(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]) -> bool:
+    node = _untransposed(context, node)
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Divide):
+        node = node.left  # x / x.norm(): the direction of x
+    elif isinstance(node, cst.Call) and context.qualified_name(node.func) == "torch.nn.functional.normalize" and node.args:
+        node = node.args[0].value
+    if isinstance(node, cst.Name) and site is not None:
+        if is_continuous_draw(context, node, site):
+            return True
+        found = bindings(site, node.value)
+        if len(found) != 1:
+            return False
+        if found[0].kind in ("assign", "update") and found[0].value is not None:
+            return _random_direction(context, found[0].value, found[0].site)  # a = a / a.norm(...)
+        return found[0].kind == "param" and passed_by_every_call_site(
+            context, node.value, lambda value, at: is_continuous_draw(context, value, at)
+        )
+    return is_continuous_draw(context, node, site)
 
 
 def _untransposed(context: "FileContext", node: cst.BaseExpression) -> cst.BaseExpression:
@@ -251,7 +281,9 @@ def _is_manual_cosine(context: "FileContext", node: cst.BinaryOperation, site, d
             factors = (values[0], values[1]) if len(values) == 2 else None
     if factors is None:
         return False
-    return {_key(factors[0]), _key(factors[1])} == {_key(first), _key(second)}
+    if {_key(factors[0]), _key(factors[1])} != {_key(first), _key(second)}:
+        return False
+    return _key(first) == _key(second) or not _random_pair(context, first, second, site)
 
 
 def _key(node: cst.BaseExpression) -> str:
