@@ -155,6 +155,8 @@ def bindings(site: Site, name: str) -> List[Binding]:
 
 def _bindings_in_statement(statement: cst.CSTNode, name: str, here: Site, found: List[Binding]) -> bool:
     """Append the bindings of ``name`` made by ``statement``; True when one is unconditional."""
+    if isinstance(statement, cst.BaseSmallStatement):  # an earlier statement of the same line: ``a = 1; f(a)``
+        return _small_binding(statement, name, here, found)
     if isinstance(statement, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
         for position in range(len(statement.body) - 1, -1, -1):
             inner = here.at(here.frames + ((statement.body, position),))
