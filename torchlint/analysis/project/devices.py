@@ -5,7 +5,8 @@ lacks the GPU they were saved from. What the code shows about that (TL401 asks t
 
 - **The program chooses its device at run time** (it calls ``torch.cuda.is_available()`` or
   ``device_count()``, names the ``"cpu"`` device, passes ``map_location`` somewhere, or offers a CPU
-  run with a command-line option such as ``--no-cuda``): it runs on machines without the GPU its
+  run with a command-line option such as ``--no-cuda``; not a ``store_true`` flag whose default is already
+  True, which no command line turns off): it runs on machines without the GPU its
   checkpoints were saved from. A load is a sure hazard.
 - **The program requires a GPU** (it calls ``.cuda()`` or names a ``"cuda"`` device, with no such choice,
   or the loading file builds a model with ``Net(...).cuda()`` unconditionally): it runs only where a GPU
@@ -81,7 +82,7 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
                 chooses = True
             if any(keyword.arg == "map_location" for keyword in node.keywords):
                 chooses = True
-            if isinstance(func, ast.Attribute) and func.attr == "add_argument":
+            if isinstance(func, ast.Attribute) and func.attr == "add_argument" and not _always_on(node):
                 chooses = chooses or any(
                     isinstance(arg, ast.Constant) and arg.value in _CPU_OPTIONS for arg in node.args
                 )
@@ -98,6 +99,17 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
         if isinstance(statement, (ast.Expr, ast.Assign)) and _moves_to_gpu(statement.value):
             built = True
     return DeviceFacts(chooses, uses or built, built)
+
+
+def _always_on(call: ast.Call) -> bool:
+    """``add_argument("--cuda", action="store_true", default=True)``: a flag no command line can turn off, so it
+    offers no CPU run."""
+    keywords = {keyword.arg: keyword.value for keyword in call.keywords if keyword.arg}
+    action, default = keywords.get("action"), keywords.get("default")
+    return (
+        isinstance(action, ast.Constant) and action.value == "store_true"
+        and isinstance(default, ast.Constant) and default.value is True
+    )
 
 
 def _moves_to_gpu(value: ast.expr) -> bool:
