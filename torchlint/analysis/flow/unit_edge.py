@@ -30,6 +30,7 @@ from torchlint.analysis.model.calls import argument, has_star_args, positional_a
 from torchlint.analysis.model.dataflow import Site, bindings
 from torchlint.analysis.model.ops import call_parts, is_eps_like, without_shape_steps
 from torchlint.analysis.values.domain import constant_value, structurally_equal
+from torchlint.analysis.values.precision import clamp_lower_bound, clamp_upper_bound
 from torchlint.analysis.values.kinds import MAX_DEPTH
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,8 +50,6 @@ EDGE_OF_CALL = {
     "cos": EDGE_SATURATED,
     "sin": EDGE_SATURATED,
 }
-# Edges a finding is sure of in ordinary training, not only on degenerate data.
-SURE_EDGES = frozenset({EDGE_SELF_COSINE, EDGE_CLAMPED_TO_ONE})
 
 _CLAMPS = frozenset({"clamp", "clip", "clamp_", "clip_", "hardtanh"})
 _SELECTIONS = frozenset({"diag", "diagonal", "gather", "index_select", "masked_select", "squeeze", "flatten"})
@@ -105,7 +104,7 @@ def _call_edge(context: "FileContext", call: cst.Call, site: Optional[Site], dep
     if name is None:
         return None
     if name in _CLAMPS:
-        return _clamp_edge(context, call, name, source, is_method, site, depth)
+        return _clamp_edge(context, call, name, source, site, depth)
     if name == "cosine_similarity":
         arguments = positional_args(call)
         return _cosine(call, arguments[1:] if is_method else arguments, source if is_method else None)
@@ -154,22 +153,36 @@ def _cosine_module(context: "FileContext", func: cst.BaseExpression, site: Optio
     return False
 
 
-def _clamp_edge(context, call: cst.Call, name: str, source, is_method: bool, site, depth: int) -> Optional[str]:
+def _clamp_edge(context, call: cst.Call, name: str, source, site, depth: int) -> Optional[str]:
     """A clamp with a bound of exactly ±1 is an edge; one kept inside (``-1 + eps``, ``0.999``) a guard;
     another is what its input is."""
-    offset = 0 if is_method else 1
-    low = argument(call, offset, "min_val" if name == "hardtanh" else "min")
-    high = argument(call, offset + 1, "max_val" if name == "hardtanh" else "max")
-    default = -1.0 if name == "hardtanh" else None
-    low_value = constant_value(low.value) if low is not None else default
-    high_value = constant_value(high.value) if high is not None else (-default if default is not None else None)
-    if (low is not None and low_value is None) or (high is not None and high_value is None):
+    bounds = unit_bounds(context, call, name)
+    if bounds is None:
         return None  # a bound held in a name: not shown either way
+    low_value, high_value = (constant_value(bound) if bound is not None else None for bound in bounds)
+    if name == "hardtanh":  # F.hardtanh(x, min_val=-1.0, max_val=1.0)
+        low_value = -1.0 if bounds[0] is None else low_value
+        high_value = 1.0 if bounds[1] is None else high_value
     if low_value in (-1, 1) or high_value in (-1, 1):
         return EDGE_CLAMPED_TO_ONE
     if low_value is not None and high_value is not None and -1 < low_value and high_value < 1:
         return None  # kept inside the edge
     return unit_edge(context, source, site, depth + 1) if source is not None else None
+
+
+def unit_bounds(context: "FileContext", call: cst.Call, name: str):
+    """(lower, upper) bound expressions of a clamp (either None when not given), read by
+    :func:`~torchlint.analysis.values.precision.clamp_lower_bound` and its twin (``hardtanh``'s ``min_val`` and
+    ``max_val`` here); None when a bound given is not a literal."""
+    if name == "hardtanh":
+        given = (argument(call, 1, "min_val"), argument(call, 2, "max_val"))
+        bounds = tuple(arg.value if arg is not None else None for arg in given)
+    else:
+        lower, upper = clamp_lower_bound(context, call), clamp_upper_bound(context, call)
+        bounds = (lower[1] if lower else None, upper[1] if upper else None)
+    if any(bound is not None and constant_value(bound) is None for bound in bounds):
+        return None
+    return bounds
 
 
 def _is_normalized(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], depth: int) -> bool:
@@ -281,10 +294,7 @@ def _is_manual_cosine(context: "FileContext", node: cst.BinaryOperation, site, d
             factors = (values[0], values[1]) if len(values) == 2 else None
     if factors is None:
         return False
-    if {_key(factors[0]), _key(factors[1])} != {_key(first), _key(second)}:
+    same = structurally_equal
+    if not ((same(factors[0], first) and same(factors[1], second)) or (same(factors[0], second) and same(factors[1], first))):
         return False
-    return _key(first) == _key(second) or not _random_pair(context, first, second, site)
-
-
-def _key(node: cst.BaseExpression) -> str:
-    return cst.Module([]).code_for_node(node).replace(" ", "")
+    return same(first, second) or not _random_pair(context, first, second, site)

@@ -29,7 +29,7 @@ a zero gradient; above the minimum it computes exactly what the original did.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple, Union
 
 import libcst as cst
 
@@ -65,13 +65,17 @@ def float_literal(value: float) -> str:
 
 def clamped(operand: cst.BaseExpression, minimum: Union[str, cst.BaseExpression]) -> cst.Call:
     """``operand.clamp_min(minimum)``."""
-    value = operand
-    if not isinstance(operand, _ATOMS) and not getattr(operand, "lpar", None):
-        value = operand.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
-    elif isinstance(operand, (cst.Integer, cst.Float)):
-        value = operand.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
     low = cst.parse_expression(minimum) if isinstance(minimum, str) else minimum
-    return cst.Call(func=cst.Attribute(value=value, attr=cst.Name("clamp_min")), args=[cst.Arg(low)])
+    return method_call(operand, "clamp_min", (low,))
+
+
+def method_call(operand: cst.BaseExpression, method: str, arguments: Sequence[cst.BaseExpression]) -> cst.Call:
+    """``operand.method(*arguments)``, with the operand parenthesized where a trailing call would bind to a part
+    of it (``a + b``, a number literal)."""
+    value = operand
+    if (not isinstance(operand, _ATOMS) and not getattr(operand, "lpar", None)) or isinstance(operand, (cst.Integer, cst.Float)):
+        value = operand.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(func=cst.Attribute(value=value, attr=cst.Name(method)), args=[cst.Arg(argument) for argument in arguments])
 
 
 def operand_is_tensor(context: "FileContext", op: "DomainOp") -> bool:
