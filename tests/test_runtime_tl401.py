@@ -29,6 +29,11 @@ def restore_weights_only(model, path):
 def restore_entry(model, path):
     model.load_state_dict(torch.load(path, weights_only=False)["model"])
     return model
+
+
+def restore_with_default_location(model, path):
+    model.load_state_dict(torch.load(path, map_location=None))
+    return model
 '''
 
 UNSAFE_SNIPPET = '''
@@ -75,9 +80,10 @@ def test_the_checkpoint_really_says_cuda(gpu_checkpoint):
     assert storage_locations(path) == ["cuda:0"] * len(state)
 
 
-def test_original_fails_and_fixed_loads(safe_pair, gpu_checkpoint):
+@pytest.mark.parametrize("name", ["restore", "restore_with_default_location"])  # map_location=None is the default
+def test_original_fails_and_fixed_loads(safe_pair, gpu_checkpoint, name):
     path, state = gpu_checkpoint
-    bad, good = safe_pair.functions("restore")
+    bad, good = safe_pair.functions(name)
     with pytest.raises(RuntimeError, match=CUDA_ERROR):
         bad(make_model(), path)
     # A plain torch.load(path) in this very process fails the same way: the snippet is not special.
@@ -88,6 +94,7 @@ def test_original_fails_and_fixed_loads(safe_pair, gpu_checkpoint):
 
 def test_fix_composes_with_weights_only(safe_pair, gpu_checkpoint, tmp_path):
     assert "torch.load(path, weights_only=True, map_location=\"cpu\")" in safe_pair.fixed_source, safe_pair.describe()
+    assert "map_location=None" not in safe_pair.fixed_source and safe_pair.fixed_source.count("map_location") == 4
     path, state = gpu_checkpoint
     bad, good = safe_pair.functions("restore_weights_only")
     with pytest.raises(RuntimeError, match=CUDA_ERROR):
