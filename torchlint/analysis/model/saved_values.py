@@ -542,14 +542,16 @@ def _module_methods_called(name: str, scope: Scope, before: int) -> bool:
 
 
 def _returns_its_receiver(value: ast.expr, name: str) -> bool:
-    """``name.train()``, ``name.to(device)``, ``name.cuda()``: a module's methods that return the module itself."""
-    return (
+    """``name.train()``, ``name.to(device)``, ``name.cuda()``, and chains of them (``name.to(device).train()``):
+    a module's methods that return the module itself."""
+    if not (
         isinstance(value, ast.Call)
         and isinstance(value.func, ast.Attribute)
         and value.func.attr in ("train", "eval", "to", "cuda", "cpu", "float", "half", "double", "requires_grad_")
-        and isinstance(value.func.value, ast.Name)
-        and value.func.value.id == name
-    )
+    ):
+        return False
+    receiver = value.func.value
+    return (isinstance(receiver, ast.Name) and receiver.id == name) or _returns_its_receiver(receiver, name)
 
 
 def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Refused]:
