@@ -3,6 +3,7 @@ asked of single files: the kind the analysis gives each saved value, and that no
 (tests/test_runtime_data.py checks the same facts against torch itself.)"""
 from __future__ import annotations
 
+import ast
 import sys
 import textwrap
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from fixture_support import FIXTURES
 from torchlint import config, engine
+from torchlint.analysis.model.checkpoints import ast_file_name
 from torchlint.analysis.model.project_index import definition, facts_of_source, refused_saves_in
 from torchlint.analysis.model.saved_values import saved_layouts
 
@@ -68,10 +70,37 @@ def kinds(body: str):
         ("def options(c):\n    if c:\n        return {}\n    return argparse.Namespace()\n\ntorch.save({'a': options(1)}, 'a.pt')", []),
         ("def score(xs):\n    return np.mean(xs), len(xs)\n\ndef f():\n    acc, n = score([1.0])\n    torch.save({'acc': acc, 'n': n}, 'a.pt')", [("'a.pt'", "numpy", True)]),
         ("def score(xs):\n    return np.mean(xs), len(xs)\n\ndef f():\n    acc, n = score([1.0])\n    torch.save({'n': n}, 'a.pt')", []),
+        # A module rebound only to itself (moved, switched to training) is still the module it was built as.
+        ("def f(d):\n    m = nn.Linear(2, 2)\n    m = m.to(d)\n    torch.save(m, 'a.pt')", [("'a.pt'", "module", False)]),
+        ("def f(m, d):\n    m = m.to(d).train()\n    torch.save({'net': m, 'w': m.state_dict()}, 'a.pt')", [("'a.pt'", "module", True)]),
+        ("def f(d, w):\n    m = nn.Linear(2, 2)\n    m = w\n    torch.save(m, 'a.pt')", []),
+        ("def f(d, ms):\n    m = nn.Linear(2, 2)\n    for m in ms:\n        pass\n    torch.save(m, 'a.pt')", []),
     ],
 )
 def test_what_a_save_holds(body, expected):
     assert kinds(body) == expected
+
+
+@pytest.mark.parametrize(
+    "path, expected",
+    [
+        ("os.path.join(base, 'vae.pkl')", "vae.pkl"),
+        ("os.path.join(base, 'runs/best.pth.tar')", "best.pth.tar"),
+        ("f'{out}/vae.pkl'", "vae.pkl"),
+        ("out + '/vae.pkl'", "vae.pkl"),
+        ("pathlib.Path(out) / 'vae.pkl'", "vae.pkl"),
+        ("str(pathlib.Path(out) / 'vae.pkl')", "vae.pkl"),
+        ("'checkpoints/vae.pkl'", "vae.pkl"),
+        ("f'{out}/epoch_{e}.pt'", None),
+        ("out + 'vae.pkl'", None),
+        ("os.path.join(out, name)", None),
+        ("os.path.join(out, '.pt')", None),
+        ("'/'.join([out, 'vae.pkl'])", None),
+    ],
+)
+def test_the_file_name_a_checkpoint_path_ends_in(path, expected):
+    facts = facts_of_source("import os, pathlib\n", "module.py")
+    assert ast_file_name(ast.parse(path, mode="eval").body, facts.qualify) == expected
 
 
 def test_a_class_found_in_the_project_through_the_definition_lookup():

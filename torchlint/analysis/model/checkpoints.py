@@ -16,7 +16,8 @@ TL401, TL402 and TL406 ask these questions of a ``torch.load`` call:
 from __future__ import annotations
 
 import ast
-from typing import TYPE_CHECKING, FrozenSet, Optional
+import re
+from typing import TYPE_CHECKING, Callable, FrozenSet, Optional
 
 import libcst as cst
 
@@ -142,6 +143,56 @@ def ast_path_key(node: ast.expr, local: Optional[dict] = None, module: Optional[
         return repr(node.value)
     dotted = ast_dotted_name(node)
     return dotted if dotted is not None else composite_path_key(node)
+
+
+# A file name the code spells in full: a stem and an extension (``vae.pkl``, ``best_model.pth.tar``).
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][\w\-.]*\.[A-Za-z][A-Za-z0-9]{0,7}")
+
+
+def ast_file_name(
+    node: ast.expr,
+    qualify: Callable[[ast.expr], Optional[str]],
+    local: Optional[dict] = None,
+    module: Optional[dict] = None,
+    depth: int = 0,
+) -> Optional[str]:
+    """The file name a checkpoint path ends in, when the code writes that name whole: ``vae.pkl`` for
+    ``os.path.join(base, "vae.pkl")``, ``f"{out}/vae.pkl"``, ``out + "/vae.pkl"``, ``Path(out) / "vae.pkl"`` or
+    ``"runs/vae.pkl"``; a name bound once (``local``, then ``module``) is followed.  None when the last part is
+    built at run time (``f"{out}/epoch_{e}.pt"``) or glued to a name without a separator (``out + "vae.pkl"``)."""
+    if depth > 4:
+        return None
+    if isinstance(node, ast.Name):
+        value = (local or {}).get(node.id)
+        if value is None and node.id not in (local or {}):
+            value = (module or {}).get(node.id)
+        return None if value is None else ast_file_name(value, qualify, local, module, depth + 1)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _last_part(node.value)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):  # pathlib: the right side is a whole part
+        return ast_file_name(node.right, qualify, local, module, depth + 1)
+    if isinstance(node, ast.Call) and node.args and not node.keywords:
+        builder = qualify(node.func)
+        if builder in _JOINS:  # each argument is a whole part
+            return ast_file_name(node.args[-1], qualify, local, module, depth + 1)
+        if isinstance(node.func, ast.Name) and node.func.id == "str" and len(node.args) == 1:
+            return ast_file_name(node.args[0], qualify, local, module, depth + 1)
+        return None
+    # Text glued on: the file name counts only after a separator of its own (``out + "/vae.pkl"``).
+    tail = node.values[-1] if isinstance(node, ast.JoinedStr) and node.values else None
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        tail = node.right
+    if isinstance(tail, ast.Constant) and isinstance(tail.value, str) and "/" in tail.value.replace("\\", "/"):
+        return _last_part(tail.value)
+    return None
+
+
+_JOINS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.PurePath"})
+
+
+def _last_part(text: str) -> Optional[str]:
+    last = text.replace("\\", "/").rsplit("/", 1)[-1]
+    return last if _FILE_NAME.fullmatch(last) else None
 
 
 # Keys of paths built from parts start with this: they match only within one function (see refused_saves).

@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import libcst as cst
 
     from torchlint.analysis.model.file_context import AnalysisSettings, FileContext
-    from torchlint.analysis.model.saved_values import RefusedSave, SavedLayout
+    from torchlint.analysis.model.saved_values import NamedSave, RefusedSave, SavedLayout
 
 # How many import / inheritance hops a lookup follows.
 MAX_HOPS = 8
@@ -749,6 +749,36 @@ class ProjectIndex:
                         break
             self._refused_saves[key] = found
         return self._refused_saves[key]
+
+    def saves_named_near(self, near: str, file_name: str) -> Tuple["NamedSave", ...]:
+        """Every ``torch.save`` of the modules near file ``near`` (see :meth:`refused_save_near`) whose path ends
+        in ``file_name``, written whole (analysis/model/saved_values.py ``saves_by_file_name``); only files whose
+        bytes hold the name are parsed, but the answer rests on every file of the folder."""
+        from torchlint.analysis.model.saved_values import saves_by_file_name
+
+        folder = _package_root(os.path.dirname(os.path.abspath(near)))
+
+        def compute() -> Tuple["NamedSave", ...]:
+            self._read(EVERY_FILE)
+            needle = file_name.encode("utf-8", "replace")
+            prefix = folder + os.sep
+            seen: Set[str] = set()
+            found: List["NamedSave"] = []
+            for module, path in sorted(self._ensure().items(), key=lambda item: (item[0].count("."), item[0])):
+                absolute = os.path.abspath(path)
+                if not absolute.startswith(prefix) or absolute in seen:
+                    continue
+                seen.add(absolute)
+                data = self._module_bytes(module, record=False)
+                if needle not in data or b"save" not in data:
+                    continue
+                facts = self._module_facts(module)
+                if facts is not None:
+                    locate = lambda qualified, local: definition(qualified, local, self)  # noqa: E731
+                    found.extend(save for save in saves_by_file_name(facts, locate) if save.file_name == file_name)
+            return tuple(found)
+
+        return self.fact(f"saves-named:{folder}:{file_name}", compute)
 
     def saved_layouts_near(self, near: str) -> Tuple["SavedLayout", ...]:
         """The dicts with literal keys that the modules near file ``near`` (see :meth:`refused_save_near`) save,

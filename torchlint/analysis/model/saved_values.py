@@ -56,7 +56,13 @@ from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from torchlint.analysis.model.ast_names import BUILTIN_NAMES, ast_dotted_name, every_node
-from torchlint.analysis.model.checkpoints import COMPOSITE_KEY_PREFIX, SAVE_FUNCTIONS, ast_path_key, composite_path_names
+from torchlint.analysis.model.checkpoints import (
+    COMPOSITE_KEY_PREFIX,
+    SAVE_FUNCTIONS,
+    ast_file_name,
+    ast_path_key,
+    composite_path_names,
+)
 from torchlint.analysis.model.ops import MODULE_MOVES
 
 # How many steps (names, fields, containers, calls) a value is followed through.
@@ -499,6 +505,11 @@ def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Ref
         found = _unpacked(name, scope, before, depth)
         if found is not None:
             return found
+        origin = _rebound_to_itself(name, scope)
+        if origin is not None and origin.lineno < before:
+            found = refused_value(origin, scope, before, depth + 1)
+            if found is not None:
+                return found
     if value is None and name not in scope.shadowed and name != scope.self_name:
         return _global(name, scope)
     if value is None and name != scope.self_name:
@@ -524,7 +535,7 @@ def _module_methods_called(name: str, scope: Scope, before: int) -> bool:
     if scope.is_module:
         return False
     value = scope.single.get(name)
-    if name in scope.shadowed and name not in scope.parameters() and value is None:
+    if name in scope.shadowed and name not in scope.parameters() and value is None and _rebound_to_itself(name, scope) is None:
         return False  # bound on several paths: the evidence may be of another value
     if value is not None and not _returns_its_receiver(value, name):
         return False
@@ -539,6 +550,26 @@ def _module_methods_called(name: str, scope: Scope, before: int) -> bool:
         ):
             return True
     return False
+
+
+def _rebound_to_itself(name: str, scope: Scope) -> Optional[ast.expr]:
+    """The value of the one assignment of ``name`` in a function whose other bindings only give it back to itself
+    (``model = Net(); model = model.to(device)``): what ``name`` holds is that value, moved; None otherwise."""
+    if scope.is_module or name in scope.parameters():
+        return None
+    origins: List[ast.expr] = []
+    for statement in own_statements(scope.node):
+        if isinstance(statement, ast.Assign) and len(statement.targets) == 1 and isinstance(statement.targets[0], ast.Name):
+            if statement.targets[0].id == name and not _returns_its_receiver(statement.value, name):
+                origins.append(statement.value)
+        elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name) and statement.target.id == name:
+            if statement.value is None:
+                continue
+            if not _returns_its_receiver(statement.value, name):
+                origins.append(statement.value)
+        elif any(name in _target_names(target) for target in _other_targets(statement)):
+            return None
+    return origins[0] if len(origins) == 1 else None
 
 
 def _returns_its_receiver(value: ast.expr, name: str) -> bool:
@@ -901,6 +932,39 @@ def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
             ) or key.startswith(COMPOSITE_KEY_PREFIX)
             found.append(RefusedSave(key, value, scope.name, facts.module, facts.path, local))
     found.sort(key=lambda save: (save.key, save.saver or ""))
+    return found
+
+
+@dataclass(frozen=True)
+class NamedSave:
+    """A ``torch.save`` whose path ends in a file name the code spells whole (checkpoints.ast_file_name):
+    that name, what the saved value holds that weights_only refuses (None: nothing it can see), the saving
+    function and the file."""
+
+    file_name: str
+    value: Optional[Refused]
+    saver: Optional[str]
+    path: str
+
+    def describe(self, shown_path: Optional[str] = None) -> str:
+        where = "at the top level" if self.saver is None else f"in {self.saver}"
+        if shown_path:
+            where = f"{where}, {shown_path}"
+        assert self.value is not None
+        return f"{self.value.label} ({self.value.shown} {where}, saved as {self.file_name})"
+
+
+def saves_by_file_name(facts, locate: Locate) -> List[NamedSave]:
+    """Every ``torch.save(obj, path)`` of a module whose path ends in a file name written whole, with what
+    ``obj`` holds: another module that loads a path ending in the same name reads one of these files."""
+    found: List[NamedSave] = []
+    for call, scope_of in _calls_by_scope(facts, locate):
+        if len(call.args) < 2 or facts.qualify(call.func) not in SAVE_FUNCTIONS:
+            continue
+        scope = scope_of()
+        name = ast_file_name(call.args[1], facts.qualify, scope.single, facts.values)
+        if name is not None:
+            found.append(NamedSave(name, refused_value(call.args[0], scope, call.lineno), scope.name, facts.path))
     return found
 
 

@@ -13,6 +13,8 @@ from torchlint.analysis.model.checkpoints import (
     LOAD_FUNCTIONS,
     MODULE_METHODS,
     WEIGHTS_ONLY_DEFAULT_SINCE,
+    ast_file_name,
+    bound_value,
     is_project_path,
     path_key,
 )
@@ -20,7 +22,7 @@ from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.model.project_index import definition, file_facts, refused_saves_in
-from torchlint.analysis.model.saved_values import ADVICE, saved_layouts
+from torchlint.analysis.model.saved_values import ADVICE, saved_layouts, saves_by_file_name
 from torchlint.analysis.project.allow_lists import allow_lists_in_file, allow_lists_in_program
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.analysis.flow.callers import framework_called
@@ -50,7 +52,9 @@ class LoadWholeObjectWeightsOnly(Rule):
     (`ckpt["args"]`, `ckpt.get("epoch")`) are keys of a dict the project
     saves, whatever its path (directly, or handed to a project function that
     saves what it is given: `save_checkpoint({"epoch": e, "args": args},
-    folder)`), and every such dict holds:
+    folder)`), and every such dict holds, or the load's path ends in a file
+    name written whole (`os.path.join(cfg["out"], "vae.pkl")`, `f"{out}/vae.pkl"`)
+    and every save of the package to a path ending in that name writes:
 
     - a whole module, optimizer or LR scheduler (`torch.save(model, path)`);
     - NumPy arrays and scalars: `np.random.get_state()`, `np.float64(acc)`,
@@ -157,7 +161,9 @@ class LoadWholeObjectWeightsOnly(Rule):
 path shows what the file holds. Found at `medium` when only the keys the load
 reads match the saved dicts. The level table shows those at `high`: read
 blind on the calibration draws d1-d13 (code the rules were tuned on), 37 of
-38 were real; the last validation draw, d13, held none of them.
+38 were real; the last validation draw, d13, held none of them. Found at
+`low` when only the file name ties the load to the saves (the folders are
+built at run time) until validation draws have read such findings.
 """
 
     @classmethod
@@ -210,7 +216,7 @@ blind on the calibration draws d1-d13 (code the rules were tuned on), 37 of
         else:
             saved = self._saved_refused(node)
             if saved is None:
-                saved = self._layout_refused(node)
+                saved = self._layout_refused(node) or self._named_refused(node)
                 if saved is None:
                     return
                 holds, advice, level = saved
@@ -324,6 +330,45 @@ blind on the calibration draws d1-d13 (code the rules were tuned on), 37 of
         # Found at medium: a match by keys is weaker evidence than a match by path; the level table decides what
         # is shown (read blind on d1-d13: 37 of 38 real, shown at high).
         return layout.describe(shown), layout.refused.advice, Confidence.MEDIUM
+
+    def _named_refused(self, node: cst.Call) -> Optional[Tuple[str, str, Confidence]]:
+        """The saves of the project whose paths end in the file name this load's path ends in (``vae.pkl`` in
+        ``os.path.join(base, "vae.pkl")``, the folders built elsewhere): when every one of them writes a value
+        weights_only refuses, the file read here is one of theirs."""
+        file_name = self._loaded_file_name(node)
+        facts = file_facts(self.context)
+        if file_name is None or facts is None:
+            return None
+        project = self.context.project
+        if project is not None and self.context.path not in ("-", ""):
+            saves = project.saves_named_near(self.context.path, file_name)
+        else:
+            locate = lambda qualified, local: definition(qualified, local, None)  # noqa: E731
+            saves = tuple(save for save in saves_by_file_name(facts, locate) if save.file_name == file_name)
+        if not saves or any(save.value is None for save in saves):
+            return None
+        here = os.path.abspath(self.context.path)
+        save = next((s for s in saves if os.path.abspath(s.path) == here), saves[0])
+        shown = None if os.path.abspath(save.path) == here else _relative(save.path, self.context.path)
+        # Found at low: the folders are built at run time, so only the file's name ties the load to the save;
+        # the level table decides what is shown once validation draws have read it.
+        return save.describe(shown), save.value.advice, Confidence.LOW
+
+    def _loaded_file_name(self, node: cst.Call) -> Optional[str]:
+        path = argument(node, 0, "f")
+        if path is None:
+            return None
+        value = path.value
+        if isinstance(value, cst.Name):
+            value = bound_value(self.context, value.value)
+            if value is None:
+                return None
+        facts = file_facts(self.context)
+        try:
+            parsed = ast.parse(self.context.module.code_for_node(value).strip(), mode="eval").body
+        except (SyntaxError, ValueError):
+            return None
+        return ast_file_name(parsed, facts.qualify, None, facts.values) if facts is not None else None
 
     def _keys_read(self, value: cst.CSTNode, ancestors: List[cst.CSTNode]) -> FrozenSet[str]:
         """The string keys the loaded value is read by: ``torch.load(f)["model"]``, or ``ckpt["model"]`` and
