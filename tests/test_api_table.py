@@ -262,3 +262,85 @@ def test_lookups_follow_the_intervals():
     # Where **kwargs would take it, a keyword that left the signature may still be accepted.
     assert keyword_removed_in("torch.kept", "swallowed") is None
     assert api_entry("torch.kept").keywords["new"] == ((1, 1), (1, 2))
+
+
+# -- torchvision's table (tools/gen_torchvision_api.py, read from its wheels 0.2.2-0.28) ----------------------
+
+
+def test_torchvision_releases_pair_with_torch_releases():
+    assert api_table.release_text("torchvision.transforms.Scale", (1, 11)) == "torchvision 0.12 (torch 1.11)"
+    assert api_table.release_text("torchvision.utils.save_image", (2, 0)) == "torchvision 0.15 (torch 2.0)"
+    assert api_table.release_text("torch.solve", (1, 12)) == "torch 1.12"
+
+
+@pytest.mark.parametrize(
+    "name, removal",
+    [
+        ("torchvision.transforms.Scale", (1, 11)),
+        ("torchvision.transforms.RandomSizedCrop", (1, 11)),
+        ("torchvision.transforms.functional.scale", (1, 11)),
+        ("torchvision.transforms.Resize", None),
+        ("torchvision.utils.save_image", None),
+    ],
+)
+def test_torchvision_removals(name, removal):
+    assert removed_in(name) == removal
+    assert exists_in(name, (1, 4)) is True
+
+
+@pytest.mark.parametrize(
+    "name, keyword, replacement",
+    [
+        ("torchvision.transforms.RandomRotation", "resample", "interpolation"),
+        ("torchvision.transforms.RandomAffine", "resample", "interpolation"),
+        ("torchvision.transforms.RandomAffine", "fillcolor", "fill"),
+        ("torchvision.transforms.functional.rotate", "resample", "interpolation"),
+        ("torchvision.utils.make_grid", "range", "value_range"),
+        ("torchvision.utils.save_image", "range", "value_range"),  # save_image hands **kwargs to make_grid
+    ],
+)
+def test_torchvision_keywords_deprecated_then_removed(name, keyword, replacement):
+    from torchlint.analysis.api.signatures import accepted_keywords, renamed_keyword
+
+    assert keyword_deprecated_in(name, keyword) == (1, 8)  # torchvision 0.9
+    # taken at 0.9 (make_grid took it through **kwargs there: the table cannot say more than "not refused")
+    assert api_table.keyword_at(name, keyword, (1, 8)).accepted is not False
+    assert api_table.keyword_at(name, keyword, (2, 13)).accepted is False
+    assert keyword not in accepted_keywords(name) and replacement in accepted_keywords(name)
+    assert renamed_keyword(name, keyword) == replacement
+
+
+def test_torchvision_classes_take_the_keywords_of_their_init_or_their_package_base():
+    from torchlint.analysis.api.signatures import accepted_keywords
+
+    assert accepted_keywords("torchvision.datasets.MNIST") >= {"root", "train", "transform", "download"}
+    assert "train" not in accepted_keywords("torchvision.datasets.CelebA")
+    assert accepted_keywords("torchvision.transforms.ToTensor") == frozenset()
+    assert accepted_keywords("torchvision.transforms.NotAName") is None
+
+
+def test_torchvision_table_agrees_with_the_installed_torchvision():
+    """Where torchvision imports (not a test dependency: PyPI's wheel needs the CUDA build of torch)."""
+    try:
+        import torchvision  # noqa: F401
+    except Exception as error:
+        pytest.skip(f"torchvision does not import here: {type(error).__name__}: {error}")
+    from torchlint.analysis.api.signatures import accepted_keywords
+
+    newest = api_table._torchvision_table()[0][-1]
+    release = api_table._torchvision_table()[2][newest]
+    if not torchvision.__version__.startswith(release.rsplit(".", 1)[0]):
+        pytest.skip(f"the table's newest torchvision is {release}, {torchvision.__version__} is installed")
+    checked = 0
+    for name, record in api_table._torchvision_table()[1].items():
+        module, _, attribute = name.rpartition(".")
+        present = hasattr(importlib.import_module(module), attribute)
+        assert present == (api_table._version(record["last"]) == newest), name
+        taken = accepted_keywords(name)
+        if present and taken is not None:
+            target = getattr(importlib.import_module(module), attribute)
+            parameters = inspect.signature(target.__init__ if inspect.isclass(target) else target).parameters
+            if not any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+                assert taken == frozenset(parameters) - {"self"}, name
+                checked += 1
+    assert checked > 100

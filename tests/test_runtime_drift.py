@@ -1221,3 +1221,42 @@ def test_tl602_variable_is_a_detached_alias_and_the_rewrite_is_the_same_alias():
         assert weights.is_leaf and weights.requires_grad and weights.grad_fn is None
     (codes_before, weights_before), (codes_after, weights_after) = results
     assert torch.equal(codes_before, codes_after) and torch.equal(weights_before, weights_after)
+
+
+# -- torchvision's removed names and keywords (TL601, TL405; its table: tools/gen_torchvision_api.py) ------------
+
+TORCHVISION_OLD_CODE = """
+import torch
+import torchvision.transforms as T
+from torchvision.utils import make_grid
+
+def pipeline():
+    return T.Compose([T.Scale(8), T.RandomAffine(0, resample=0, fillcolor=0)])
+
+def grid(x):
+    return make_grid(x, nrow=2, normalize=True, range=(-1, 1))
+"""
+
+
+def test_torchvision_removed_names_and_keywords_raise_and_the_renames_compute_the_same():
+    _torchvision()
+    namespace = run(TORCHVISION_OLD_CODE)
+    with pytest.raises(AttributeError, match="Scale"):
+        namespace["pipeline"]()
+    x = torch.linspace(-1, 1, 4 * 3 * 4 * 4).reshape(4, 3, 4, 4)
+    with pytest.raises(TypeError, match="range"):
+        namespace["grid"](x)
+    after = fixed(fixed(TORCHVISION_OLD_CODE, "TL601"), "TL405")
+    assert "T.Resize(8)" in after and "interpolation=0" in after and "fill=0" in after and "value_range=(-1, 1)" in after
+    new = run(after)
+    image = torch.rand(3, 16, 16)
+    # Scale was Resize under another name; a rotation by 0 degrees with nearest interpolation keeps the pixels.
+    assert torch.equal(new["pipeline"]()(image), T_resize(image, 8))
+    reference = (x.clamp(-1, 1) + 1) / 2  # make_grid's normalize over value_range, before tiling
+    assert torch.allclose(new["grid"](x)[:, 2:6, 2:6], reference[0])
+
+
+def T_resize(image, size):
+    import torchvision.transforms as T
+
+    return T.Resize(size)(image)

@@ -214,7 +214,15 @@ _RECORDS: Tuple[ApiChange, ...] = (
         for module in ("torch.sparse", "torch.cuda.sparse")
         for kind in LEGACY_SPARSE_DTYPES
     ),
-    # torchvision (its releases pair with torch's: 0.16 with 2.1).
+    # torchvision (its releases pair with torch's: 0.16 with 2.1).  Removals and keywords come from its table
+    # (tools/gen_torchvision_api.py); these records add what replaces a name.  Scale and RandomSizedCrop were
+    # subclasses of Resize and RandomResizedCrop taking the same arguments (0.2.2-0.11), so a rename is exact.
+    _change("torchvision.transforms.Scale", deprecated=(1, 0), rename_to="torchvision.transforms.Resize",
+            source="torchvision 0.2.2-0.11: class Scale(Resize) passes its arguments on; removed in 0.12"),
+    _change("torchvision.transforms.RandomSizedCrop", deprecated=(1, 0), rename_to="torchvision.transforms.RandomResizedCrop",
+            source="torchvision 0.2.2-0.11: class RandomSizedCrop(RandomResizedCrop) passes its arguments on; removed in 0.12"),
+    _change("torchvision.transforms.functional.scale", deprecated=(1, 0), rename_to="torchvision.transforms.functional.resize",
+            source="torchvision 0.2.2-0.11: scale(*args, **kwargs) returns resize(*args, **kwargs); removed in 0.12"),
     _change("torchvision.transforms.v2.ToTensor", deprecated=(2, 1),
             replacement="torchvision.transforms.v2.Compose([v2.ToImage(), v2.ToDtype(torch.float32, scale=True)])",
             source="torchvision 0.16; warns"),

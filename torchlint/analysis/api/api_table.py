@@ -17,6 +17,11 @@ since 1.12) counts as removed.  Releases whose Linux wheels are all CUDA builds
 the two agree, and a reading of their wheel's sources where they differ.  A
 keyword ``**`` in an entry's keywords marks the releases in which the API takes
 ``**kwargs``.
+
+torchvision's API (``torchlint/data/torchvision_api.json``, from its wheels 0.2.2
+to 0.28 by ``tools/gen_torchvision_api.py``) is read the same way: its entries
+are written in the torch releases its releases pair with (0.12 with 1.11, 0.15
+with 2.0), and :func:`release_text` names both.
 """
 from __future__ import annotations
 
@@ -71,11 +76,47 @@ def _version(text: str) -> Version:
 
 @lru_cache(maxsize=1)
 def _table() -> Tuple[Tuple[Version, ...], Dict[str, Dict[str, Any]]]:
+    data = _data("torch_api.json")
+    return tuple(_version(v) for v in data["versions"]), data["apis"]
+
+
+@lru_cache(maxsize=1)
+def _torchvision_table() -> Tuple[Tuple[Version, ...], Dict[str, Dict[str, Any]], Dict[Version, str]]:
+    """torchvision's table (tools/gen_torchvision_api.py), in the torch releases its releases pair with."""
+    data = _data("torchvision_api.json")
+    releases = {_version(torch): release for torch, release in data["releases"].items()}
+    return tuple(_version(v) for v in data["versions"]), data["apis"], releases
+
+
+def _data(file_name: str) -> Dict[str, Any]:
     from importlib import resources
 
-    text = resources.files("torchlint").joinpath("data/torch_api.json").read_text(encoding="utf-8")
-    data = json.loads(text)
-    return tuple(_version(v) for v in data["versions"]), data["apis"]
+    return json.loads(resources.files("torchlint").joinpath(f"data/{file_name}").read_text(encoding="utf-8"))
+
+
+def _is_torchvision(qualified_name: str) -> bool:
+    return qualified_name.startswith("torchvision.")
+
+
+def _record(qualified_name: str) -> Optional[Dict[str, Any]]:
+    if _is_torchvision(qualified_name):
+        return _torchvision_table()[1].get(qualified_name)
+    return _table()[1].get(qualified_name)
+
+
+def _versions_of(qualified_name: str) -> Tuple[Version, ...]:
+    return _torchvision_table()[0] if _is_torchvision(qualified_name) else _table()[0]
+
+
+def release_text(qualified_name: str, version: Version) -> str:
+    """``torch 2.0``; for a torchvision API, the torchvision release first and the torch it pairs with:
+    ``torchvision 0.12 (torch 1.11)``."""
+    torch = f"{version[0]}.{version[1]}"
+    if _is_torchvision(qualified_name):
+        release = _torchvision_table()[2].get(tuple(version))
+        if release is not None:
+            return f"torchvision {'.'.join(release.split('.')[:2])} (torch {torch})"
+    return f"torch {torch}"
 
 
 def __getattr__(name: str) -> Any:
@@ -90,8 +131,9 @@ VERSIONS: Tuple[Version, ...]  # the dumped releases, oldest first (module __get
 
 @lru_cache(maxsize=None)
 def api_entry(qualified_name: str) -> Optional[ApiEntry]:
-    """The table's entry for ``qualified_name``, or None when the table does not know the name."""
-    record = _table()[1].get(qualified_name)
+    """The table's entry for ``qualified_name``, or None when the table does not know the name (torchvision's
+    names are read from torchvision's table)."""
+    record = _record(qualified_name)
     if record is None:
         return None
     keywords = {k: (_version(first), _version(last)) for k, (first, last) in record.get("keywords", {}).items()}
@@ -113,15 +155,15 @@ def api_entry(qualified_name: str) -> Optional[ApiEntry]:
     )
 
 
-def _release_after(version: Version) -> Optional[Version]:
-    later = [v for v in _table()[0] if v > version]
+def _release_after(version: Version, qualified_name: str = "torch") -> Optional[Version]:
+    later = [v for v in _versions_of(qualified_name) if v > version]
     return later[0] if later else None
 
 
 def removed_in(qualified_name: str) -> Optional[Version]:
     """The first release without the name after one that had it; None if the newest release has it (or unknown)."""
     entry = api_entry(qualified_name)
-    return _release_after(entry.last) if entry is not None else None
+    return _release_after(entry.last, qualified_name) if entry is not None else None
 
 
 def raises_when_called(qualified_name: str) -> bool:
@@ -145,7 +187,7 @@ def keyword_removed_in(qualified_name: str, keyword: str) -> Optional[Version]:
     entry = api_entry(qualified_name)
     if entry is None or keyword not in entry.keywords:
         return None
-    removal = _release_after(entry.keywords[keyword][1])
+    removal = _release_after(entry.keywords[keyword][1], qualified_name)
     if removal is None:
         return None
     catch_all = entry.keywords.get(ANY_KEYWORD)
@@ -189,7 +231,7 @@ def keyword_warns(qualified_name: str, keyword: str, value: Any = UNKNOWN_VALUE)
 def exists_in(qualified_name: str, version: Version) -> Optional[bool]:
     """Whether release ``version`` has the name; None when the name is unknown or the release is outside the table."""
     entry = api_entry(qualified_name)
-    versions = _table()[0]
+    versions = _versions_of(qualified_name)
     if entry is None or not versions[0] <= tuple(version) <= versions[-1]:
         return None
     return entry.first <= tuple(version) <= entry.last and tuple(version) not in entry.absent
@@ -228,7 +270,7 @@ def keyword_at(qualified_name: str, keyword: str, version: Version) -> KeywordAt
     if version < first:
         return KeywordAtRelease(accepted=False, added_in=first)
     if version > last:
-        return KeywordAtRelease(accepted=False, removed_in=_release_after(last), replacement=replacement)
+        return KeywordAtRelease(accepted=False, removed_in=_release_after(last, qualified_name), replacement=replacement)
     return KeywordAtRelease(accepted=True, replacement=replacement)
 
 

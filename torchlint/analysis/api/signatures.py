@@ -44,7 +44,31 @@ def accepted_keywords(qualified: Optional[str]) -> Optional[FrozenSet[str]]:
     if qualified is None:
         return None
     _, apis, aliases, _ = _table()
-    return apis.get(aliases.get(qualified, qualified))
+    found = apis.get(aliases.get(qualified, qualified))
+    if found is None and qualified.startswith("torchvision."):
+        return _torchvision_keywords(qualified)[0]
+    return found
+
+
+@lru_cache(maxsize=None)
+def _torchvision_keywords(qualified: str) -> Tuple[Optional[FrozenSet[str]], Dict[str, str]]:
+    """What the newest torchvision release of API ``qualified`` takes (None: unknown, or ``**kwargs``), and its
+    renamed keywords: those whose deprecation named a keyword it takes now (``resample`` -> ``interpolation``)."""
+    from torchlint.analysis.api import api_table
+
+    entry = api_table.api_entry(qualified)
+    if entry is None:
+        return None, {}
+    newest = entry.last
+    taken = frozenset(k for k, (first, last) in entry.keywords.items() if first <= newest <= last)
+    if api_table.ANY_KEYWORD in taken:
+        return None, {}
+    renamed = {
+        keyword: note.replacement
+        for keyword, note in entry.deprecated_keywords.items()
+        if note.replacement in taken and keyword not in taken
+    }
+    return taken, renamed
 
 
 def tensor_method(name: str) -> str:
@@ -57,7 +81,10 @@ def renamed_keyword(qualified: Optional[str], written: str) -> Optional[str]:
     if qualified is None:
         return None
     _, _, aliases, renamed = _table()
-    return renamed.get(aliases.get(qualified, qualified), {}).get(written)
+    found = renamed.get(aliases.get(qualified, qualified), {}).get(written)
+    if found is None and qualified.startswith("torchvision."):
+        return _torchvision_keywords(qualified)[1].get(written)
+    return found
 
 
 def closest_keyword(written: str, accepted: Iterable[str]) -> Optional[str]:

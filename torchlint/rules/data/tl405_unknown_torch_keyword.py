@@ -8,7 +8,7 @@ from typing import Optional
 import libcst as cst
 
 from torchlint.analysis.api import api_table
-from torchlint.analysis.api.api_table import Version, keyword_at, keyword_varies
+from torchlint.analysis.api.api_table import Version, keyword_at, keyword_varies, release_text
 from torchlint.analysis.api.api_drift import version_text
 from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import has_star_args, literal_bool
@@ -48,7 +48,14 @@ class UnknownTorchKeyword(Rule):
     `DataLoader` and samplers, tensor factories, `torch.load`/`torch.save`)
     and `torch.Tensor` methods (`backward`, `to`, `sum`, ...), generated from
     torch's own signatures by `tools/gen_signatures.py` and shipped with
-    torchlint; the message names the torch version it was made from. A
+    torchlint; the message names the torch version it was made from.
+    torchvision's transforms, `torchvision.transforms.functional`,
+    `torchvision.utils` and dataset classes are checked against its own
+    table, generated from its wheels 0.2.2 to 0.28
+    (`tools/gen_torchvision_api.py`): a keyword it removed is named with the
+    release (`RandomRotation(resample=...)`: removed in torchvision 0.14, use
+    `interpolation`; `save_image(..., range=...)`: use `value_range`), and
+    renamed when its deprecation named the keyword that replaced it. A
     tensor method is checked where the receiver is known to be a tensor (a
     torch function's or a loss module's result, a tensor method's, through
     a name; analysis/values/tensors.py), and `.backward(...)` also on a name that
@@ -185,14 +192,20 @@ class UnknownTorchKeyword(Rule):
             if at_target.accepted:
                 continue  # the target's torch takes it (an older one may have had a keyword torch dropped since)
             if at_target.removed_in is not None and written in misspelt:
-                message = f"`{written}` was removed from {api} in torch {version_text(at_target.removed_in)}: the call raises TypeError"
+                message = f"`{written}` was removed from {api} in {release_text(api, at_target.removed_in)}: the call raises TypeError"
                 if at_target.replacement:
                     message += f"; use {at_target.replacement}"
-                self.report(arg, message, None, confidence=confidence)
+                fix = None
+                renamed = renamed_keyword(qualified, written)
+                if renamed is not None and renamed == at_target.replacement and renamed not in given and not has_star_args(node):
+                    # the keyword's deprecation named its successor, which takes the same values (resample= ->
+                    # interpolation=, fillcolor= -> fill=, range= -> value_range=)
+                    fix = FixSpec(Applicability.SAFE, f"Rename `{written}` to `{renamed}`", (Replacement(arg.keyword, cst.Name(renamed)),))
+                self.report(arg, message, fix, confidence=confidence)
                 continue
             if at_target.added_in is not None and older:
                 message = (
-                    f"`{written}` is new in torch {version_text(at_target.added_in)}: {api} of the target torch "
+                    f"`{written}` is new in {release_text(api, at_target.added_in)}: {api} of the target torch "
                     f"{version_text(target)} does not take it, the call raises TypeError"
                 )
                 self.report(arg, message, None, confidence=confidence)

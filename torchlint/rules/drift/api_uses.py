@@ -26,6 +26,7 @@ from torchlint.analysis.api.api_drift import (
     tensor_method_names,
     version_text,
 )
+from torchlint.analysis.api.api_table import release_text
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.api.drift_fixes import (
     CallSite,
@@ -221,12 +222,12 @@ class ApiUseRule(Rule):
         replacement = (change.rename_to or change.replacement).replace(TENSOR_PREFIX, "Tensor.")
         advice = f"; use {replacement}" if replacement else ""
         if self.status is Status.REMOVED:
-            removed = version_text(change.removed) if change.removed else "?"
+            removed = release_text(change.name, change.removed) if change.removed else "torch ?"
             owner = "" if change.name == used else f" (`{change.name}` was removed)"
-            return f"`{shown}` is gone since torch {removed}{owner}: {self._failure(change, form)}{advice}"
+            return f"`{shown}` is gone since {removed}{owner}: {self._failure(change, form)}{advice}"
         since = deprecated_since_text(change.deprecated) if change.deprecated else "since an unknown release"
         how = "warns when called" if change.warns and form == "call" else "is deprecated"
-        fate = f"torch {version_text(change.removed)} removes it" if change.removed else "it breaks when torch drops it"
+        fate = f"{release_text(change.name, change.removed)} removes it" if change.removed else "it breaks when torch drops it"
         return f"`{shown}` {how} {since}: {fate}{advice}"
 
     @staticmethod

@@ -26,7 +26,12 @@ class RemovedTorchApi(ApiUseRule):
       1.2/1.3 (`torch.gesv`, `torch.potrf`, `torch.trtrs`, `torch.btrifact`,
       `torch.gels`, ...), the modules `torch._six` (2.0), `torch.utils.ffi`
       and `torch.legacy` (1.0), and every name the table generated from
-      torch's own releases (1.11 onwards) shows gone by the target.
+      torch's own releases (1.11 onwards) shows gone by the target;
+    - torchvision's names that its releases removed: `transforms.Scale`,
+      `transforms.RandomSizedCrop` and `transforms.functional.scale` (gone
+      in torchvision 0.12, which pairs with torch 1.11), and any other name
+      torchvision's table (generated from its wheels 0.2.2 to 0.28 by
+      `tools/gen_torchvision_api.py`) shows gone by the target.
 
     Names are resolved through the file's imports: a function of your own
     called `solve`, `np.linalg.qr`, `scipy.linalg.solve` or `.solve()` on an
@@ -79,6 +84,11 @@ class RemovedTorchApi(ApiUseRule):
       `collections.abc`, `int`, and `(str, bytes)` for `string_classes` (not
       `str`: it matched bytes too). An import of `string_classes` has no
       importable twin and keeps no fix.
+
+    - `transforms.Scale`, `transforms.RandomSizedCrop` and
+      `transforms.functional.scale` become `Resize`, `RandomResizedCrop` and
+      `resize`: the old names were a subclass (a function) that passed its
+      arguments on unchanged, so the new call computes what the old one did.
 
     No fix for `torch.lstsq` (its solution had `max(m, n)` rows with the QR
     factors below; `torch.linalg.lstsq(A, B).solution` has `n`), `torch.eig`
