@@ -264,7 +264,7 @@ def test_lookups_follow_the_intervals():
     assert api_entry("torch.kept").keywords["new"] == ((1, 1), (1, 2))
 
 
-# -- torchvision's table (tools/gen_torchvision_api.py, read from its wheels 0.2.2-0.28) ----------------------
+# -- torchvision's table (tools/gen_package_api.py, read from its wheels 0.2.2-0.28) ----------------------
 
 
 def test_torchvision_releases_pair_with_torch_releases():
@@ -327,12 +327,12 @@ def test_torchvision_table_agrees_with_the_installed_torchvision():
         pytest.skip(f"torchvision does not import here: {type(error).__name__}: {error}")
     from torchlint.analysis.api.signatures import accepted_keywords
 
-    newest = api_table._torchvision_table()[0][-1]
-    release = api_table._torchvision_table()[2][newest]
+    newest = api_table._package_table("torchvision")[0][-1]
+    release = api_table._package_table("torchvision")[2][newest]
     if not torchvision.__version__.startswith(release.rsplit(".", 1)[0]):
         pytest.skip(f"the table's newest torchvision is {release}, {torchvision.__version__} is installed")
     checked = 0
-    for name, record in api_table._torchvision_table()[1].items():
+    for name, record in api_table._package_table("torchvision")[1].items():
         module, _, attribute = name.rpartition(".")
         present = hasattr(importlib.import_module(module), attribute)
         assert present == (api_table._version(record["last"]) == newest), name
@@ -344,3 +344,14 @@ def test_torchvision_table_agrees_with_the_installed_torchvision():
                 assert taken == frozenset(parameters) - {"self"}, name
                 checked += 1
     assert checked > 100
+
+
+def test_torchtext_legacy_names_and_the_end_of_the_package():
+    assert removed_in("torchtext.data.Field") == (1, 8)  # torchtext 0.9 moved it to torchtext.legacy
+    assert removed_in("torchtext.legacy.data.Field") == (1, 11)  # torchtext 0.12 dropped legacy
+    assert removed_in("torchtext.data.get_tokenizer") == (2, 4)  # the last torchtext, 0.18, pairs with torch 2.3
+    assert exists_in("torchtext.data.get_tokenizer", (2, 3)) is True
+    assert api_table.release_text("torchtext.data.Field", (1, 8)) == "torchtext 0.9 (torch 1.8)"
+    assert api_table.release_text("torchtext.vocab", (2, 4)) == (
+        "torch 2.4 (no torchtext release pairs with it: the last, 0.18, pairs with torch 2.3)"
+    )

@@ -1223,7 +1223,7 @@ def test_tl602_variable_is_a_detached_alias_and_the_rewrite_is_the_same_alias():
     assert torch.equal(codes_before, codes_after) and torch.equal(weights_before, weights_after)
 
 
-# -- torchvision's removed names and keywords (TL601, TL405; its table: tools/gen_torchvision_api.py) ------------
+# -- torchvision's removed names and keywords (TL601, TL405; its table: tools/gen_package_api.py) ------------
 
 TORCHVISION_OLD_CODE = """
 import torch

@@ -31,7 +31,7 @@ from torchlint.analysis.api.signatures import accepted_keywords
 Version = Tuple[int, int]
 
 # The packages whose APIs the records and the generated table describe.
-WATCHED_PACKAGES: FrozenSet[str] = frozenset({"torch", "functorch", "torchvision"})
+WATCHED_PACKAGES: FrozenSet[str] = frozenset({"torch", "functorch", "torchvision", "torchtext"})
 
 
 def in_watched_package(name: str) -> bool:
@@ -215,7 +215,7 @@ _RECORDS: Tuple[ApiChange, ...] = (
         for kind in LEGACY_SPARSE_DTYPES
     ),
     # torchvision (its releases pair with torch's: 0.16 with 2.1).  Removals and keywords come from its table
-    # (tools/gen_torchvision_api.py); these records add what replaces a name.  Scale and RandomSizedCrop were
+    # (tools/gen_package_api.py); these records add what replaces a name.  Scale and RandomSizedCrop were
     # subclasses of Resize and RandomResizedCrop taking the same arguments (0.2.2-0.11), so a rename is exact.
     _change("torchvision.transforms.Scale", deprecated=(1, 0), rename_to="torchvision.transforms.Resize",
             source="torchvision 0.2.2-0.11: class Scale(Resize) passes its arguments on; removed in 0.12"),

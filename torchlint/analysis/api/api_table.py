@@ -18,10 +18,11 @@ the two agree, and a reading of their wheel's sources where they differ.  A
 keyword ``**`` in an entry's keywords marks the releases in which the API takes
 ``**kwargs``.
 
-torchvision's API (``torchlint/data/torchvision_api.json``, from its wheels 0.2.2
-to 0.28 by ``tools/gen_torchvision_api.py``) is read the same way: its entries
-are written in the torch releases its releases pair with (0.12 with 1.11, 0.15
-with 2.0), and :func:`release_text` names both.
+torchvision's and torchtext's APIs (``torchlint/data/torchvision_api.json`` and
+``torchtext_api.json``, from their wheels by ``tools/gen_package_api.py``) are read
+the same way: their entries are written in the torch releases their releases pair
+with (torchvision 0.12 with 1.11, torchtext 0.15 with 2.0), and :func:`release_text`
+names both.  torchtext ended with 0.18 (torch 2.3): from torch 2.4 none of its names exists.
 """
 from __future__ import annotations
 
@@ -80,10 +81,14 @@ def _table() -> Tuple[Tuple[Version, ...], Dict[str, Dict[str, Any]]]:
     return tuple(_version(v) for v in data["versions"]), data["apis"]
 
 
-@lru_cache(maxsize=1)
-def _torchvision_table() -> Tuple[Tuple[Version, ...], Dict[str, Dict[str, Any]], Dict[Version, str]]:
-    """torchvision's table (tools/gen_torchvision_api.py), in the torch releases its releases pair with."""
-    data = _data("torchvision_api.json")
+# Packages whose API has a table of its own (tools/gen_package_api.py), in the torch releases theirs pair with.
+PACKAGE_TABLES = {"torchvision": "torchvision_api.json", "torchtext": "torchtext_api.json"}
+
+
+@lru_cache(maxsize=None)
+def _package_table(package: str) -> Tuple[Tuple[Version, ...], Dict[str, Dict[str, Any]], Dict[Version, str]]:
+    """A package's table: its versions (torch releases), its entries, and its own release paired with each."""
+    data = _data(PACKAGE_TABLES[package])
     releases = {_version(torch): release for torch, release in data["releases"].items()}
     return tuple(_version(v) for v in data["versions"]), data["apis"], releases
 
@@ -94,28 +99,40 @@ def _data(file_name: str) -> Dict[str, Any]:
     return json.loads(resources.files("torchlint").joinpath(f"data/{file_name}").read_text(encoding="utf-8"))
 
 
-def _is_torchvision(qualified_name: str) -> bool:
-    return qualified_name.startswith("torchvision.")
+def _package_of(qualified_name: str) -> Optional[str]:
+    package = qualified_name.split(".", 1)[0]
+    return package if package in PACKAGE_TABLES else None
 
 
 def _record(qualified_name: str) -> Optional[Dict[str, Any]]:
-    if _is_torchvision(qualified_name):
-        return _torchvision_table()[1].get(qualified_name)
+    package = _package_of(qualified_name)
+    if package is not None:
+        return _package_table(package)[1].get(qualified_name)
     return _table()[1].get(qualified_name)
 
 
 def _versions_of(qualified_name: str) -> Tuple[Version, ...]:
-    return _torchvision_table()[0] if _is_torchvision(qualified_name) else _table()[0]
+    package = _package_of(qualified_name)
+    return _package_table(package)[0] if package is not None else _table()[0]
 
 
 def release_text(qualified_name: str, version: Version) -> str:
-    """``torch 2.0``; for a torchvision API, the torchvision release first and the torch it pairs with:
-    ``torchvision 0.12 (torch 1.11)``."""
+    """``torch 2.0``; for an API of a package with a table of its own, that package's release first and the torch it
+    pairs with: ``torchvision 0.12 (torch 1.11)``; a torch release no release of the package pairs with says so:
+    ``torch 2.4 (no torchtext release pairs with it: the last, 0.18, pairs with torch 2.3)``."""
     torch = f"{version[0]}.{version[1]}"
-    if _is_torchvision(qualified_name):
-        release = _torchvision_table()[2].get(tuple(version))
-        if release is not None:
-            return f"torchvision {'.'.join(release.split('.')[:2])} (torch {torch})"
+    package = _package_of(qualified_name)
+    if package is None:
+        return f"torch {torch}"
+    versions, _, releases = _package_table(package)
+    release = releases.get(tuple(version))
+    if release is not None:
+        return f"{package} {'.'.join(release.split('.')[:2])} (torch {torch})"
+    earlier = [v for v in versions if v < tuple(version) and v in releases]
+    if earlier:
+        last = earlier[-1]
+        shown = ".".join(releases[last].split(".")[:2])
+        return f"torch {torch} (no {package} release pairs with it: the last, {shown}, pairs with torch {last[0]}.{last[1]})"
     return f"torch {torch}"
 
 
@@ -127,6 +144,16 @@ def __getattr__(name: str) -> Any:
 
 
 VERSIONS: Tuple[Version, ...]  # the dumped releases, oldest first (module __getattr__ supplies it)
+
+
+def package_ended_by(qualified_name: str, version: Version) -> Optional[str]:
+    """The package of ``qualified_name`` when no release of it pairs with torch ``version`` or later (torchtext
+    from 2.4: its last release is built for torch 2.3 and its library does not load on a later one), else None."""
+    package = _package_of(qualified_name)
+    if package is None:
+        return None
+    releases = _package_table(package)[2]
+    return package if tuple(version) > max(releases) else None
 
 
 @lru_cache(maxsize=None)

@@ -45,14 +45,14 @@ def accepted_keywords(qualified: Optional[str]) -> Optional[FrozenSet[str]]:
         return None
     _, apis, aliases, _ = _table()
     found = apis.get(aliases.get(qualified, qualified))
-    if found is None and qualified.startswith("torchvision."):
-        return _torchvision_keywords(qualified)[0]
+    if found is None and qualified.startswith(("torchvision.", "torchtext.")):
+        return _package_keywords(qualified)[0]
     return found
 
 
 @lru_cache(maxsize=None)
-def _torchvision_keywords(qualified: str) -> Tuple[Optional[FrozenSet[str]], Dict[str, str]]:
-    """What the newest torchvision release of API ``qualified`` takes (None: unknown, or ``**kwargs``), and its
+def _package_keywords(qualified: str) -> Tuple[Optional[FrozenSet[str]], Dict[str, str]]:
+    """What the newest torchvision (torchtext) release of API ``qualified`` takes (None: unknown, or ``**kwargs``), and its
     renamed keywords: those whose deprecation named a keyword it takes now (``resample`` -> ``interpolation``)."""
     from torchlint.analysis.api import api_table
 
@@ -82,8 +82,8 @@ def renamed_keyword(qualified: Optional[str], written: str) -> Optional[str]:
         return None
     _, _, aliases, renamed = _table()
     found = renamed.get(aliases.get(qualified, qualified), {}).get(written)
-    if found is None and qualified.startswith("torchvision."):
-        return _torchvision_keywords(qualified)[1].get(written)
+    if found is None and qualified.startswith(("torchvision.", "torchtext.")):
+        return _package_keywords(qualified)[1].get(written)
     return found
 
 

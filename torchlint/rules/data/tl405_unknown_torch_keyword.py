@@ -52,7 +52,7 @@ class UnknownTorchKeyword(Rule):
     torchvision's transforms, `torchvision.transforms.functional`,
     `torchvision.utils` and dataset classes are checked against its own
     table, generated from its wheels 0.2.2 to 0.28
-    (`tools/gen_torchvision_api.py`): a keyword it removed is named with the
+    (`tools/gen_package_api.py`): a keyword it removed is named with the
     release (`RandomRotation(resample=...)`: removed in torchvision 0.14, use
     `interpolation`; `save_image(..., range=...)`: use `value_range`), and
     renamed when its deprecation named the keyword that replaced it. A

@@ -26,7 +26,7 @@ from torchlint.analysis.api.api_drift import (
     tensor_method_names,
     version_text,
 )
-from torchlint.analysis.api.api_table import release_text
+from torchlint.analysis.api.api_table import package_ended_by, release_text
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.api.drift_fixes import (
     CallSite,
@@ -144,8 +144,15 @@ class ApiUseRule(Rule):
 
     def _fails_at_import(self, node: cst.BaseExpression, change: ApiChange) -> bool:
         """A bare name of a removed API that is gone (not a stub): its ``from ... import`` fails first and is
-        the finding; its uses never run."""
-        return isinstance(node, cst.Name) and self.status is Status.REMOVED and not change.raises_when_called
+        the finding; its uses never run.  So are the uses of a package no release of which loads on the target
+        (torchtext from torch 2.4) reached through an import of one of its modules (``from torchtext import
+        data``; ``data.Field``, even where ``Field`` left earlier): that import fails."""
+        if self.status is not Status.REMOVED or change.raises_when_called:
+            return False
+        if isinstance(node, cst.Name):
+            return True
+        ended = package_ended_by(change.name, self.target)
+        return ended is not None and (dotted_name(node) or "").split(".", 1)[0] != ended
 
     def _is_outermost_load(self, node: cst.BaseExpression) -> bool:
         """The whole chain (not ``torch.cuda`` inside ``torch.cuda.amp``), read rather than bound or named."""
@@ -224,6 +231,10 @@ class ApiUseRule(Rule):
         if self.status is Status.REMOVED:
             removed = release_text(change.name, change.removed) if change.removed else "torch ?"
             owner = "" if change.name == used else f" (`{change.name}` was removed)"
+            ended = package_ended_by(change.name, change.removed) if change.removed else None
+            if ended is not None:
+                # torchtext 0.18 loads only on the torch it was built for (OSError: Could not load this library)
+                return f"`{shown}` is gone since {removed}{owner}: importing {ended} fails on that torch{advice}"
             return f"`{shown}` is gone since {removed}{owner}: {self._failure(change, form)}{advice}"
         since = deprecated_since_text(change.deprecated) if change.deprecated else "since an unknown release"
         how = "warns when called" if change.warns and form == "call" else "is deprecated"

@@ -31,7 +31,13 @@ class RemovedTorchApi(ApiUseRule):
       `transforms.RandomSizedCrop` and `transforms.functional.scale` (gone
       in torchvision 0.12, which pairs with torch 1.11), and any other name
       torchvision's table (generated from its wheels 0.2.2 to 0.28 by
-      `tools/gen_torchvision_api.py`) shows gone by the target.
+      `tools/gen_package_api.py`) shows gone by the target;
+    - torchtext's: the legacy API (`torchtext.data.Field`, `BucketIterator`,
+      `TabularDataset`, moved to `torchtext.legacy` in 0.9 and removed in
+      0.12), and from torch 2.4 every name of it: its last release, 0.18, is
+      built for torch 2.3 and its library does not load on a later torch
+      (`OSError: Could not load this library`), so the import fails (its
+      table comes from its wheels 0.3.1 to 0.18).
 
     Names are resolved through the file's imports: a function of your own
     called `solve`, `np.linalg.qr`, `scipy.linalg.solve` or `.solve()` on an

@@ -1,33 +1,35 @@
-"""Generate torchlint/data/torchvision_api.json: torchvision's public API in each release, from its wheels.
+"""Generate torchlint/data/torchvision_api.json and torchtext_api.json: each package's public API in each of
+its releases, from its wheels.
 
-    python tools/gen_torchvision_api.py WHEEL_DIR      # every torchvision-*.whl in WHEEL_DIR, one per release
+    python tools/gen_package_api.py torchvision WHEEL_DIR   # every torchvision-*.whl in WHEEL_DIR
+    python tools/gen_package_api.py torchtext WHEEL_DIR     # every torchtext-*.whl
 
 The wheels are read as zip files and their Python sources parsed with ``ast``
-(torchvision is never imported: PyPI's wheels need the CUDA build of torch).
-They were fetched with ``pip download torchvision==X --no-deps --only-binary=:all:
---python-version PY --platform manylinux1_x86_64 ...`` for each release from
-0.2.2 to 0.28.0, PY the newest Python the release has a wheel for.
+(nothing is imported: PyPI's wheels need the CUDA build of torch).  They were
+fetched with ``pip download PACKAGE==X --no-deps --only-binary=:all:
+--python-version PY --platform manylinux1_x86_64 ...`` for each release,
+PY the newest Python the release has a wheel for (tools/README-api-table.md).
 
-For every release the tool reads the modules users call into:
-
-- ``torchvision.transforms``: the names ``transforms/transforms.py`` exports
-  (``__all__``; the package re-exports them), with the keywords of each class's
-  ``__init__``;
-- ``torchvision.transforms.functional`` and ``torchvision.utils``: their public
-  functions and keywords;
-- ``torchvision.datasets``: the names its ``__init__`` exports, with the keywords
-  of the class's ``__init__`` (or of the first base class in the package that
-  defines one).
+For every release the tool reads the modules of :data:`PACKAGES` (the ones
+users call into): the module's names (its ``__all__``, else its public
+definitions and, for a package, what it imports from its own modules), each
+with the keywords of the function or of the class's ``__init__`` (or of the
+first base class in the package that defines one).  The module itself is a
+name too, so that ``from torchtext import data`` is dated.
 
 A name is deprecated in a release whose function (a class: its ``__init__``)
 starts by warning that it is deprecated (``warnings.warn("The use of the
 transforms.Scale transform is deprecated, ...")``); a keyword is deprecated
-where the body warns so under ``if keyword is not None`` (``resample``,
-``fillcolor``, ``range``).  ``**kwargs`` is recorded as the keyword ``**``.
+where the body warns so under ``if keyword is not None`` or ``if "range" in
+kwargs``.  ``**kwargs`` is recorded as the keyword ``**``; one handed whole to
+another function of the module (``save_image`` to ``make_grid``) gives that
+function's keywords instead.
 
-torchvision's releases pair with torch's (0.15 with 2.0, 0.5 with 1.4): the
-table is written in torch releases, the paired torchvision release kept in
-``releases``, so that ``--target-torch-version`` reads both tables the same way.
+The packages' releases pair with torch's (torchvision 0.15 and torchtext 0.15
+with torch 2.0): the tables are written in torch releases, the package's own
+release kept in ``releases``, so that ``--target-torch-version`` reads every
+table the same way.  torchtext ended with 0.18 (torch 2.3): its table adds torch
+2.4 as a release without any of its names (``ended``).
 """
 from __future__ import annotations
 
@@ -37,9 +39,10 @@ import re
 import sys
 import zipfile
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Tuple
 
-OUTPUT = Path(__file__).resolve().parent.parent / "torchlint" / "data" / "torchvision_api.json"
+DATA = Path(__file__).resolve().parent.parent / "torchlint" / "data"
 ANY_KEYWORD = "**"
 
 # torchvision release (major, minor, micro) -> the torch release it was built for.
@@ -56,10 +59,10 @@ def paired_torch(version: Tuple[int, ...]) -> str:
     return f"1.{minor - 1}" if minor < 15 else f"2.{minor - 15}"
 
 
-def _sources(wheel: zipfile.ZipFile) -> Dict[str, str]:
+def _sources(wheel: zipfile.ZipFile, package: str) -> Dict[str, str]:
     found = {}
     for name in wheel.namelist():
-        if name.startswith("torchvision/") and name.endswith(".py"):
+        if name.startswith(f"{package}/") and name.endswith(".py"):
             found[name] = wheel.read(name).decode("utf-8", "replace")
     return found
 
@@ -220,54 +223,119 @@ def _callable_record(node: ast.AST, classes: Dict[str, ast.ClassDef]) -> Optiona
     return None
 
 
-def dump(wheel_path: Path) -> Tuple[str, str, Dict[str, Dict[str, object]]]:
-    """(torchvision release, paired torch release, {qualified name: record}) of one wheel."""
-    release = re.match(r"torchvision-(\d+)\.(\d+)\.(\d+)", wheel_path.name)
+@dataclass(frozen=True)
+class Module:
+    """A public module: its name, the files that may hold it (the first found), where its names are defined
+    when not in that file (a folder of the wheel), and whether only its ``__all__`` counts."""
+
+    name: str
+    paths: Tuple[str, ...]
+    search: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class Package:
+    modules: Tuple[Module, ...]
+    pairs: Callable[[Tuple[int, ...]], str]
+    output: str
+    # The first torch release with no release of the package (torchtext's last, 0.18, pairs with torch 2.3).
+    ended: Optional[str] = None
+
+
+def _torchtext_pairs(version: Tuple[int, ...]) -> str:
+    """torchtext 0.3 with torch 1.0, 0.4 with 1.2, 0.5-0.14 with 1.4-1.13, 0.15-0.18 with 2.0-2.3."""
+    minor = version[1]
+    if minor <= 4:
+        return {3: "1.0", 4: "1.2"}.get(minor, "1.0")
+    return f"1.{minor - 1}" if minor < 15 else f"2.{minor - 15}"
+
+
+PACKAGES: Dict[str, Package] = {
+    "torchvision": Package(
+        modules=(
+            Module("torchvision.transforms", ("torchvision/transforms/transforms.py",)),
+            Module("torchvision.transforms.functional", ("torchvision/transforms/functional.py",)),
+            Module("torchvision.utils", ("torchvision/utils.py",)),
+            Module("torchvision.datasets", ("torchvision/datasets/__init__.py",), "torchvision/datasets/"),
+        ),
+        pairs=paired_torch,
+        output="torchvision_api.json",
+    ),
+    "torchtext": Package(
+        modules=(
+            Module("torchtext.data", ("torchtext/data/__init__.py",), "torchtext/data/"),
+            Module("torchtext.datasets", ("torchtext/datasets/__init__.py",), "torchtext/datasets/"),
+            Module("torchtext.vocab", ("torchtext/vocab/__init__.py", "torchtext/vocab.py"), "torchtext/vocab"),
+            Module("torchtext.legacy.data", ("torchtext/legacy/data/__init__.py",), "torchtext/legacy/data/"),
+            Module("torchtext.legacy.datasets", ("torchtext/legacy/datasets/__init__.py",), "torchtext/legacy/datasets/"),
+            Module("torchtext.legacy.vocab", ("torchtext/legacy/vocab.py",)),
+            Module("torchtext.utils", ("torchtext/utils.py",)),
+            Module("torchtext.transforms", ("torchtext/transforms.py",)),
+            Module("torchtext.functional", ("torchtext/functional.py",)),
+        ),
+        pairs=_torchtext_pairs,
+        output="torchtext_api.json",
+        ended="2.4",
+    ),
+}
+
+
+def _module_records(module: Module, sources: Dict[str, str]) -> Dict[str, Dict[str, object]]:
+    """The module itself and each public name of it, with its keywords and deprecations."""
+    path = next((p for p in module.paths if p in sources), None)
+    tree = _parse(sources.get(path)) if path is not None else None
+    if tree is None:
+        return {}
+    records: Dict[str, Dict[str, object]] = {module.name: {"keywords": [ANY_KEYWORD]}}
+    own = {n.name: n for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    elsewhere: Dict[str, ast.Module] = {}
+    if module.search is not None:
+        elsewhere = {p: t for p, t in ((p, _parse(s)) for p, s in sorted(sources.items()) if p.startswith(module.search)) if t is not None}
+    classes = _classes({path: tree, **elsewhere})
+    functions: Dict[str, ast.FunctionDef] = {}
+    for other in [tree, *elsewhere.values()]:
+        for node in other.body:
+            if isinstance(node, ast.FunctionDef):
+                functions.setdefault(node.name, node)
+    exported = _exported(tree)
+    if exported is None:
+        exported = [name for name in own if not name.startswith("_")]
+        if path.endswith("__init__.py"):  # ``from .field import Field``: the package re-exports it
+            exported += [
+                alias.asname or alias.name for node in tree.body if isinstance(node, ast.ImportFrom) and node.level
+                for alias in node.names if not (alias.asname or alias.name).startswith("_") and alias.name != "*"
+            ]
+    for name in exported:
+        node = own.get(name) or classes.get(name) or functions.get(name)
+        if node is None:
+            continue
+        record = _callable_record(node, classes)
+        if record is None:
+            continue
+        if isinstance(node, ast.FunctionDef):
+            forwarded = _signature(node, method=False).get("forwards")
+            if forwarded in functions:  # ``**kwargs`` handed whole to another function (save_image to make_grid)
+                target = _signature(functions[forwarded], method=False)
+                own_keywords = [k for k in record["keywords"] if k != ANY_KEYWORD]  # type: ignore[union-attr]
+                record["keywords"] = sorted(set(own_keywords) | set(target["keywords"]))  # type: ignore[arg-type]
+                for keyword, note in (target.get("deprecated_keywords") or {}).items():  # type: ignore[union-attr]
+                    record.setdefault("deprecated_keywords", {})[keyword] = note  # type: ignore[index]
+        records[f"{module.name}.{name}"] = record
+    return records
+
+
+def dump(wheel_path: Path, package: str) -> Tuple[str, str, Dict[str, Dict[str, object]]]:
+    """(release, paired torch release, {qualified name: record}) of one wheel of ``package``."""
+    release = re.match(rf"{package}-(\d+)\.(\d+)\.(\d+)", wheel_path.name)
     if release is None:
-        raise SystemExit(f"{wheel_path.name}: not a torchvision wheel")
+        raise SystemExit(f"{wheel_path.name}: not a {package} wheel")
     version = tuple(int(part) for part in release.groups())
     with zipfile.ZipFile(wheel_path) as wheel:
-        sources = _sources(wheel)
+        sources = _sources(wheel, package)
     apis: Dict[str, Dict[str, object]] = {}
-
-    transforms = _parse(sources.get("torchvision/transforms/transforms.py"))
-    if transforms is not None:
-        classes = _classes({"t": transforms})
-        defined = {n.name: n for n in transforms.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
-        for name in _exported(transforms) or [n for n in defined if not n.startswith("_")]:
-            record = _callable_record(defined.get(name), classes) if name in defined else None
-            if record is not None:
-                apis[f"torchvision.transforms.{name}"] = record
-
-    for module, path in (("torchvision.transforms.functional", "torchvision/transforms/functional.py"), ("torchvision.utils", "torchvision/utils.py")):
-        tree = _parse(sources.get(path))
-        if tree is None:
-            continue
-        exported = _exported(tree)
-        functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
-        for node in functions.values():
-            if not node.name.startswith("_") and (exported is None or node.name in exported):
-                record = _signature(node, method=False)
-                forwarded = record.pop("forwards", None)
-                if forwarded in functions:
-                    target = _signature(functions[forwarded], method=False)
-                    own = [k for k in record["keywords"] if k != ANY_KEYWORD]  # type: ignore[union-attr]
-                    record["keywords"] = sorted(set(own) | set(target["keywords"]))  # type: ignore[arg-type]
-                    for keyword, note in (target.get("deprecated_keywords") or {}).items():  # type: ignore[union-attr]
-                        record.setdefault("deprecated_keywords", {})[keyword] = note  # type: ignore[index]
-                apis[f"{module}.{node.name}"] = record
-
-    datasets = _parse(sources.get("torchvision/datasets/__init__.py"))
-    if datasets is not None:
-        trees = {p: t for p, t in ((p, _parse(s)) for p, s in sources.items() if p.startswith("torchvision/datasets/")) if t is not None}
-        classes = _classes(trees)
-        for name in _exported(datasets) or []:
-            if name in classes:
-                record = _callable_record(classes[name], classes)
-                if record is not None:
-                    apis[f"torchvision.datasets.{name}"] = record
-    text = ".".join(map(str, version))
-    return text, paired_torch(version), apis
+    for module in PACKAGES[package].modules:
+        apis.update(_module_records(module, sources))
+    return ".".join(map(str, version)), PACKAGES[package].pairs(version), apis
 
 
 def _intervals(present: List[str], versions: List[str]) -> List[Tuple[str, str]]:
@@ -281,7 +349,7 @@ def _intervals(present: List[str], versions: List[str]) -> List[Tuple[str, str]]
     return runs
 
 
-def merge(dumps: List[Tuple[str, str, Dict[str, Dict[str, object]]]]) -> Dict[str, object]:
+def merge(dumps: List[Tuple[str, str, Dict[str, Dict[str, object]]]], ended: Optional[str] = None) -> Dict[str, object]:
     dumps = sorted(dumps, key=lambda d: tuple(int(p) for p in d[1].split(".")))
     versions = [torch for _, torch, _ in dumps]
     names = sorted({name for _, _, apis in dumps for name in apis})
@@ -316,25 +384,32 @@ def merge(dumps: List[Tuple[str, str, Dict[str, Dict[str, object]]]]) -> Dict[st
         if deprecated_keywords:
             record["deprecated_keywords"] = deprecated_keywords
         apis[name] = record
-    return {
-        "generated_by": "tools/gen_torchvision_api.py",
+    table: Dict[str, object] = {
+        "generated_by": "tools/gen_package_api.py",
         "versions": versions,
         "releases": {torch: release for release, torch, _ in dumps},
         "apis": apis,
     }
+    if ended is not None:
+        # A torch release with no release of the package: every name is gone there.
+        table["versions"] = versions + [ended]
+        table["ended"] = ended
+    return table
 
 
 def main(argv: List[str]) -> int:
-    if len(argv) != 1:
+    if len(argv) != 2 or argv[0] not in PACKAGES:
         print(__doc__, file=sys.stderr)
         return 2
-    wheels = sorted(Path(argv[0]).glob("torchvision-*.whl"))
+    package, folder = argv
+    wheels = sorted(Path(folder).glob(f"{package}-*.whl"))
     if not wheels:
-        print(f"no torchvision wheels in {argv[0]}", file=sys.stderr)
+        print(f"no {package} wheels in {folder}", file=sys.stderr)
         return 1
-    table = merge([dump(wheel) for wheel in wheels])
-    OUTPUT.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n", encoding="utf-8")
-    print(f"{OUTPUT}: {len(table['apis'])} names, releases {table['versions'][0]}-{table['versions'][-1]}")
+    table = merge([dump(wheel, package) for wheel in wheels], PACKAGES[package].ended)
+    output = DATA / PACKAGES[package].output
+    output.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n", encoding="utf-8")
+    print(f"{output}: {len(table['apis'])} names, releases {table['versions'][0]}-{table['versions'][-1]}")
     return 0
 
 
