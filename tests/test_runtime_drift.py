@@ -1260,3 +1260,30 @@ def T_resize(image, size):
     import torchvision.transforms as T
 
     return T.Resize(size)(image)
+
+
+SAMPLER_WITH_DATA_SOURCE = """
+from torch.utils.data import Sampler
+
+class RatioSampler(Sampler):
+    def __init__(self, ratios):
+        super().__init__(data_source=None)
+        self.ratios = ratios
+
+    def __iter__(self):
+        return iter(sorted(range(len(self.ratios)), key=self.ratios.__getitem__))
+
+    def __len__(self):
+        return len(self.ratios)
+
+def order(ratios):
+    return list(RatioSampler(ratios))
+"""
+
+
+def test_tl405_a_sampler_passing_data_source_to_its_base_raises_and_the_fix_iterates_the_same():
+    with pytest.raises(TypeError):
+        run(SAMPLER_WITH_DATA_SOURCE)["order"]([0.5, 2.0, 1.0])
+    after = fixed(SAMPLER_WITH_DATA_SOURCE, "TL405")
+    assert "super().__init__()" in after
+    assert run(after)["order"]([0.5, 2.0, 1.0]) == [0, 2, 1]

@@ -11,7 +11,7 @@ from torchlint.analysis.api import api_table
 from torchlint.analysis.api.api_table import Version, keyword_at, keyword_varies, release_text
 from torchlint.analysis.api.api_drift import version_text
 from torchlint.analysis.model import conventions
-from torchlint.analysis.model.calls import has_star_args, literal_bool
+from torchlint.analysis.model.calls import has_star_args, literal_bool, without_args
 from torchlint.analysis.model.names import ImportTable, dotted_name
 from torchlint.analysis.model.scope import statements
 from torchlint.analysis.api.signatures import (
@@ -55,7 +55,13 @@ class UnknownTorchKeyword(Rule):
     (`tools/gen_package_api.py`): a keyword it removed is named with the
     release (`RandomRotation(resample=...)`: removed in torchvision 0.14, use
     `interpolation`; `save_image(..., range=...)`: use `value_range`), and
-    renamed when its deprecation named the keyword that replaced it. A
+    renamed when its deprecation named the keyword that replaced it. An
+    API the signatures table does not list (`Sampler`, which takes
+    `*args, **kwargs` today) is checked against torch's release table only:
+    a keyword it shows removed by the target is reported, also in
+    `super().__init__(...)` of a class whose one base is that API
+    (`super().__init__(data_source=None)` in a `Sampler` subclass raises
+    TypeError since torch 2.10; torch had ignored it, so the fix removes it). A
     tensor method is checked where the receiver is known to be a tensor (a
     torch function's or a loss module's result, a tensor method's, through
     a name; analysis/values/tensors.py), and `.backward(...)` also on a name that
@@ -143,11 +149,26 @@ class UnknownTorchKeyword(Rule):
 
     @classmethod
     def prepass(cls, scan):
+        # Classes deriving from a torch API that dropped keywords: ``super().__init__(data_source=None)`` in them.
+        derived = {
+            statement.name
+            for statement in ast.walk(scan.tree)
+            if isinstance(statement, ast.ClassDef)
+            and any(_drops_keywords(name) for base in statement.bases for name in scan.qualified(base))
+        }
+
         def may_report(region) -> bool:
+            if derived and (
+                region.enclosing_class in derived
+                or any(isinstance(node, ast.ClassDef) and node.name in derived for node in ast.walk(region.node))
+            ):
+                return True
             for candidates, written in region.keyword_calls:
                 for qualified in candidates:
                     accepted = accepted_keywords(qualified)
                     if accepted is None:
+                        if any(_removed_keyword(qualified, keyword) for keyword in written):
+                            return True
                         continue
                     if not accepted.issuperset(written):
                         return True
@@ -164,7 +185,7 @@ class UnknownTorchKeyword(Rule):
         return scan.regions_where(may_report) or None
 
     def visit_Call(self, node: cst.Call) -> None:
-        qualified = self._qualified(node.func)
+        qualified = self._qualified(node.func) or self._base_constructor(node.func)
         confidence = Confidence.HIGH
         if qualified is None and isinstance(node.func, cst.Attribute):
             # A tensor's method: checked where the receiver is known to be a tensor, or (medium) is a loss by name.
@@ -177,7 +198,12 @@ class UnknownTorchKeyword(Rule):
                     # suspect; a receiver named for a loss is one level more (a naming convention).
                     named = conventions.says(bool(_LOSS_NAME.search(dotted_name(node.func.value) or "")))
                     qualified, confidence = method, Confidence.MEDIUM if named else Confidence.LOW
-        if qualified is None or accepted_keywords(qualified) is None:
+        if qualified is None:
+            return
+        if accepted_keywords(qualified) is None:
+            # Not in the signatures table (``Sampler`` takes ``*args, **kwargs`` today): only a keyword the API
+            # table shows removed by the target is reported.
+            self._removed_keywords(node, qualified, confidence)
             return
         misspelt = misspelt_keywords(qualified, node)
         api = public_name(qualified)
@@ -230,6 +256,43 @@ class UnknownTorchKeyword(Rule):
                         (Replacement(arg.keyword, cst.Name(correction)),),
                     )
             self.report(arg, message, fix, confidence=confidence)
+
+    def _removed_keywords(self, node: cst.Call, qualified: str, confidence: Confidence) -> None:
+        api = _table_name(qualified)
+        if api is None:
+            return
+        target = self._target()
+        for arg in node.args:
+            if arg.keyword is None:
+                continue
+            at_target = keyword_at(api, arg.keyword.value, target)
+            if at_target.accepted is False and at_target.removed_in is not None:
+                message = (
+                    f"`{arg.keyword.value}` was removed from {api} in {release_text(api, at_target.removed_in)}: "
+                    "the call raises TypeError"
+                )
+                note = api_table.api_entry(api).deprecated_keywords.get(arg.keyword.value)
+                fix = None
+                if note is not None and note.ignored:
+                    # torch ignored it for as long as it took it: dropping it changes nothing
+                    message += "; torch ignored it: remove it"
+                    fix = FixSpec(Applicability.SAFE, f"Remove `{arg.keyword.value}=` (torch ignored it)", (Replacement(node, without_args(node, [arg])),))
+                elif at_target.replacement:
+                    message += f"; use {at_target.replacement}"
+                self.report(arg, message, fix, confidence=confidence)
+
+    def _base_constructor(self, func: cst.BaseExpression) -> Optional[str]:
+        """``super().__init__`` in a class with one base, a torch API: that API's constructor."""
+        if not (
+            isinstance(func, cst.Attribute) and func.attr.value == "__init__" and isinstance(func.value, cst.Call)
+            and isinstance(func.value.func, cst.Name) and func.value.func.value == "super"
+        ):
+            return None
+        owner = next((a for a in reversed(self.context.ancestors) if isinstance(a, cst.ClassDef)), None)
+        if owner is None or len(owner.bases) != 1:
+            return None
+        base = self.context.qualified_name(owner.bases[0].value)
+        return base if base is not None and _table_name(base) is not None else None
 
     def _qualified(self, func: cst.BaseExpression) -> Optional[str]:
         """The callee's qualified name, with a function's own imports scoped to that function.
@@ -325,3 +388,26 @@ def _is_read_in(source: str, attribute: str) -> bool:
             continue
         return True
     return False
+
+
+def _table_name(qualified: str) -> Optional[str]:
+    """The API table's name for ``qualified``: itself, its public name, or the package's re-export of a class
+    of one of its modules (``torch.utils.data.sampler.Sampler`` is ``torch.utils.data.Sampler``)."""
+    parts = qualified.split(".")
+    shorter = ".".join(parts[:-2] + parts[-1:]) if len(parts) > 2 and parts[-2].islower() else None
+    for name in (qualified, public_name(qualified), shorter):
+        if name is not None and api_table.api_entry(name) is not None:
+            return name
+    return None
+
+
+def _removed_keyword(qualified: str, keyword: str) -> bool:
+    name = _table_name(qualified)
+    return name is not None and api_table.keyword_removed_in(name, keyword) is not None
+
+
+def _drops_keywords(qualified: str) -> bool:
+    """Whether some keyword of the API ``qualified`` names is gone by the newest release the table knows."""
+    name = _table_name(qualified)
+    entry = api_table.api_entry(name) if name is not None else None
+    return entry is not None and any(api_table.keyword_removed_in(name, keyword) for keyword in entry.keywords)
