@@ -188,3 +188,12 @@ def test_read_only_folder_reports_the_write_failure(project):
         assert FIXED_TL201 in (project / "ok.py").read_text(encoding="utf-8")
     finally:
         os.chmod(folder, 0o755)
+
+
+def test_insertions_at_one_point_keep_the_order_the_fixes_give_them():
+    """A set would order them by the edits' hashes, which change from run to run (PYTHONHASHSEED)."""
+    from torchlint.engine import Edit, apply_edits
+
+    first, second = Edit(4, 4, "import functools\n"), Edit(4, 4, "\ndef helper(): ...\n")
+    assert apply_edits("x=1\ny=2\n", [first, second, first]) == "x=1\nimport functools\n\ndef helper(): ...\ny=2\n"
+    assert apply_edits("x=1\ny=2\n", [second, first]) == "x=1\n\ndef helper(): ...\nimport functools\ny=2\n"

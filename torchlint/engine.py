@@ -640,10 +640,13 @@ def _build_fix(
         new_text = new if isinstance(new, str) else context.code(new, block_indents)
         edits.append(_minimal_edit(start, old_text, new_text))
     own_first_use = min((edit.start for edit in edits), default=len(context.source))
+    imports = []
     for requirement in dict.fromkeys(spec.imports):
         first_use = min(import_uses.get(requirement, own_first_use), own_first_use)
-        edits.append(_import_edit(requirement, context, positions, starts, first_use))
-    return Fix(spec.applicability, spec.message, tuple(sorted(edits, key=lambda e: (e.start, e.end))))
+        imports.append(_import_edit(requirement, context, positions, starts, first_use))
+    # A stable sort: at one insertion point the imports come first (before a helper a fix writes after the
+    # file's last import), whatever the edits' hashes.
+    return Fix(spec.applicability, spec.message, tuple(sorted(imports + edits, key=lambda e: (e.start, e.end))))
 
 
 def _indents_in_source(node: cst.CSTNode, text: str, context: FileContext) -> Optional[Tuple[str, ...]]:
@@ -720,7 +723,9 @@ def _overlaps(a: Edit, b: Edit) -> bool:
 def apply_edits(source: str, edits: Iterable[Edit]) -> str:
     pieces = []
     position = 0
-    for edit in sorted(set(edits), key=lambda e: (e.start, e.end)):
+    # Duplicates (an import two fixes ask for) are applied once; insertions at one point keep the order the
+    # fixes give them (a set's order would follow the edits' hashes, which change from run to run).
+    for edit in sorted(dict.fromkeys(edits), key=lambda e: (e.start, e.end)):
         pieces.append(source[position : edit.start])
         pieces.append(edit.content)
         position = edit.end
