@@ -292,3 +292,48 @@ def test_skip_file_in_a_string_does_not_skip(tmp_path):
     write(tmp_path / "m.py", 'NOTE = "# torchlint: skip-file"\n' + BAD)
     code, items, _ = check_json(*ONLY, "m.py", cwd=tmp_path)
     assert {i["code"] for i in items} == {"TL201", "TL401"}
+
+
+# -- what ruff and flake8 users expect: --extend-ignore, --show-settings, --show-files ------------------
+
+
+def _in_process(argv, cwd, monkeypatch, capsys):
+    from torchlint import cli
+
+    monkeypatch.chdir(cwd)
+    code = cli.main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_extend_ignore_removes_on_top_of_the_configured_ignore(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "pyproject.toml", '[tool.torchlint]\nselect = ["TL201", "TL401"]\nignore = ["TL401"]\n')
+    write(tmp_path / "m.py", BAD)
+    code, out, _ = _in_process(["check", "--output-format", "json", "--no-cache", "m.py"], tmp_path, monkeypatch, capsys)
+    assert '"TL201"' in out and '"TL401"' not in out
+    code, out, _ = _in_process(["check", "--extend-ignore", "TL201", "--output-format", "json", "--no-cache", "m.py"], tmp_path, monkeypatch, capsys)
+    assert code == 0 and out.strip() == "[]"
+
+
+def test_show_settings_prints_what_applies_and_checks_nothing(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "pyproject.toml", '[tool.torchlint]\nselect = ["TL2"]\nconfidence-level = "medium"\ntarget-torch-version = "2.4"\n')
+    write(tmp_path / "m.py", BAD)
+    code, out, _ = _in_process(["check", "--show-settings", "--ignore", "TL205"], tmp_path, monkeypatch, capsys)
+    assert code == 0
+    settings = dict(line.split(" = ", 1) for line in out.splitlines() if " = " in line and not line.startswith("per-file"))
+    assert settings["config-file"].endswith("pyproject.toml")
+    assert "TL201" in settings["select"] and "TL205" not in settings["select"] and "TL401" not in settings["select"]
+    assert settings["confidence-level"] == "medium" and settings["target-torch-version"] == "2.4"
+    assert "TL201" not in out.split("select = ")[0]  # no finding was printed before the settings
+
+
+def test_show_files_lists_the_files_a_run_would_check(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "pyproject.toml", '[tool.torchlint]\nextend-exclude = ["generated"]\n')
+    write(tmp_path / "train.py", BAD)
+    write(tmp_path / "generated" / "g.py", BAD)
+    write(tmp_path / "notes.txt", "not python")
+    code, out, _ = _in_process(["check", "--show-files", "."], tmp_path, monkeypatch, capsys)
+    assert code == 0
+    assert [line.replace("\\", "/") for line in out.splitlines()] == ["./train.py"]
+    code, _, err = _in_process(["check", "--show-files", "missing.py"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and "missing.py" in err

@@ -66,7 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="codes, prefixes (TL2), names or ALL; replaces the configured selection (repeat it or use commas to give several)",
     )
     check.add_argument("--extend-select", type=_selector_list, action="append", default=[], help="add to the selection")
-    check.add_argument("--ignore", type=_selector_list, action="append", default=[], help="remove from the selection")
+    check.add_argument(
+        "--ignore", "--extend-ignore", dest="ignore", type=_selector_list, action="append", default=[],
+        help="remove from the selection, on top of the configured ignore (--extend-ignore: the same, as flake8 spells it)",
+    )
+    check.add_argument("--show-files", action="store_true", help="list the files that would be checked, then stop")
+    check.add_argument("--show-settings", action="store_true", help="print the settings that apply (after the config and the options), then stop")
     check.add_argument(
         "--confidence-level",
         metavar="LEVEL",
@@ -300,6 +305,17 @@ def _check(args: argparse.Namespace) -> int:
         _error(str(exc))
         return EXIT_ERROR
 
+    if args.show_settings:
+        _show_settings(settings)
+        return EXIT_CLEAN
+    if args.show_files and not reads_stdin:
+        files, problems = discover(paths, settings, force_exclude=args.force_exclude)
+        for path in files:
+            print(path)
+        for problem in problems:
+            print(f"error: {problem.path}: {problem.message}", file=sys.stderr)
+        return EXIT_ERROR if problems else EXIT_CLEAN
+
     run = runner.RunResults()
     stdin_sources = {}
     if reads_stdin:
@@ -369,6 +385,24 @@ def _check(args: argparse.Namespace) -> int:
     if args.exit_non_zero_on_fix and run.fixed:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _show_settings(settings: config.Settings) -> None:
+    """The resolved settings, one per line, in the spelling of ``[tool.torchlint]``."""
+    target = settings.target_torch_version
+    lines = [
+        f"config-file = {settings.config_path or '(none: defaults)'}",
+        f"root = {settings.root}",
+        f"select = {', '.join(sorted(settings.enabled)) or '(none)'}",
+        f"confidence-level = {settings.confidence_floor.value}",
+        f"target-torch-version = {f'{target[0]}.{target[1]}' if target else '(the newest known)'}",
+        f"unsafe-fixes = {'true' if settings.unsafe_fixes else 'false'}",
+        f"eps = {settings.eps!r}",
+        f"exclude = {', '.join(settings.exclude)}",
+    ]
+    for pattern, codes in settings.per_file_ignores:
+        lines.append(f"per-file-ignores {pattern!r} = {', '.join(sorted(codes))}")
+    print("\n".join(lines))
 
 
 def _conflicting_options(args: argparse.Namespace, reads_stdin: bool) -> Optional[str]:
