@@ -233,8 +233,9 @@ class ApiUseRule(Rule):
             owner = "" if change.name == used else f" (`{change.name}` was removed)"
             ended = package_ended_by(change.name, change.removed) if change.removed else None
             if ended is not None:
-                # torchtext 0.18 loads only on the torch it was built for (OSError: Could not load this library)
-                return f"`{shown}` is gone since {removed}{owner}: importing {ended} fails on that torch{advice}"
+                # torchtext 0.18 loads only on the torch it was built for (OSError: Could not load this library):
+                # the name is gone with the whole package, not removed from it
+                return f"`{shown}` is gone since {removed}: importing {ended} fails on that torch{advice}"
             return f"`{shown}` is gone since {removed}{owner}: {self._failure(change, form)}{advice}"
         since = deprecated_since_text(change.deprecated) if change.deprecated else "since an unknown release"
         how = "warns when called" if change.warns and form == "call" else "is deprecated"
