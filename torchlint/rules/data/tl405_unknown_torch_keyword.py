@@ -3,7 +3,7 @@ from __future__ import annotations
 import ast
 import difflib
 import re
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
 
@@ -151,16 +151,15 @@ class UnknownTorchKeyword(Rule):
     def prepass(cls, scan):
         # Classes deriving from a torch API that dropped keywords: ``super().__init__(data_source=None)`` in them.
         derived = {
-            statement.name
-            for statement in ast.walk(scan.tree)
-            if isinstance(statement, ast.ClassDef)
-            and any(_drops_keywords(name) for base in statement.bases for name in scan.qualified(base))
+            cls.name
+            for cls in _classes(scan.tree.body)
+            if cls.bases and any(_drops_keywords(name) for base in cls.bases for name in scan.qualified(base))
         }
 
         def may_report(region) -> bool:
             if derived and (
                 region.enclosing_class in derived
-                or any(isinstance(node, ast.ClassDef) and node.name in derived for node in ast.walk(region.node))
+                or any(cls.name in derived for cls in _classes([region.node]))
             ):
                 return True
             for candidates, written in region.keyword_calls:
@@ -411,3 +410,15 @@ def _drops_keywords(qualified: str) -> bool:
     name = _table_name(qualified)
     entry = api_table.api_entry(name) if name is not None else None
     return entry is not None and any(api_table.keyword_removed_in(name, keyword) for keyword in entry.keywords)
+
+
+def _classes(statements) -> List[ast.ClassDef]:
+    """The classes among ``statements`` and those nested in their bodies (a class in a class), not in functions:
+    only the statements' own level is walked, so a file costs its class count, not its node count."""
+    found: List[ast.ClassDef] = []
+    pending = [s for s in statements if isinstance(s, ast.ClassDef)]
+    while pending:
+        cls = pending.pop()
+        found.append(cls)
+        pending.extend(s for s in cls.body if isinstance(s, ast.ClassDef))
+    return found
