@@ -338,17 +338,6 @@ def dump(wheel_path: Path, package: str) -> Tuple[str, str, Dict[str, Dict[str, 
     return ".".join(map(str, version)), PACKAGES[package].pairs(version), apis
 
 
-def _intervals(present: List[str], versions: List[str]) -> List[Tuple[str, str]]:
-    runs: List[Tuple[str, str]] = []
-    for version in versions:
-        if version in present:
-            if runs and versions.index(runs[-1][1]) == versions.index(version) - 1:
-                runs[-1] = (runs[-1][0], version)
-            else:
-                runs.append((version, version))
-    return runs
-
-
 def merge(dumps: List[Tuple[str, str, Dict[str, Dict[str, object]]]], ended: Optional[str] = None) -> Dict[str, object]:
     dumps = sorted(dumps, key=lambda d: tuple(int(p) for p in d[1].split(".")))
     versions = [torch for _, torch, _ in dumps]

@@ -14,7 +14,7 @@ from torchlint.analysis.model.literals import number_value
 from torchlint.analysis.model.project_index import constructor_parameters, dataset_item, file_facts
 from torchlint.analysis.model.returns import called_function, returned_values
 from torchlint.analysis.model.scope import assignments
-from torchlint.analysis.model.tokenizers import builds_tokenizer, is_tokenizer_name
+from torchlint.analysis.model.tokenizers import builds_tokenizer
 from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, ImportRequirement, Replacement, Rule
 
 DATALOADERS = frozenset({"torch.utils.data.DataLoader", "torch.utils.data.dataloader.DataLoader"})

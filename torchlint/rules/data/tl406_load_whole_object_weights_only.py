@@ -324,9 +324,7 @@ built at run time) until validation draws have read such findings.
         matching = [layout for layout in layouts if keys <= layout.keys]
         if not matching or any(layout.refused is None for layout in matching):
             return None
-        here = os.path.abspath(self.context.path)
-        layout = next((m for m in matching if os.path.abspath(m.path) == here), matching[0])
-        shown = None if os.path.abspath(layout.path) == here else _relative(layout.path, self.context.path)
+        layout, shown = _nearest(matching, self.context.path)
         # Found at medium: a match by keys is weaker evidence than a match by path; the level table decides what
         # is shown (read blind on d1-d13: 37 of 38 real, shown at high).
         return layout.describe(shown), layout.refused.advice, Confidence.MEDIUM
@@ -347,9 +345,7 @@ built at run time) until validation draws have read such findings.
             saves = tuple(save for save in saves_by_file_name(facts, locate) if save.file_name == file_name)
         if not saves or any(save.value is None for save in saves):
             return None
-        here = os.path.abspath(self.context.path)
-        save = next((s for s in saves if os.path.abspath(s.path) == here), saves[0])
-        shown = None if os.path.abspath(save.path) == here else _relative(save.path, self.context.path)
+        save, shown = _nearest(saves, self.context.path)
         # Found at low: the folders are built at run time, so only the file's name ties the load to the save;
         # the level table decides what is shown once validation draws have read it.
         return save.describe(shown), save.value.advice, Confidence.LOW
@@ -438,6 +434,14 @@ def _function_name(ancestors) -> Optional[str]:
                 return f"{owner.name.value}.{node.name.value}"
             return node.name.value
     return None
+
+
+def _nearest(records, near: str):
+    """The record written in the loading file ``near`` if one is (else the first), and the path a message shows
+    for it: None for the loading file itself, else its path from there."""
+    here = os.path.abspath(near)
+    record = next((r for r in records if os.path.abspath(r.path) == here), records[0])
+    return record, None if os.path.abspath(record.path) == here else _relative(record.path, near)
 
 
 def _relative(path: str, near: str) -> str:

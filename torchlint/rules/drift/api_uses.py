@@ -24,7 +24,6 @@ from torchlint.analysis.api.api_drift import (
     in_watched_package,
     recorded_changes,
     tensor_method_names,
-    version_text,
 )
 from torchlint.analysis.api.api_table import package_ended_by, release_text
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
