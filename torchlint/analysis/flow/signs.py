@@ -140,6 +140,17 @@ def sign_of(
     return evaluate(context, node, site, division).sign
 
 
+# Edges a probability reaches only by rounding: its legitimate values come arbitrarily close to them.
+ROUNDING_EDGES = frozenset({EDGE_PROBABILITY, EDGE_SELECTED_PROBABILITY, EDGE_COMPLEMENT})
+
+
+def reaches_edge_only_by_rounding(context: "FileContext", node: cst.BaseExpression, site: Optional[Site]) -> bool:
+    """``node`` is a softmax or sigmoid probability (or 1 minus one): 0 only once it underflows or saturates.  A
+    clamp at eps would flatten its legitimate small values and their gradient; the exact form works from the
+    logits (``log_softmax``, ``logsigmoid``)."""
+    return evaluate(context, node, site).edge in ROUNDING_EDGES
+
+
 def evaluate(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], division: bool = False) -> Value:
     """The abstract value of ``node`` read at ``site`` (see the module docs).  ``division``: the value
     divides, where only 0 matters, so a softmax or sigmoid output (0 only on underflow) is positive."""

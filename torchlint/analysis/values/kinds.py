@@ -49,6 +49,13 @@ _TENSOR_ANNOTATIONS = re.compile(r"\bTensor\b|\bFloatTensor\b|\bLongTensor\b|\bB
 _NUMBER_ANNOTATIONS = re.compile(r"^(int|float|Optional\[(int|float)\]|Union\[int, float\])$")
 
 
+# Libraries whose functions and objects compute on their own arrays, frames and images, never on tensors: what
+# their calls return (``np.log(x)``, ``TSNE().fit_transform(x)``, ``pl.col("n")``) has no tensor method.
+NON_TENSOR_LIBRARIES = frozenset({
+    "numpy", "pandas", "polars", "pyarrow", "sklearn", "scipy", "statsmodels", "cv2", "PIL", "skimage", "imageio",
+    "matplotlib", "seaborn", "librosa", "soundfile", "networkx", "xgboost", "lightgbm", "catboost",
+})
+
 # Array frameworks other than torch: a file that imports one of them and not torch computes with its values.
 _OTHER_FRAMEWORKS = frozenset({"tensorflow", "jax", "mxnet", "paddle", "keras", "theano", "chainer", "cupy", "mindspore"})
 
@@ -142,8 +149,8 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
                 return "tensor"
             if qualified.startswith("math."):
                 return "number"
-            if qualified.startswith(("numpy.", "pandas.")):
-                return "array"  # NumPy arrays and pandas frames: no tensor methods, no gradient
+            if qualified.split(".", 1)[0] in NON_TENSOR_LIBRARIES:
+                return "array"  # NumPy arrays, pandas frames, a fitted scikit-learn model: no tensor methods, no gradient
             return "unknown"
         if isinstance(func, cst.Name):
             if func.value in NUMBER_BUILTINS:

@@ -3,7 +3,9 @@ from __future__ import annotations
 import libcst as cst
 
 from torchlint.analysis.values.domain import LOG, LOG_FUNCTIONS, call_names
+from torchlint.analysis.flow import signs
 from torchlint.analysis.flow.domain_match import match_domain_op
+from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.fixes import clamp_operand_fix, eps_text
 from torchlint.analysis.flow.grad_need import gradient_regions
 from torchlint.analysis.project.guards import assess
@@ -87,5 +89,7 @@ class UnguardedLog(Rule):
             return
         confidence = assess(self.context, op, shown=self.shown_level)
         if confidence is not None:
-            fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the operand to eps")
+            fix = None
+            if not signs.reaches_edge_only_by_rounding(self.context, op.operand, site_of(self.context.ancestors)):
+                fix = clamp_operand_fix(self.context, op, eps_text(self.context), "Clamp the operand to eps")
             self.report(node, fix=fix, confidence=confidence)

@@ -8,6 +8,8 @@ import libcst as cst
 
 from torchlint.analysis.values.domain import DIV, DIV_FUNCTIONS, DomainOp, call_names, constant_value, may_be_divisor
 from torchlint.analysis.flow.grad_need import gradient_regions
+from torchlint.analysis.flow import signs
+from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.fixes import clamp_operand_fix, eps_text, functional_reference, operand_is_tensor
 from torchlint.rule import Applicability, FixSpec, Replacement
 from torchlint.rules.numerics.unguarded import UnguardedOpRule
@@ -119,6 +121,8 @@ class UnguardedDivision(UnguardedOpRule):
             return self._normalize_fix(op, eps)
         if divisor.kind == "cosine" and isinstance(op.node, cst.BinaryOperation):
             return self._cosine_fix(op, eps)
+        if signs.reaches_edge_only_by_rounding(self.context, op.operand, site_of(self.context.ancestors)):
+            return None  # a clamp would flatten legitimate small probabilities
         minimum = "1" if divisor.kind == "count" else eps
         what = "Clamp the count to 1" if divisor.kind == "count" else "Clamp the divisor to eps"
         return clamp_operand_fix(self.context, op, minimum, what)

@@ -70,4 +70,6 @@ class UnguardedOpRule(Rule):
             # ``x ** p`` with ``p`` held in a name may be an integer power of a signed base (``diff ** p`` with
             # p = 2): clamping the base would drop every negative entry.
             return None
+        if signs.reaches_edge_only_by_rounding(self.context, op.operand, site_of(self.context.ancestors)):
+            return None  # a clamp would flatten legitimate small probabilities: the exact form takes the logits
         return clamp_operand_fix(self.context, op, eps_text(self.context), self.fix_message)
