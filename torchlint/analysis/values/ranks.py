@@ -156,6 +156,21 @@ def _accumulated_rank(context: "FileContext", name: str, ancestors: Sequence[cst
     return 0 if tensor else None
 
 
+def zero_dim_on_some_path(context: "FileContext", name: str, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Some binding of ``name`` in the use's scope makes it a 0-dim tensor and none gives it another known rank:
+    ``loss = mixup_loss(out, y)`` on one branch, ``loss = criterion(out, y)`` on the other.  A use that needs
+    more than 0 dimensions fails on that branch's path."""
+    zero = False
+    for binding in bindings(site_of(ancestors), name):
+        if binding.value is None or binding.kind not in ("assign", "conditional"):
+            continue
+        rank = known_rank(context, binding.value, ancestors, 1)
+        if rank is not None and rank != 0:
+            return False
+        zero = zero or rank == 0
+    return zero
+
+
 def sequential_rank_before(context: "FileContext", sequential: cst.Call, position: int) -> Optional[int]:
     """The rank of what reaches element ``position`` of ``nn.Sequential(...)``, when a layer before it fixes
     it and the layers in between keep it."""

@@ -11,8 +11,8 @@ from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.flow.callers import constructor_passed_by_callers
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
-from torchlint.analysis.values.ranks import known_rank, scalar_loss_module
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.analysis.values.ranks import known_rank, scalar_loss_module, zero_dim_on_some_path
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
 # Every ``x[0]`` is written so (a comment or string may match too: the ast check decides).
@@ -33,7 +33,10 @@ class ZeroDimIndex(Rule):
       such a module (`train(loader, model, criterion)`);
     - a full reduction of a tensor: `x.sum()`, `x.mean()`, `x.norm()`,
       `x.max()` with no dimension, `torch.sum(x)`;
-    - a local name bound to one of these.
+    - a local name bound to one of these;
+    - at `medium`, a name one branch binds to one of these while the other
+      bindings' rank is not shown (`loss = mixup_loss(...)` or
+      `loss = criterion(...)`): the line fails on that branch's path.
 
     ## Why is this bad?
     Up to torch 0.3 a loss was a 1-element tensor, and `loss.data[0]` read
@@ -109,8 +112,11 @@ class ZeroDimIndex(Rule):
         base, through_data = node.value, False
         if isinstance(base, cst.Attribute) and base.attr.value == "data":
             base, through_data = base.value, True
+        confidence = None
         if known_rank(self.context, base) != 0 and not self._loss_of_a_passed_module(base):
-            return
+            if not (isinstance(base, cst.Name) and zero_dim_on_some_path(self.context, base.value, self.context.ancestors)):
+                return
+            confidence = Confidence.MEDIUM  # 0-dim on one branch's path; the others' rank is not shown
         target = effective_target(self.context.settings.target_torch_version)
         if target < ZERO_DIM_INDEX_WARNS_SINCE or is_version_guarded(self.context):
             return
@@ -126,6 +132,7 @@ class ZeroDimIndex(Rule):
             f"{written} on a 0-dim tensor (a loss or a full reduction) {effect}: "
             f"invalid index of a 0-dim tensor; use `.item()`",
             self._fix(node, base, through_data),
+            confidence=confidence,
         )
 
     def _loss_of_a_passed_module(self, base: cst.BaseExpression) -> bool:
