@@ -12,7 +12,7 @@ F = torch.nn.functional
 
 import textwrap  # noqa: E402
 
-from runtime_support import fix_and_exec, forward_backward, settings_for  # noqa: E402
+from runtime_support import execute, fix_and_exec, forward_backward, settings_for  # noqa: E402
 from torchlint import engine  # noqa: E402
 
 ORDINARY_SEED = 0
@@ -103,6 +103,41 @@ def test_tl202_focal_loss_through_a_variable(tl202):
     assert torch.isnan(grad).any()
     value, (grad, _) = forward_backward(good, confident, labels)
     assert torch.isfinite(value).all() and torch.isfinite(grad).all()
+
+
+TL202_GUARDED_SNIPPET = '''
+import torch
+
+
+def bpr(pos_logits, neg_logits):
+    return torch.log(torch.sigmoid(pos_logits) + 1e-24) + torch.log(1 - torch.sigmoid(neg_logits) + 1e-24)
+'''
+
+
+TL202_EXACT_SNIPPET = '''
+import torch.nn.functional as F
+
+
+def bpr(pos_logits, neg_logits):
+    return F.logsigmoid(pos_logits) + F.logsigmoid(-neg_logits)
+'''
+
+
+def test_tl202_guarded_log_is_floored_where_the_exact_form_is_not():
+    # reported without a fix (the floor may be meant); the exact form the message names, run beside it
+    findings = engine.lint_text(textwrap.dedent(TL202_GUARDED_SNIPPET), "snippet.py", settings_for("TL202")).findings
+    assert [f.code for f in findings] == ["TL202", "TL202"] and all(f.fix is None for f in findings)
+    bad = execute(TL202_GUARDED_SNIPPET, "guarded")["bpr"]
+    good = execute(TL202_EXACT_SNIPPET, "exact")["bpr"]
+    x = ordinary(256)
+    assert_close(bad(x, x), good(x, x))
+    # past the floor (sigmoid(-80) << 1e-24, sigmoid(17) rounds to 1): the guarded loss is flat, its gradient gone
+    pos, neg = torch.tensor([-80.0]), torch.tensor([17.0])
+    value, grads = forward_backward(bad, pos, neg)
+    assert torch.isfinite(value).all() and all(grad.abs().item() < 1e-6 for grad in grads)
+    value, grads = forward_backward(good, pos, neg)
+    assert value.item() == pytest.approx(-97.0, rel=1e-3)
+    assert all(grad.abs().item() == pytest.approx(1.0, rel=1e-3) for grad in grads)
 
 
 # -- TL203 log-sum-exp -----------------------------------------------------------------------

@@ -14,10 +14,17 @@ from torchlint.analysis.values.fused import (
     one_minus,
     positional,
 )
+from torchlint.analysis.model.literals import number_value
+from torchlint.analysis.model.ops import strip_eps
+from torchlint.analysis.values.precision import FLOAT16_ZERO_LIMIT, added_guard, project_uses_float16
 from torchlint.analysis.project.module_outputs import ModuleActivation, called_module_activation
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 LOG1P_FUNCTIONS = frozenset({"torch.log1p"})
+GUARDED_MESSAGE = (
+    "log(sigmoid(x) + eps) is finite but floored at log(eps): past it the loss is flat and its gradient vanishes; "
+    "F.logsigmoid is exact"
+)
 
 
 class LogOfSigmoid(Rule):
@@ -64,8 +71,13 @@ class LogOfSigmoid(Rule):
     place in between; otherwise the finding has no fix.
 
     A guarded log, `torch.log(torch.sigmoid(x) + eps)` or
-    `torch.log(torch.sigmoid(x).clamp_min(eps))`, is not flagged: it stays
-    finite (at the cost of a floor at `log(eps)`). Not detected: `log2`/`log10`.
+    `torch.log(1 - torch.sigmoid(x) + eps)`, stays finite but is floored at
+    `log(eps)`: once sigmoid passes the floor the loss is constant and its
+    gradient vanishes, so the worst-scored examples stop learning. It is reported at
+    `low` without a fix, since the floor may be meant (a flow's bounded
+    log-scale, `log(1e-6 + sigmoid(s))`), and `F.logsigmoid` drops it (high,
+    with the fix, when float16 rounds the eps to 0 in a project that runs in
+    float16). Not detected: `log2`/`log10`.
 
     A model's output is rewritten only when the model is a name bound once to
     an `nn.Sequential(..., nn.Sigmoid())` literal: `F.logsigmoid(D[:-1](x))`
@@ -91,8 +103,12 @@ class LogOfSigmoid(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         log = match_log(self.context, node)
+        guard = None
         if log is not None:
             operand, complement = log.operand, False
+            guard = added_guard(self.context, operand)
+            if guard is not None:
+                operand = strip_eps(operand, self.context)
         else:
             log = match_unary(self.context, node, LOG1P_FUNCTIONS, "log1p")
             if log is None:
@@ -108,13 +124,24 @@ class LogOfSigmoid(Rule):
                 operand, complement = rest, True
         activation = activation_of(self.context, operand, kinds=("sigmoid",))
         if activation is None:
-            self._module_output(node, log, operand, complement)
+            if guard is None:  # a model's guarded output: the model's forward is what has to change
+                self._module_output(node, log, operand, complement)
             return
         direct = activation.definition.value if activation.definition is not None else operand
         if direct is not activation.call:
             return  # shape ops between the sigmoid and the log: left alone
         fix = None if log.extra_args else self._fix(node, activation, complement)
+        if guard is not None and not self._guard_vanishes(guard[1]):
+            # ``log(sigmoid(x) + eps)``: finite, only floored at log(eps); logsigmoid is still the exact form.
+            # No fix: the floor may be the design (a flow's bounded log-scale), and the exact form drops it.
+            self.report(node, message=GUARDED_MESSAGE, confidence=Confidence.LOW)
+            return
         self.report(node, fix=fix)
+
+    def _guard_vanishes(self, term: cst.BaseExpression) -> bool:
+        """An eps that float16 rounds to 0, in a project that runs in float16: the log is unguarded there."""
+        value = number_value(term)
+        return value is not None and value <= FLOAT16_ZERO_LIMIT and project_uses_float16(self.context)
 
     def _fix(self, log_call: cst.Call, activation, complement: bool) -> Optional[FixSpec]:
         value = activation.input
