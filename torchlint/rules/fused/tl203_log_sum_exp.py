@@ -28,6 +28,10 @@ ONE_PLUS_SUM_MESSAGE = (
     "log(1 + sum(exp(x))) overflows to inf (NaN gradient) once x exceeds ~88 in float32 or ~11 in float16; "
     "use torch.logsumexp over x with a 0 appended"
 )
+TWO_TERMS_MESSAGE = (
+    "log(exp(a) + exp(b)) overflows to inf (NaN gradient) once a term exceeds ~88 in float32, and is -inf (with an "
+    "eps, flat at log(eps) with no gradient) once both fall below ~-103; use torch.logaddexp"
+)
 SOFTPLUS_MESSAGE = "log(1 + exp(x)) overflows to inf (NaN gradient) once x exceeds ~88 in float32 or ~11 in float16; use F.softplus"
 
 
@@ -86,8 +90,14 @@ class LogSumExp(Rule):
     dimension), a rewrite that depends on the layout.
 
     The max-shifted form `m + torch.log(torch.exp(x - m).sum(d))` with `m`
-    a `max`/`amax` of `x` is stable and not flagged. Not detected: sums written as `exp(a) + exp(b)` (use `torch.logaddexp`),
+    a `max`/`amax` of `x` is stable and not flagged. Not detected:
     `log2`/`log10`, `torch.exp(x).sum(d).log()` through attributes.
+
+    Two terms written out, `torch.log(torch.exp(a) + torch.exp(b))` (with or
+    without an `eps`), are flagged too and become `torch.logaddexp(a, b)`:
+    a mixture of two Gaussians' energy, `log(exp(-d1) + exp(-d2) + 1e-10)`,
+    underflows in its tails to the floor `log(1e-10)`, where its gradient is
+    0; `logaddexp` keeps both the value and the gradient.
     """
 
     code = "TL203"
@@ -120,11 +130,34 @@ class LogSumExp(Rule):
             return
         if log1p is not None:
             return
-        found = match_sum_of_exp(self.context, strip_eps(log.operand, self.context))
-        if found is None or is_max_shifted(self.context, found.exp.operand):
+        summed = strip_eps(log.operand, self.context)
+        found = match_sum_of_exp(self.context, summed)
+        if found is None:
+            self._two_terms(node, log, summed)
+            return
+        if is_max_shifted(self.context, found.exp.operand):
             return  # exp(x - max) is already the stable form
         fix = None if log.extra_args or found.exp.extra_args or found.sum.other_args else self._fix(node, found)
         self.report(node, fix=fix)
+
+    def _two_terms(self, node: cst.Call, log, summed: cst.BaseExpression) -> None:
+        """``log(exp(a) + exp(b))``: a log-sum-exp of two terms, which ``torch.logaddexp`` computes stably."""
+        if not (isinstance(summed, cst.BinaryOperation) and isinstance(summed.operator, cst.Add)):
+            return
+        first, second = match_exp(self.context, summed.left), match_exp(self.context, summed.right)
+        if first is None or second is None:
+            return
+        fix = None
+        if not (log.extra_args or first.extra_args or second.extra_args):
+            func, imports = torch_function(self.context, "logaddexp")
+            call = cst.Call(
+                func=func,
+                args=[positional(bare(first.operand), comma=True), positional(bare(second.operand))],
+                lpar=node.lpar,
+                rpar=node.rpar,
+            )
+            fix = FixSpec(Applicability.SAFE, "Replace with `torch.logaddexp`", (Replacement(node, call),), imports)
+        self.report(node, TWO_TERMS_MESSAGE, fix=fix)
 
     def _softplus(self, node: cst.Call, exponent: cst.BaseExpression) -> FixSpec:
         func, imports = functional(self.context, "softplus")
