@@ -58,7 +58,16 @@ def legacy_keywords(builder: Optional[str]) -> Dict[str, LegacyWeights]:
     """Legacy keyword -> its meaning, for the torchvision builder ``builder`` (qualified); empty if unknown."""
     if builder is None or not builder.startswith("torchvision."):
         return {}
-    return _table().get(builder, {})
+    table = _table()
+    found = table.get(builder)
+    if found is not None:
+        return found
+    # A submodule that re-exports a builder (``torchvision.models.mobilenet`` star-imports ``mobilenetv2``):
+    # builder names are unique within a model namespace, so the namespace's own entry is the same function.
+    for namespace in sorted(MODEL_NAMESPACES, key=len, reverse=True):
+        if builder.startswith(namespace + "."):
+            return table.get(f"{namespace}.{builder.rsplit('.', 1)[1]}", {})
+    return {}
 
 
 # Namespaces whose functions are model builders that take the legacy weights keywords.

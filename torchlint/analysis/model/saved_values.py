@@ -505,6 +505,9 @@ def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Ref
         found = _unpacked(name, scope, before, depth)
         if found is not None:
             return found
+        found = _bound_before(name, scope, before, depth)
+        if found is not None:
+            return found
         origin = _rebound_to_itself(name, scope)
         if origin is not None and origin.lineno < before:
             found = refused_value(origin, scope, before, depth + 1)
@@ -519,6 +522,33 @@ def _name(expr: ast.Name, scope: Scope, before: int, depth: int) -> Optional[Ref
     if name != scope.self_name and _module_methods_called(name, scope, before):
         return Refused("module", "a whole module or optimizer", name)
     return None
+
+
+def _bound_before(name: str, scope: Scope, before: int, depth: int) -> Optional[Refused]:
+    """A name bound several times whose every plain assignment before line ``before`` holds a refused value, and
+    that no loop around that line rebinds: ``args = parser.parse_args()`` ... ``torch.save(args, p)`` ...
+    ``args = torch.load(p)`` saves the Namespace."""
+    if scope.is_module or name not in scope.shadowed or name in scope.parameters():
+        return None
+    earlier, loops = [], []
+    for statement in own_statements(scope.node):
+        if isinstance(statement, (ast.For, ast.AsyncFor, ast.While)) and statement.lineno <= before <= (statement.end_lineno or 0):
+            loops.append(statement)
+        elif isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets):
+            if len(statement.targets) != 1:
+                return None
+            if statement.lineno < before:
+                earlier.append(statement)
+        elif any(name in _target_names(target) for target in _other_targets(statement)):
+            return None  # bound by a loop, a with or an unpacking too: which value reaches is not shown
+    rebound_in_loop = any(
+        isinstance(statement, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in statement.targets)
+        for loop in loops for statement in own_statements(loop)
+    )
+    if not earlier or rebound_in_loop:
+        return None
+    found = [refused_value(statement.value, scope, statement.lineno, depth + 1) for statement in earlier]
+    return found[-1] if all(value is not None for value in found) else None
 
 
 # Methods only a module or an optimizer answers: a tensor, a dict, a list or a number has none of them.
