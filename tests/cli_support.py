@@ -10,11 +10,11 @@ from typing import Optional, Union
 
 # Code that TL201 and TL401 flag, and nothing else ought to: the snippets the CLI tests lint.
 TL201_LINE = "y = torch.log(F.softmax(x, dim=-1))"
-TL401_LINE = "s = torch.load(p)"
+TL401_LINE = "s = torch.load(p).to(device)"
 # The file picks the CPU, so the device its checkpoints were saved from is one it may lack (TL401 is `high`).
 HEADER = "import torch\nimport torch.nn.functional as F; CPU = torch.device(\"cpu\")\n"
-# The device line gives TL401's unsafe fix (``map_location=device``) a device to name; a whole object loaded
-# with no device in scope gets no fix.
+# The device line gives TL401's unsafe fix (``map_location=device``) a device to name, and the load's `.to(device)`
+# shows the code puts what it loads there; data left where it loads, or no device in scope, gets no fix.
 BAD = HEADER + 'device = "cpu"\n' + TL201_LINE + "\n" + TL401_LINE + "\n"
 CLEAN = "import torch\n\nx = torch.zeros(3)\n"
 # The two rules these tests are about; other rules land all the time and must not change the expectations.

@@ -235,7 +235,7 @@ def test_full_format_quotes_the_line_with_carets_under_the_span_and_the_fix(proj
         "\n"
         f"m.py:5:5: TL401 {TL401_MESSAGE}\n"
         "  |\n"
-        "5 | s = torch.load(p)\n"
+        "5 | s = torch.load(p).to(device)\n"
         "  |     ^^^^^^^^^^^^^\n"
         "  |\n"
         "  = help: Add `map_location=device` (unsafe fix, needs --unsafe-fixes)\n"

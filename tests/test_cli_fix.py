@@ -10,7 +10,7 @@ import pytest
 from cli_support import BAD, HEADER, ONLY, TL201_LINE, TL401_LINE, age, check_json, isolate, snapshot, torchlint
 
 FIXED_TL201 = "y = F.log_softmax(x, dim=-1)"
-FIXED_TL401 = "s = torch.load(p, map_location=device)"
+FIXED_TL401 = "s = torch.load(p, map_location=device).to(device)"
 
 
 @pytest.fixture
@@ -40,10 +40,10 @@ def test_unsafe_fixes(project):
 
 def test_nested_fixes_compose(project):
     path = project / "m.py"
-    path.write_text(HEADER + 'device = "cpu"\ny = torch.log(F.softmax(torch.load(p), dim=-1))\n', encoding="utf-8")
+    path.write_text(HEADER + 'device = "cpu"\ny = torch.log(F.softmax(torch.load(p).to(device), dim=-1))\n', encoding="utf-8")
     proc = torchlint("check", *ONLY, "--fix", "--unsafe-fixes", "m.py", cwd=project)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert path.read_text(encoding="utf-8") == HEADER + 'device = "cpu"\ny = F.log_softmax(torch.load(p, map_location=device), dim=-1)\n'
+    assert path.read_text(encoding="utf-8") == HEADER + 'device = "cpu"\ny = F.log_softmax(torch.load(p, map_location=device).to(device), dim=-1)\n'
     # A second run finds nothing and writes nothing.
     before = snapshot(path)
     again = torchlint("check", *ONLY, "--fix", "--unsafe-fixes", "m.py", cwd=project)

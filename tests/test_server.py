@@ -12,7 +12,7 @@ pytest.importorskip("pytest_lsp")  # Python 3.10+; the server extra itself runs 
 from lsprotocol import types  # noqa: E402
 from pytest_lsp import client_capabilities  # noqa: E402
 
-from cli_support import BAD, TL201_LINE, check_json, torchlint  # noqa: E402
+from cli_support import BAD, TL201_LINE, TL401_LINE, check_json, torchlint  # noqa: E402
 from server_support import (  # noqa: E402
     SERVER,
     apply_text_edits,
@@ -310,13 +310,13 @@ async def test_a_pulling_client_is_asked_to_pull_again_when_the_settings_change(
 
 @pytest.mark.asyncio
 async def test_hover_on_a_noqa_code_or_a_diagnostic_shows_the_rule(tmp_path):
-    text = BAD.replace("s = torch.load(p)", "s = torch.load(p)  # noqa: TL401")
+    text = BAD.replace(TL401_LINE, TL401_LINE + "  # noqa: TL401")
     path = _project(tmp_path, text)
     async with session(tmp_path) as (client, _):
         uri = open_document(client, path)
         (diagnostic,) = await diagnostics_of(client, uri, count=1)
-        line = text.splitlines().index("s = torch.load(p)  # noqa: TL401")
-        on_code = await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, 30)))
+        line = text.splitlines().index(TL401_LINE + "  # noqa: TL401")
+        on_code = await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), types.Position(line, len(TL401_LINE + "  # noqa: TL"))))
         assert "`load-without-map-location`" in on_code.contents.value
         on_finding = await client.text_document_hover_async(types.HoverParams(types.TextDocumentIdentifier(uri), diagnostic.range.start))
         assert "`log-of-softmax`" in on_finding.contents.value and help_uri(registry.all_rules()["TL201"]) in on_finding.contents.value

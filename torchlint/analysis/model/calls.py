@@ -97,3 +97,15 @@ def literal_value(node: cst.BaseExpression) -> Any:
             return NOT_A_LITERAL
         return -value if negative else value
     return NOT_A_LITERAL
+
+
+def calls_in(node: cst.CSTNode) -> Sequence[cst.Call]:
+    """Every call inside ``node``, nested functions and classes included, in source order."""
+    found: list = []
+
+    class _Calls(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            found.append(call)
+
+    node.visit(_Calls())
+    return found

@@ -4,7 +4,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.model.calls import add_keyword, argument, calls_in, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
 from torchlint.analysis.project.devices import (
     GPU_REQUIRED,
@@ -59,8 +59,12 @@ class LoadWithoutMapLocation(Rule):
     variable when every binding of it that reaches the load is a device (a
     parameter, `torch.device(...)`, a string, an attribute such as
     `args.device`, or a choice among those; a name bound after the load or
-    to an argument group is not); without one there is no fix (a whole object moved to the CPU may then be fed CUDA
-    inputs by the code that loads it). The keyword is appended after the arguments already given
+    to an argument group is not), and only where the code itself puts what it
+    loads on a device (`torch.load(p).to(device)`, or a name it later moves
+    with `.to(...)`/`.cuda()` or uses as a module with `.eval()`/`.train()`).
+    Otherwise there is no fix: a whole object moved to the CPU may then be fed
+    CUDA inputs by the code that loads it, and data loaded onto `device` may
+    meet the CPU tensors of the file's other loads. The keyword is appended after the arguments already given
     (`weights_only=` is kept); a call with `*args` or `**kwargs` is not flagged,
     since `map_location` may be among them.
     """
@@ -120,10 +124,11 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
             return
         if self._feeds_load_state_dict(node):
             applicability, value = Applicability.SAFE, '"cpu"'
-        elif self._device_reaches(node):
+        elif self._device_reaches(node) and self._placed_on_a_device(node):
             applicability, value = Applicability.UNSAFE, "device"
         else:
-            # A whole object moved to the CPU stays there while the code may feed it CUDA inputs: no fix.
+            # A whole object moved to the CPU stays there while the code may feed it CUDA inputs, and data
+            # loaded onto `device` may meet CPU tensors the file's other loads return: no fix.
             self.report(node, self._message(given_none), confidence=confidence)
             return
         edit = (
@@ -145,6 +150,29 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         return any(binding.kind != "conditional" for binding in found) and all(
             binding.kind == "param" or (binding.kind in ("assign", "module", "conditional") and _is_device(self.context, binding.value))
             for binding in found
+        )
+
+    def _placed_on_a_device(self, node: cst.Call) -> bool:
+        """The code itself moves what it loads onto a device, so loading it there keeps the program's meaning:
+        ``torch.load(p).to(device)``, or ``x = torch.load(p)`` and later ``x.to(...)``, ``x.cuda()``,
+        ``x.eval()``/``x.train()`` (a module, which its inputs meet on its own device)."""
+        ancestors = self.context.ancestors
+        parent = ancestors[-1] if ancestors else None
+        if isinstance(parent, cst.Attribute) and parent.value is node:
+            return parent.attr.value in _PLACING_METHODS
+        statement = next((a for a in reversed(ancestors) if isinstance(a, cst.Assign)), None)
+        if statement is None or statement.value is not node or len(statement.targets) != 1:
+            return False
+        target = statement.targets[0].target
+        if not isinstance(target, cst.Name):
+            return False
+        scope = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), self.context.module)
+        return any(
+            isinstance(call.func, cst.Attribute)
+            and call.func.attr.value in _PLACING_METHODS
+            and isinstance(call.func.value, cst.Name)
+            and call.func.value.value == target.value
+            for call in calls_in(scope)
         )
 
     def _confidence(self, node: cst.Call) -> Optional[Confidence]:
@@ -180,6 +208,10 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
             and bool(call.args)
             and call.args[0] is ancestors[index]
         )
+
+
+# Methods by which the code puts a loaded value on a device (or shows it is a module, which carries its own).
+_PLACING_METHODS = frozenset({"to", "cuda", "eval", "train"})
 
 
 def _is_device(context, value: Optional[cst.BaseExpression]) -> bool:
