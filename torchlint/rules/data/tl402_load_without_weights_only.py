@@ -5,7 +5,7 @@ import libcst as cst
 from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg
 from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, WEIGHTS_ONLY_DEFAULT_SINCE, is_project_path
 from torchlint.analysis.api.signatures import gives_keyword
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # torch.load has defaulted to weights_only=True since this release.
 SAFE_DEFAULT_SINCE = WEIGHTS_ONLY_DEFAULT_SINCE
@@ -71,6 +71,12 @@ class LoadWithoutWeightsOnly(Rule):
     message = "torch.load may unpickle arbitrary objects: a crafted checkpoint runs code when it is loaded"
     fix_applicability = Applicability.UNSAFE
     triggers = ("load",)
+    confidence_levels = """
+- **high**: for a `target-torch-version` before 2.6, a `torch.load` without `weights_only` (the default
+  unpickles).
+- **medium**: `weights_only=False` on a path the code does not write out: it may be a file from elsewhere,
+  or the program's own checkpoint named on the command line.
+"""
 
     @classmethod
     def prepass(cls, scan):
@@ -95,6 +101,9 @@ class LoadWithoutWeightsOnly(Rule):
                         "Set `weights_only=True`",
                         (Replacement(given.value, cst.Name("True")),),
                     ),
+                    # Found at medium: a path the code does not write out may still be the program's own
+                    # checkpoint (a command-line default naming what its trainer saved).
+                    confidence=Confidence.MEDIUM,
                 )
             return
         target = self.context.settings.target_torch_version
