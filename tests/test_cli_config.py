@@ -337,3 +337,41 @@ def test_show_files_lists_the_files_a_run_would_check(tmp_path, monkeypatch, cap
     assert [line.replace("\\", "/") for line in out.splitlines()] == ["./train.py"]
     code, _, err = _in_process(["check", "--show-files", "missing.py"], tmp_path, monkeypatch, capsys)
     assert code == 2 and "missing.py" in err
+
+
+def test_server_help_says_how_it_runs_where_settings_come_from_and_what_to_install(capsys):
+    from torchlint import cli
+
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["server", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert exited.value.code == 0
+    assert "standard input and output" in out and "[tool.torchlint]" in out
+    assert 'pip install "torchlint[server]"' in out and 'pip install ".[server]"' in out
+
+
+def _fixes_by_code(out: str) -> dict:
+    import json
+
+    return {item["code"]: item["fix"] is not None for item in json.loads(out)}
+
+
+def test_unfixable_in_the_config_reports_the_finding_without_its_fix(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "pyproject.toml", '[tool.torchlint]\nselect = ["TL201", "TL401"]\nunfixable = ["TL2"]\n')
+    write(tmp_path / "m.py", BAD)
+    code, out, _ = _in_process(["check", "--output-format", "json", "m.py"], tmp_path, monkeypatch, capsys)
+    assert code == 1 and _fixes_by_code(out) == {"TL201": False, "TL401": True}
+    code, _, _ = _in_process(["check", "--fix", "m.py"], tmp_path, monkeypatch, capsys)
+    assert TL201_LINE in (tmp_path / "m.py").read_text()  # the unfixable rule's line is left as it was
+
+
+def test_fixable_on_the_command_line_replaces_the_config_and_unfixable_adds(tmp_path, monkeypatch, capsys):
+    write(tmp_path / "pyproject.toml", '[tool.torchlint]\nselect = ["TL201", "TL401"]\nunfixable = ["TL2"]\n')
+    write(tmp_path / "m.py", BAD)
+    code, out, _ = _in_process(["check", "--output-format", "json", "--fixable", "TL201", "m.py"], tmp_path, monkeypatch, capsys)
+    assert _fixes_by_code(out) == {"TL201": False, "TL401": False}  # fixable narrows to TL201, unfixable removes it
+    code, out, _ = _in_process(["check", "--output-format", "json", "--unfixable", "TL401", "m.py"], tmp_path, monkeypatch, capsys)
+    assert _fixes_by_code(out) == {"TL201": False, "TL401": False}
+    write(tmp_path / "pyproject.toml", '[tool.torchlint]\nselect = ["TL201", "TL401"]\nunfixable = ["TL9"]\n')
+    code, _, err = _in_process(["check", "m.py"], tmp_path, monkeypatch, capsys)
+    assert code == 2 and "unfixable" in err and "TL9" in err

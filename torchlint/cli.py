@@ -70,6 +70,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--ignore", "--extend-ignore", dest="ignore", type=_selector_list, action="append", default=[],
         help="remove from the selection, on top of the configured ignore (--extend-ignore: the same, as flake8 spells it)",
     )
+    check.add_argument(
+        "--fixable", type=_selector_list, action="append",
+        help="only these codes' fixes are offered and applied (replaces the configured fixable; default ALL)",
+    )
+    check.add_argument(
+        "--unfixable", type=_selector_list, action="append", default=[],
+        help="these codes are reported without their fix (adds to the configured unfixable)",
+    )
     check.add_argument("--show-files", action="store_true", help="list the files that would be checked, then stop")
     check.add_argument("--show-settings", action="store_true", help="print the settings that apply (after the config and the options), then stop")
     check.add_argument(
@@ -115,7 +123,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("rules", help="list every rule with its fix class")
 
     sub.add_parser(
-        "server", help='run the language server for editors over standard input and output (needs "torchlint[server]")'
+        "server",
+        help='run the language server for editors over standard input and output (needs "torchlint[server]")',
+        description="A language server (LSP 3.17) over standard input and output: point the editor at "
+        "`torchlint server` and it starts the server itself. Diagnostics as you type, quick fixes, fix-all "
+        "(source.fixAll.torchlint), `# noqa` actions and hovers, on Python files and notebooks. Settings come "
+        "from the nearest pyproject.toml's [tool.torchlint], as for `torchlint check`, and are re-read when it "
+        "changes. It needs pygls and lsprotocol: pip install \"torchlint[server]\" (from a clone: "
+        "pip install \".[server]\").",
     )
 
     trace = sub.add_parser(
@@ -287,6 +302,8 @@ def _check(args: argparse.Namespace) -> int:
         unsafe_fixes=args.unsafe_fixes,
         confidence_level=args.confidence_level,
         target_torch_version=args.target_torch_version,
+        fixable=[s for group in args.fixable for s in group] if args.fixable is not None else None,
+        unfixable=[s for group in args.unfixable for s in group],
     )
     if args.config is not None and not os.path.isfile(args.config):
         _error(f"configuration file not found: {args.config}")
@@ -397,6 +414,7 @@ def _show_settings(settings: config.Settings) -> None:
         f"confidence-level = {settings.confidence_floor.value}",
         f"target-torch-version = {f'{target[0]}.{target[1]}' if target else '(the newest known)'}",
         f"unsafe-fixes = {'true' if settings.unsafe_fixes else 'false'}",
+        f"unfixable = {', '.join(sorted(settings.unfixable & settings.enabled)) or '(none)'}",
         f"eps = {settings.eps!r}",
         f"exclude = {', '.join(settings.exclude)}",
     ]

@@ -51,6 +51,8 @@ class Settings:
     config_path: Optional[str] = None
     # Findings below this confidence are not reported (``confidence-level``).
     confidence_floor: Confidence = DEFAULT_CONFIDENCE_FLOOR
+    # Codes whose findings are reported without their fix (``fixable``/``unfixable``, as in ruff).
+    unfixable: FrozenSet[str] = frozenset()
 
     def codes_for(self, path: str) -> FrozenSet[str]:
         """The enabled codes minus those that per-file-ignores removes for ``path``."""
@@ -67,7 +69,8 @@ class Settings:
     def fingerprint(self) -> str:
         """Everything that changes findings or fixes, for caches."""
         return repr(
-            (sorted(self.enabled), self.per_file_ignores, self.eps, self.target_torch_version, self.confidence_floor.value)
+            (sorted(self.enabled), self.per_file_ignores, self.eps, self.target_torch_version, self.confidence_floor.value,
+             sorted(self.unfixable))
         )
 
 
@@ -81,6 +84,8 @@ class Overrides:
     unsafe_fixes: Optional[bool] = None
     confidence_level: Optional[str] = None
     target_torch_version: Optional[str] = None  # "2.4"
+    fixable: Optional[List[str]] = None
+    unfixable: List[str] = field(default_factory=list)
 
 
 CONFIDENCE_LEVELS = ("low", "medium", "high")
@@ -161,7 +166,7 @@ def load_table(path: str) -> Dict[str, Any]:
 
 _KEYS = (
     "select", "ignore", "extend-select", "per-file-ignores", "exclude", "extend-exclude", "eps",
-    "target-torch-version", "unsafe-fixes", "confidence-level",
+    "target-torch-version", "unsafe-fixes", "confidence-level", "fixable", "unfixable",
 )
 
 
@@ -250,6 +255,18 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
     if overrides.confidence_level is not None:
         floor = parse_confidence(overrides.confidence_level, "--confidence-level")
 
+    # Every code is fixable unless ``fixable`` narrows it; ``unfixable`` takes codes out (the command line's
+    # --fixable replaces the configured list, --unfixable adds to it).
+    fixable_list = _string_list(table, "fixable", config_path or "")
+    if overrides.fixable is not None:
+        fixable_list, where_fixable = overrides.fixable, "--fixable"
+    else:
+        where_fixable = f"{where} fixable"
+    fixable = _selectors(fixable_list, where_fixable) if fixable_list is not None else registry.expand_selectors(["ALL"])
+    fixable -= _selectors(_string_list(table, "unfixable", config_path or "") or [], f"{where} unfixable")
+    fixable -= _selectors(overrides.unfixable, "--unfixable")
+    unfixable = registry.expand_selectors(["ALL"]) - fixable
+
     return Settings(
         enabled=frozenset(enabled),
         per_file_ignores=tuple(per_file),
@@ -260,6 +277,7 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
         root=root,
         config_path=config_path,
         confidence_floor=floor,
+        unfixable=frozenset(unfixable),
     )
 
 

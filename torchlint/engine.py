@@ -261,6 +261,11 @@ def lint_text(
     if honour_noqa:
         index = NoqaIndex(source)
         result.findings = [f for f in result.findings if not index.suppresses(f.code, f.location.line)]
+    if settings.unfixable:
+        result.findings = [
+            replace(f, fix=None, fix_edit_locations=(), fix_edit_cells=()) if f.code in settings.unfixable and f.fix else f
+            for f in result.findings
+        ]
     result.findings.sort(key=lambda f: f.sort_key)
     return result
 

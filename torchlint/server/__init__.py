@@ -13,7 +13,8 @@ def main() -> int:
         import pygls  # noqa: F401
     except ImportError as exc:
         print(
-            f"error: `torchlint server` needs the server extra ({exc.name} is missing): pip install \"torchlint[server]\"",
+            f"error: `torchlint server` needs the server extra ({exc.name} is missing): pip install \"torchlint[server]\" "
+            "(from a clone of torchlint: pip install \".[server]\")",
             file=sys.stderr,
         )
         return 2
