@@ -170,6 +170,8 @@ def code_lines(folder: Path) -> int:
     """Lines of Python: .py files, and the code cells of notebooks."""
     total = 0
     for path in sorted(folder.rglob("*")):
+        if not path.is_file():
+            continue  # a folder may be named like a notebook
         if path.suffix == ".py":
             total += path.read_bytes().count(b"\n")
         elif path.suffix == ".ipynb":
