@@ -49,6 +49,17 @@ def test_a_helper_another_module_calls_keeps_its_level(tmp_path, capsys):
     assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": CALLER}), capsys) == {"helpers.py": ["high"]}
 
 
+def test_a_module_calling_its_own_helper_of_the_same_name_calls_no_other(tmp_path, capsys):
+    # d16: three copies of one helper, each in its own folder; only a notebook's own copy is called
+    own = "import torch.nn as nn\n\n\ndef init_params(net):\n    pass\n\n\nnet = nn.Linear(2, 2)\ninit_params(net)\n"
+    files = {"helpers.py": HELPER, "train.py": IDLE, "other.py": own}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}
+    # a method of that name in a class is no copy: the call may be the helper's
+    method = "from helpers import *\n\n\nclass Net:\n    def init_params(self):\n        pass\n\n\ninit_params(None)\n"
+    files = {"helpers.py": HELPER, "train.py": IDLE, "other.py": method}
+    assert levels(project(tmp_path / "method", files), capsys) == {"helpers.py": ["high"]}
+
+
 def test_a_comment_naming_the_helper_is_no_call(tmp_path, capsys):
     files = {"helpers.py": HELPER, "train.py": IDLE + "# init_params(net) is not needed here\n"}
     assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}
@@ -155,6 +166,16 @@ TRAIN = "from model import build\n\nnet = build()\n"
 def test_a_module_nothing_imports_in_a_program_of_modules_is_one_level_lower(tmp_path, capsys):
     files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN}
     assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+
+
+def test_set_up_calls_at_the_top_level_make_no_script(tmp_path, capsys):
+    # warnings.filterwarnings / torch.manual_seed configure the process: run alone, the module does nothing (d16)
+    set_up = "import warnings\nimport torch\nwarnings.filterwarnings('ignore')\ntorch.manual_seed(0)\n"
+    files = {"zoo.py": set_up + OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+    # any other call at the top level runs something: the file may be a script
+    files["zoo.py"] = set_up + "print('zoo')\n" + OPTIMIZER_ZOO
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["high"]}
 
 
 def test_a_module_named_in_another_file_keeps_its_level(tmp_path, capsys):

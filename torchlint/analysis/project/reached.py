@@ -138,6 +138,9 @@ class _Words:
         self.counts: Counter = Counter()
         # The same without imports and ``__all__``: uses of a function's or a class's name.
         self.uses: Counter = Counter()
+        # The same in files that do not define that name themselves: a module (or notebook) with its own
+        # ``def f`` calls its own ``f``, not another module's of the same name.
+        self.uses_outside_definers: Counter = Counter()
         self.dynamic = False
         # Modules whose definitions (theirs and their submodules') a computed name may reach.
         self.looked_up: set = set()
@@ -147,6 +150,8 @@ class _Words:
             self.counts.update(words)
             words.subtract(_plumbing_words(code))
             self.uses.update(words)
+            defined = set(_DEFINED.findall(code))
+            self.uses_outside_definers.update({word: count for word, count in words.items() if count > 0 and word not in defined})
             if not self.dynamic:
                 modules = _looked_up_by_name(code, index)
                 self.dynamic = modules is None
@@ -165,6 +170,11 @@ def _words(index: ProjectIndex) -> _Words:
 
 def _mentions(data: bytes, name: bytes) -> int:
     return len(re.findall(rb"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % name, data))
+
+
+# A top-level ``def``/``class`` (in a notebook's JSON, one that starts a source line's string): a method of the same
+# name is no definition that would serve the module's own calls.
+_DEFINED = re.compile(rb'(?m)^(?:[ \t]*")?(?:async[ \t]+)?(?:def|class)[ \t]+([A-Za-z_][A-Za-z0-9_]*)')
 
 
 def _definitions(data: bytes, name: bytes) -> int:
@@ -201,7 +211,7 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
         if isinstance(node, cst.FunctionDef) and (parent is not None or _CALLED_BY_NAME.match(name)):
             continue  # a method lives as long as its class; a hook is called by its name
         encoded = name.encode("utf-8")
-        elsewhere = words.uses.get(encoded, 0) - _mentions(on_disk, encoded)
+        elsewhere = words.uses_outside_definers.get(encoded, 0)
         if elsewhere > 0:
             continue
         here, definitions = _mentions(source, encoded), _definitions(source, encoded)
@@ -231,7 +241,7 @@ def _file_texts(context: "FileContext", index: ProjectIndex):
 
 def _in_program(context: "FileContext", index: ProjectIndex) -> bool:
     """The file is part of a program the project shows: a notebook, a script, or a module another one imports."""
-    if context.path.endswith(NOTEBOOK_SUFFIX) or _runs_at_top_level(context.module):
+    if context.path.endswith(NOTEBOOK_SUFFIX) or _runs_at_top_level(context):
         return True
     module = index.module_of(context.path)
     return module is not None and index.is_imported(module)
@@ -247,25 +257,42 @@ def _dead_module(context: "FileContext", index: ProjectIndex) -> bool:
     if module is None or stem == "__init__.py" or _COLLECTED_BY_NAME.match(stem) or not index.imports_within():
         return False
     facts = index.module_facts(module)  # the whole file: the context may hold only the regions a rule reads
-    if facts is None or any(_runs(statement) for statement in facts.tree.body):
+    if facts is None or any(_runs(statement, facts.qualify) for statement in facts.tree.body):
         return False
     name = module.rpartition(".")[2].encode("utf-8")
     elsewhere = _words(index).counts.get(name, 0) - _mentions(_code_text(_disk_text(context, index)), name)
     return elsewhere <= 0
 
 
-def _runs(statement: ast.stmt) -> bool:
+# Calls that set a process up rather than run a program: a module whose top level only makes them (beside its
+# definitions) does nothing when run, so they do not make it a script (d16: a module nothing imports kept its
+# findings at `high` for its `warnings.filterwarnings("ignore")`).
+_SET_UP_CALLS = (
+    "warnings.", "logging.", "sys.path.", "os.environ.", "random.seed", "numpy.random.seed", "numpy.set_printoptions",
+    "torch.manual_seed", "torch.cuda.manual_seed", "torch.set_", "torch.backends.", "matplotlib.use", "matplotlib.rc",
+    "matplotlib.pyplot.style.use", "matplotlib.pyplot.rc", "pandas.set_option",
+)
+
+
+def _sets_up(qualified: Optional[str]) -> bool:
+    return qualified is not None and qualified.startswith(_SET_UP_CALLS)
+
+
+def _runs(statement: ast.stmt, qualify) -> bool:
     """A top-level statement that runs code (``ast``'s reading of :func:`_runs_at_top_level`)."""
     if isinstance(statement, (ast.For, ast.While, ast.With, ast.AsyncFor, ast.AsyncWith)):
         return True
     if isinstance(statement, ast.If) and any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(statement.test)):
         return True
-    return isinstance(statement, ast.Expr) and isinstance(statement.value, (ast.Call, ast.Await))
+    if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+        return not _sets_up(qualify(statement.value.func))
+    return isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Await)
 
 
-def _runs_at_top_level(module: cst.Module) -> bool:
-    """A statement of the module's top level that runs code: a call, a loop, a ``with``, a ``__main__`` block."""
-    for statement in module.body:
+def _runs_at_top_level(context: "FileContext") -> bool:
+    """A statement of the module's top level that runs code: a call (not a set-up call), a loop, a ``with``, a
+    ``__main__`` block."""
+    for statement in context.module.body:
         if isinstance(statement, (cst.For, cst.While, cst.With)):
             return True
         if isinstance(statement, cst.If) and "__name__" in cst.Module([]).code_for_node(statement.test):
@@ -273,7 +300,9 @@ def _runs_at_top_level(module: cst.Module) -> bool:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 value = getattr(small, "value", None)
-                if isinstance(small, cst.Expr) and isinstance(value, (cst.Call, cst.Await)):
+                if isinstance(small, cst.Expr) and isinstance(value, cst.Await):
+                    return True
+                if isinstance(small, cst.Expr) and isinstance(value, cst.Call) and not _sets_up(context.qualified_name(value.func)):
                     return True
     return False
 
