@@ -338,6 +338,41 @@ def test_tl203_softplus_does_not_overflow(tl205, name):
         assert value[0].item() == pytest.approx(large, rel=1e-3)
 
 
+TL203_TWO_TERMS_SNIPPET = '''
+import torch
+
+
+def mixture_energy(a, b):
+    return -torch.log(torch.exp(a) + torch.exp(b) + 1e-10)
+
+
+def pair(a, b):
+    return torch.log(a.exp() + b.exp())
+'''
+
+
+def test_tl203_two_terms_become_logaddexp_and_keep_value_and_gradient():
+    pair = fix_and_exec(TL203_TWO_TERMS_SNIPPET, "TL203", applicability="safe")
+    assert "logaddexp" in pair.fixed_source
+    energy, fixed_energy = pair.functions("mixture_energy")
+    plain, fixed_plain = pair.functions("pair")
+    a, b = ordinary(64), ordinary(64)
+    assert_close(plain(a, b), fixed_plain(a, b))
+    assert_close(energy(a, b), fixed_energy(a, b), tol=1e-4)  # the eps moves the value by about 1e-10 / e^x
+    # large terms: the original overflows to inf with a NaN gradient, logaddexp is finite
+    big = torch.tensor([100.0]), torch.tensor([1.0])
+    value, grads = forward_backward(plain, *big)
+    assert torch.isinf(value).all() and any(torch.isnan(g).any() for g in grads)
+    value, grads = forward_backward(fixed_plain, *big)
+    assert torch.isfinite(value).all() and all(torch.isfinite(g).all() for g in grads)
+    # a mixture's tail: both exponentials underflow, the guarded energy is flat at -log(1e-10) with no gradient
+    tail = torch.tensor([-40.0]), torch.tensor([-60.0])
+    value, grads = forward_backward(energy, *tail)
+    assert value.item() == pytest.approx(23.03, rel=1e-3) and all(g.abs().item() < 1e-6 for g in grads)
+    value, grads = forward_backward(fixed_energy, *tail)
+    assert value.item() == pytest.approx(40.0, rel=1e-3) and grads[0].abs().item() == pytest.approx(1.0, rel=1e-3)
+
+
 def test_tl203_one_plus_a_sum_of_exponentials_overflows():
     """log(1 + sum(exp(x))) is reported without a fix; the logsumexp with a 0 term the docs give agrees."""
     import torch.nn.functional as F
