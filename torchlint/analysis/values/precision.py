@@ -220,6 +220,13 @@ def project_uses_float16(context: "FileContext") -> bool:
     return project.fact("precision.float16", lambda: any(_module_uses_float16(data) for data in project.module_texts()))
 
 
+def guard_vanishes_in_float16(context: "FileContext", term: cst.BaseExpression) -> bool:
+    """An eps literal that float16 rounds to 0, in a project that runs in float16: what it guards is unguarded
+    there."""
+    value = number_value(term)
+    return value is not None and value <= FLOAT16_ZERO_LIMIT and project_uses_float16(context)
+
+
 def _module_uses_float16(data: bytes) -> bool:
     """A module's float16 markers, read with ``ast``: the same tables as :class:`_Float16Finder` (GradScaler,
     float16 autocast, a float16 dtype passed or bound, ``.half()``, fp16 keyword values), plus float16

@@ -167,13 +167,7 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         if not isinstance(target, cst.Name):
             return False
         scope = next((a for a in reversed(ancestors) if isinstance(a, cst.FunctionDef)), self.context.module)
-        return any(
-            isinstance(call.func, cst.Attribute)
-            and call.func.attr.value in _PLACING_METHODS
-            and isinstance(call.func.value, cst.Name)
-            and call.func.value.value == target.value
-            for call in calls_in(scope)
-        )
+        return target.value in self.context.memoized("tl401.placed-names", scope, _names_placed_on_a_device)
 
     def _confidence(self, node: cst.Call) -> Optional[Confidence]:
         """How sure the load meets a machine without the GPU its file was saved from (analysis/project/devices.py),
@@ -212,6 +206,15 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
 
 # Methods by which the code puts a loaded value on a device (or shows it is a module, which carries its own).
 _PLACING_METHODS = frozenset({"to", "cuda", "eval", "train"})
+
+
+def _names_placed_on_a_device(scope: cst.CSTNode) -> frozenset:
+    """The names ``scope`` calls one of ``_PLACING_METHODS`` on (``x.to(device)``, ``net.eval()``): read once per scope."""
+    return frozenset(
+        call.func.value.value
+        for call in calls_in(scope)
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PLACING_METHODS and isinstance(call.func.value, cst.Name)
+    )
 
 
 def _is_device(context, value: Optional[cst.BaseExpression]) -> bool:

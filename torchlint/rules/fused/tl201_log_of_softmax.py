@@ -8,9 +8,8 @@ from torchlint.analysis.model.bindings import Definition
 from torchlint.analysis.model.calls import argument
 from torchlint.analysis.values.fused import activation_of, functional, is_pure, keyword, log_softmax_call, positional
 from torchlint.analysis.project.module_outputs import called_module_activation
-from torchlint.analysis.model.literals import number_value
 from torchlint.analysis.model.ops import SoftmaxCall, match_softmax, match_unary, strip_clamp_min, strip_eps
-from torchlint.analysis.values.precision import FLOAT16_ZERO_LIMIT, added_guard, project_uses_float16
+from torchlint.analysis.values.precision import added_guard, guard_vanishes_in_float16
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 LOG_FUNCTIONS = frozenset({"torch.log"})
@@ -112,16 +111,11 @@ class LogOfSoftmax(Rule):
         rebuildable = definition is None or (is_pure(softmax.input) and definition.unchanged_at_use(softmax.node))
         fix = self._fix(node, softmax) if rebuildable and not log.extra_args else None
         guard = added_guard(self.context, log.operand)
-        if guard is not None and not self._guard_vanishes(guard[1]):
+        if guard is not None and not guard_vanishes_in_float16(self.context, guard[1]):
             # ``log(softmax(x) + eps)``: finite, only biased below eps; log_softmax is still the exact form.
             self.report(node, message=GUARDED_MESSAGE, fix=fix, confidence=Confidence.LOW)
             return
         self.report(node, fix=fix)
-
-    def _guard_vanishes(self, term: cst.BaseExpression) -> bool:
-        """An eps that float16 rounds to 0, in a project that runs in float16: the log is unguarded there."""
-        value = number_value(term)
-        return value is not None and value <= FLOAT16_ZERO_LIMIT and project_uses_float16(self.context)
 
     def _fix(self, log_call: cst.Call, softmax: SoftmaxCall) -> Optional[FixSpec]:
         replacement = log_softmax_call(self.context, softmax)
@@ -151,6 +145,6 @@ class LogOfSoftmax(Rule):
         confidence = Confidence.MEDIUM if found.traced.assumed else Confidence.HIGH
         message = f"log of a model's softmax output ({found.traced.origin}) is -inf with NaN gradients once a probability underflows to 0; take log_softmax of the logits"
         guard = added_guard(self.context, log.operand)
-        if guard is not None and not self._guard_vanishes(guard[1]):
+        if guard is not None and not guard_vanishes_in_float16(self.context, guard[1]):
             message, confidence = GUARDED_MESSAGE, Confidence.LOW
         self.report(log_call, message=message, fix=fix, confidence=confidence)

@@ -14,9 +14,8 @@ from torchlint.analysis.values.fused import (
     one_minus,
     positional,
 )
-from torchlint.analysis.model.literals import number_value
 from torchlint.analysis.model.ops import strip_eps
-from torchlint.analysis.values.precision import FLOAT16_ZERO_LIMIT, added_guard, project_uses_float16
+from torchlint.analysis.values.precision import added_guard, guard_vanishes_in_float16
 from torchlint.analysis.project.module_outputs import ModuleActivation, called_module_activation
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
@@ -131,17 +130,12 @@ class LogOfSigmoid(Rule):
         if direct is not activation.call:
             return  # shape ops between the sigmoid and the log: left alone
         fix = None if log.extra_args else self._fix(node, activation, complement)
-        if guard is not None and not self._guard_vanishes(guard[1]):
+        if guard is not None and not guard_vanishes_in_float16(self.context, guard[1]):
             # ``log(sigmoid(x) + eps)``: finite, only floored at log(eps); logsigmoid is still the exact form.
             # No fix: the floor may be the design (a flow's bounded log-scale), and the exact form drops it.
             self.report(node, message=GUARDED_MESSAGE, confidence=Confidence.LOW)
             return
         self.report(node, fix=fix)
-
-    def _guard_vanishes(self, term: cst.BaseExpression) -> bool:
-        """An eps that float16 rounds to 0, in a project that runs in float16: the log is unguarded there."""
-        value = number_value(term)
-        return value is not None and value <= FLOAT16_ZERO_LIMIT and project_uses_float16(self.context)
 
     def _fix(self, log_call: cst.Call, activation, complement: bool) -> Optional[FixSpec]:
         value = activation.input
