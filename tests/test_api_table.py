@@ -196,6 +196,20 @@ def test_deprecated_but_present(name, replacement):
     assert entry.replacement == replacement
 
 
+def test_an_announced_deprecation_is_no_deprecation():
+    # spectral_norm's docs say it "will be deprecated in a future version": torch 2.13 gives no warning.
+    assert deprecated_in("torch.nn.utils.spectral_norm") is None
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        import gen_api_table
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    future = "Summary.\n\n.. note::\n    Please use the newer version. This function will be deprecated in a future version.\n"
+    done = "Summary.\n\n.. warning::\n    This function is deprecated in favor of :func:`torch.linalg.qr`.\n"
+    assert gen_api_table._docstring_deprecations("torch.nn.utils.spectral_norm", future, ())[0] is None
+    assert gen_api_table._docstring_deprecations("torch.qr", done, ())[0] is not None
+
+
 def test_cuda_amp_autocast_deprecated_in_2_4():
     assert deprecated_in("torch.cuda.amp.autocast") == (2, 4)
     assert api_entry("torch.cuda.amp.autocast").replacement == "torch.amp.autocast('cuda', args...)"

@@ -88,6 +88,8 @@ _CUE = r"(?:in\s+favou?r\s+of|[Uu]se|replaced\s+(?:by|with)|migrate\s+to|switch\
 _MARKED = r"(?::\w+:)?`{1,2}~?([^`]+?)`{1,2}"
 _PLAIN = r"((?:torch|nn|F)\.[\w.]*\w(?:\([^)]*\))?)"
 REPLACEMENT = re.compile(rf"{_CUE}\s+(?:{_MARKED}|{_PLAIN})")
+# "This function will be deprecated in a future version" (spectral_norm): announced, not done; no warning.
+FUTURE_DEPRECATION = re.compile(r"\b(?:will|may|might|could|shall)\s+(?:\w+\s+)?be\s+$|\bgoing\s+to\s+be\s+$", re.IGNORECASE)
 # "this function is deprecated": the note is about the API itself.
 SELF_SUBJECT = re.compile(r"\b(?:this|the)\s+(?:function|method|class|module|api|operator|op)\b", re.IGNORECASE)
 # "the use of Tensor.T on ... is deprecated", "passing low==high is deprecated": a way of calling it is.
@@ -238,7 +240,11 @@ def _docstring_deprecations(
                 # ``.. deprecated:: 2.1`` says it of the API unless its text starts with a parameter's name
                 about_itself = not any(re.search(rf"\b{re.escape(p)}\b", sentence) for p in parameters)
             else:
-                about_itself = found is not None and _names_itself(qualified, sentence[: found.start()])
+                about_itself = (
+                    found is not None
+                    and not FUTURE_DEPRECATION.search(sentence[: found.start()])
+                    and _names_itself(qualified, sentence[: found.start()])
+                )
             if about_itself:
                 note = " ".join(sentences[index:])
                 break
