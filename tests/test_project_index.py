@@ -110,6 +110,23 @@ def test_module_names_and_relative_imports(tmp_path):
     assert project_index.resolve_relative("top", False, 3, None) is None
 
 
+def test_a_module_is_found_by_the_names_a_script_inside_its_package_imports_it_by(tmp_path):
+    # A repository whose root holds an __init__.py: its scripts, run from the root, import ``processors.features``.
+    root = tmp_path / "my-repo"
+    (root / "processors").mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "processors" / "__init__.py").write_text("")
+    (root / "processors" / "features.py").write_text("class Features:\n    pass\n")
+    (root / "utils.py").write_text("class Features:\n    pass\n")
+    index = project_index.ProjectIndex([str(p) for p in root.rglob("*.py")])
+    assert index.module_of(str(root / "processors" / "features.py")) == "my-repo.processors.features"
+    assert index.find_class("processors.features.Features") is not None
+    assert index.find_class("my-repo.processors.features.Features") is not None
+    # The full name keeps its file; a short name never takes another module's place.
+    assert index.is_module("utils") and index.is_module("processors")
+    assert not index.is_module("repo.processors.features") and not index.is_module("features")
+
+
 def test_index_follows_reexports_and_bases_and_parses_only_what_it_needs(tmp_path):
     root = _copy(FIXTURES / "TL403" / "project" / "relative_and_base", tmp_path)
     # Unrelated modules in the same tree must not be read.

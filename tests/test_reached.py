@@ -60,6 +60,13 @@ def test_a_module_calling_its_own_helper_of_the_same_name_calls_no_other(tmp_pat
     assert levels(project(tmp_path / "method", files), capsys) == {"helpers.py": ["high"]}
 
 
+def test_a_module_hidden_by_a_package_of_its_name_never_runs(tmp_path, capsys):
+    # d17: ``pkg/helpers.py`` beside ``pkg/helpers/__init__.py``: ``import pkg.helpers`` loads the package.
+    caller = CALLER.replace("from helpers import", "from pkg.helpers import")
+    files = {"pkg/__init__.py": "", "pkg/helpers.py": HELPER, "pkg/helpers/__init__.py": HELPER, "train.py": caller}
+    assert levels(project(tmp_path, files), capsys) == {"pkg/helpers.py": ["medium"], "pkg/helpers/__init__.py": ["high"]}
+
+
 def test_a_comment_naming_the_helper_is_no_call(tmp_path, capsys):
     files = {"helpers.py": HELPER, "train.py": IDLE + "# init_params(net) is not needed here\n"}
     assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}

@@ -191,6 +191,14 @@ def test_a_yacs_config_handed_from_main_to_a_saving_helper_in_another_module(tmp
     assert found == expected
 
 
+def test_a_cache_filled_in_one_arm_and_loaded_in_the_other_from_a_script_inside_a_package_root(tmp_path, capsys):
+    # The repository's root has an __init__.py; its script imports ``processors.features`` by the name its own
+    # folder gives it. A list built from the project's class is cached; a name rebound to a tensor is not.
+    expected, found = _annotated_and_found("cache_in_a_package_root", tmp_path, capsys)
+    assert expected == {("run.py", 13, "TL406", "high")}
+    assert found == expected
+
+
 def test_weights_only_refuses_a_dict_subclass_and_a_simple_namespace(tmp_path):
     """What the config kinds rest on: yacs' CfgNode and EasyDict are dict subclasses, and a SimpleNamespace is no
     allowed global; torch.load's weights_only default refuses each (torch 2.13)."""

@@ -497,7 +497,10 @@ class ProjectIndex:
                             directory, filename = os.path.split(os.path.abspath(path))
                             stem = filename.rsplit(".", 1)[0]
                             parts = packages_of(directory) + (() if stem == "__init__" else (stem,))
-                            modules.setdefault(".".join(p for p in parts if p) or stem, path)
+                            name = ".".join(p for p in parts if p) or stem
+                            if stem == "__init__" or name not in modules:
+                                # ``pkg/loss/__init__.py`` beside ``pkg/loss.py``: an import finds the package.
+                                modules[name] = path
                     # Folders without __init__.py are namespace packages: a script beside ``utils/`` imports
                     # ``utils.optim``.  Their names come second: a regular package's name wins.
                     for path in files:
@@ -510,6 +513,13 @@ class ProjectIndex:
                                     break
                                 name = f"{folder}.{name}"
                                 modules.setdefault(name, path)
+                    # A script at the top of a package (a repository whose root holds an ``__init__.py``) has that
+                    # folder as sys.path[0]: it imports the modules below it without the outer package's name
+                    # (``processors.ner_seq`` for ``repo/processors/ner_seq.py``).  Those names come last.
+                    for name, path in list(modules.items()):
+                        outer, _, inner = name.partition(".")
+                        if inner:
+                            modules.setdefault(inner, path)
                     self._modules = modules
         return self._modules
 
@@ -832,6 +842,14 @@ class ProjectIndex:
                 if facts is not None:
                     found.append(facts)
         return found
+
+    def is_shadowed(self, path: str) -> bool:
+        """Whether ``path`` is a module that a package of the same name hides (``loss.py`` beside ``loss/``):
+        every import of that name loads the package, so nothing runs the module."""
+        if path.endswith("__init__.py"):
+            return False
+        holder = self._ensure().get(module_name(path))
+        return holder is not None and holder.endswith("__init__.py") and os.path.abspath(holder) != os.path.abspath(path)
 
     def module_of(self, path: str) -> Optional[str]:
         """The module name of a file of the run (None when it is not one of them)."""

@@ -547,8 +547,66 @@ def _bound_before(name: str, scope: Scope, before: int, depth: int) -> Optional[
     )
     if not earlier or rebound_in_loop:
         return None
-    found = [refused_value(statement.value, scope, statement.lineno, depth + 1) for statement in earlier]
+    reaching = _reaching(earlier, scope.node, before)
+    found = [refused_value(statement.value, scope, statement.lineno, depth + 1) for statement in reaching]
     return found[-1] if all(value is not None for value in found) else None
+
+
+def _blocks_holding(function: ast.AST, line: int) -> List[Tuple[List[ast.stmt], int, Optional[ast.If], str]]:
+    """From the function's body inward, each block holding ``line``: (the block, the index of the statement in
+    it that holds the line, the ``if`` the block belongs to, and which of its arms: body or orelse)."""
+    chain: List[Tuple[List[ast.stmt], int, Optional[ast.If], str]] = []
+    block, owner, arm = list(getattr(function, "body", ())), None, "body"
+    while block:
+        index = next(
+            (i for i, s in enumerate(block) if s.lineno <= line <= (s.end_lineno or s.lineno)), None
+        )
+        if index is None:
+            break
+        chain.append((block, index, owner, arm))
+        statement = block[index]
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            break
+        inner = None
+        for name in ("body", "orelse", "finalbody"):
+            candidate = getattr(statement, name, None) or []
+            if any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in candidate):
+                inner = (candidate, statement if isinstance(statement, ast.If) else None, name)
+                break
+        if inner is None:
+            for handler in getattr(statement, "handlers", ()) or ():
+                if any(s.lineno <= line <= (s.end_lineno or s.lineno) for s in handler.body):
+                    inner = (handler.body, None, "body")
+                    break
+        if inner is None:
+            break
+        block, owner, arm = list(inner[0]), inner[1], inner[2]
+    return chain
+
+
+def _reaching(earlier: List[ast.Assign], function: ast.AST, before: int) -> List[ast.Assign]:
+    """The assignments among ``earlier`` that can reach line ``before``: one in the other arm of an ``if`` whose
+    arm holds the line cannot (``if cached: x = torch.load(p) else: x = build(); torch.save(x, p)``), and a
+    plain assignment in a block holding the line, before it, kills every earlier one."""
+    chain = _blocks_holding(function, before)
+    arms = {(id(owner), arm) for _, _, owner, arm in chain if owner is not None}
+    owners = {id(owner): owner for _, _, owner, _ in chain if owner is not None}
+
+    def in_other_arm(statement: ast.stmt) -> bool:
+        for key, owner in owners.items():
+            for arm in ("body", "orelse"):
+                if (key, arm) in arms:
+                    continue
+                if any(s.lineno <= statement.lineno <= (s.end_lineno or s.lineno) for s in getattr(owner, arm)):
+                    return True
+        return False
+
+    killing = [
+        statement for statement in earlier
+        if any(statement in block[:index] for block, index, _, _ in chain)
+    ]
+    start = killing[-1].lineno if killing else 0
+    return [statement for statement in earlier if statement.lineno >= start and not in_other_arm(statement)]
 
 
 # Methods only a module or an optimizer answers: a tensor, a dict, a list or a number has none of them.

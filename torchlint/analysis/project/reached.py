@@ -234,6 +234,8 @@ def _file_texts(context: "FileContext", index: ProjectIndex):
     """(the file's code as edited, as the project read it), comments, imports and ``__all__`` left out
     (:func:`_used_text`); :data:`_DEAD_MODULE` for a module that no part of the program reaches; None outside a
     program."""
+    if index.is_shadowed(context.path):
+        return _DEAD_MODULE
     if not _in_program(context, index):
         return _DEAD_MODULE if _dead_module(context, index) else None
     return _used_text(_code_text(context.source.encode("utf-8", "replace"))), _used_text(_code_text(_disk_text(context, index)))
