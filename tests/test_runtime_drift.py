@@ -1158,6 +1158,23 @@ def test_tl613_uint8_masks_raise_and_bool_masks_select_the_same_elements():
     assert any("indexing with dtype torch.uint8 is now deprecated" in w for w in warned)
 
 
+def test_tl613_a_uint8_condition_of_where_warns_and_the_bool_one_selects_the_same_values():
+    source = (FIXTURES / "TL613" / "fix" / "where_condition.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL613")
+    assert after == (FIXTURES / "TL613" / "fix" / "where_condition.out.py").read_text(encoding="utf-8")
+    generator = torch.Generator().manual_seed(0)
+    mask = torch.tensor([[1, 1, 0], [1, 0, 0]]) > 0  # (time, batch)
+    score, next_score = torch.randn(3, 4, generator=generator), torch.randn(3, 4, generator=generator)
+    indices = torch.randint(0, 3, (3, 4), generator=generator)
+    oor = torch.full((3, 4), 7)
+    old, warned = quietly(run(source)["viterbi_step"], score, next_score, indices, oor, mask, 1)
+    assert any("where received a uint8 condition tensor" in w for w in warned), warned
+    new, warned = quietly(run(after)["viterbi_step"], score, next_score, indices, oor, mask, 1)
+    assert not any("uint8" in w for w in warned), warned
+    assert all(torch.equal(a, b) for a, b in zip(old, new))
+    assert new[2].dtype == torch.uint8  # the variable keeps its dtype: only the conditions change
+
+
 # -- TL614 autograd-function-instance-call -----------------------------------------------------------------
 
 

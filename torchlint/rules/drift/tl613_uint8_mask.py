@@ -34,12 +34,13 @@ class Uint8Mask(Rule):
     ## What it does
     Flags a mask of dtype `uint8` passed to `masked_fill`, `masked_fill_`,
     `masked_scatter`, `masked_scatter_` or `masked_select` (as a tensor method
-    or `torch.masked_fill`/`torch.masked_select`), or used as an index
-    (`x[mask]`, `x[mask] = 0`). The mask is known to be `uint8` when the code
+    or `torch.masked_fill`/`torch.masked_select`), used as an index
+    (`x[mask]`, `x[mask] = 0`), or as the condition of the three-argument
+    `torch.where(mask, a, b)`. The mask is known to be `uint8` when the code
     makes it so in the same function: `.byte()`, `.type(torch.uint8)`,
     `.type(torch.ByteTensor)`, `.to(torch.uint8)`, a torch factory called with
     `dtype=torch.uint8`, `torch.ByteTensor(...)`, possibly followed by shape
-    steps (`.unsqueeze(1)`, `.expand_as(x)`).
+    steps (`.unsqueeze(1)`, `.expand_as(x)`) or indexing (`mask[t]`).
 
     ## Why is this bad?
     Since torch 1.2 masks are `bool` and a `uint8` mask is deprecated. On
@@ -47,7 +48,9 @@ class Uint8Mask(Rule):
     supports boolean masks, but got mask with dtype unsigned char` (and
     `masked_select: expected BoolTensor for mask`). Indexing with it still
     works with a warning, but `x[mask] = 0` goes through `masked_fill_` and
-    raises.
+    raises. `torch.where` with a `uint8` condition warns ("where received a
+    uint8 condition tensor. This behavior is deprecated and will be removed
+    in a future version of PyTorch"), once per process.
 
     ## Example
     ```python
@@ -87,7 +90,15 @@ class Uint8Mask(Rule):
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
-        if has_star_args(node) or not isinstance(func, cst.Attribute) or func.attr.value not in MASK_METHODS:
+        if has_star_args(node):
+            return
+        if self.context.qualified_name(func) == "torch.where" and len(node.args) == 3:
+            # where(cond) alone is nonzero(); the three-argument form warns of a uint8 condition
+            condition = argument(node, 0, "condition")
+            if condition is not None:
+                self._judge(condition.value, "`torch.where`", raises=False, since=False)
+            return
+        if not isinstance(func, cst.Attribute) or func.attr.value not in MASK_METHODS:
             return
         qualified = self.context.qualified_name(func)
         if qualified is None:
@@ -109,7 +120,7 @@ class Uint8Mask(Rule):
         number = isinstance(statement, cst.Assign) and value_kind(self.context, statement.value, site_of(self.context.ancestors)) == "number"
         self._judge(node.slice[0].slice.value, "indexing", raises=number)
 
-    def _judge(self, mask: cst.BaseExpression, where: str, raises: bool) -> None:
+    def _judge(self, mask: cst.BaseExpression, where: str, raises: bool, since: bool = True) -> None:
         found = self._uint8_conversion(mask, self.context.ancestors, 0)
         if found is None:
             return
@@ -119,8 +130,10 @@ class Uint8Mask(Rule):
         inline = found[0] is not None
         if raises and target >= UINT8_MASK_RAISES_ON:
             effect = f"raises RuntimeError on torch {version_text(UINT8_MASK_RAISES_ON)} (only boolean masks)"
-        else:
+        elif since:
             effect = f"is deprecated since torch {version_text(UINT8_MASK_DEPRECATED_SINCE)} (warns)"
+        else:
+            effect = "is deprecated (torch warns that it will be removed)"
         self.report(mask, f"a uint8 mask in {where} {effect}: use a bool mask", self._fix(mask, found) if inline else self._use_site_fix(mask))
 
     def _uint8_conversion(
@@ -136,6 +149,9 @@ class Uint8Mask(Rule):
                 return None
             inner = self._uint8_conversion(definition.value, ancestors_of(definition.statement, ancestors), depth + 1)
             return (None, None) if inner is not None else None
+        if isinstance(node, cst.Subscript):
+            # ``mask[i]``, ``mask[:, t]``: an element or a slice keeps the dtype
+            return self._uint8_conversion(node.value, ancestors, depth + 1)
         if not isinstance(node, cst.Call):
             return None
         func = node.func
