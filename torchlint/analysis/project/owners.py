@@ -115,7 +115,7 @@ def is_nan_filter(context: "FileContext", node: cst.CSTNode) -> Optional[cst.Bas
 
 
 def _is_nan_test(context: "FileContext", node: cst.CSTNode) -> bool:
-    """Whether ``node`` contains isnan/isinf/isfinite or a comparison with inf."""
+    """Whether ``node`` contains isnan/isinf/isfinite, a comparison with inf, or ``y != y``."""
     found = []
 
     class _Find(cst.CSTVisitor):
@@ -129,6 +129,13 @@ def _is_nan_test(context: "FileContext", node: cst.CSTNode) -> bool:
             for part in [comparison.left] + [c.comparator for c in comparison.comparisons]:
                 if _is_infinity(context, part):
                     found.append(comparison)
+            # ``y != y``: only NaN differs from itself
+            if (
+                len(comparison.comparisons) == 1
+                and isinstance(comparison.comparisons[0].operator, cst.NotEqual)
+                and structurally_equal(comparison.left, comparison.comparisons[0].comparator)
+            ):
+                found.append(comparison)
 
     visit(node, _Find())
     return bool(found)

@@ -59,8 +59,9 @@ class AfterTheFactNanFilter(Rule):
     op's input is not guarded: `torch.nan_to_num(torch.sqrt(d))`,
     `torch.log(p).nan_to_num()`, `y.masked_fill(torch.isnan(y), 0)`,
     `torch.where(torch.isnan(y), 0, y)`, and `y = torch.log(p)` followed by
-    `y[torch.isnan(y)] = 0`, `y[torch.isinf(y)] = 0`, `y[~torch.isfinite(y)] = 0`
-    or `y = torch.nan_to_num(y)` later in the same function.
+    `y[torch.isnan(y)] = 0`, `y[torch.isinf(y)] = 0`, `y[~torch.isfinite(y)] = 0`,
+    `y[y != y] = 0` (only NaN differs from itself) or `y = torch.nan_to_num(y)`
+    later in the same function.
 
     Also in-place clamping by masked assignment, `x[x <= c] = c` /
     `x[x < c] = c` with a positive guard `c`, when `x` was just computed by
@@ -348,7 +349,7 @@ _NAN_TESTS = frozenset({"isnan", "isinf", "isfinite", "isneginf", "isposinf"})
 
 
 def _only_nan_tests(context, test: cst.BaseExpression, name: str) -> bool:
-    """``isnan(y)``, ``y.isinf()``, ``~torch.isfinite(y)``, ``isnan(y) | isinf(y)``: nothing but NaN/Inf tests of ``name``.
+    """``isnan(y)``, ``y.isinf()``, ``~torch.isfinite(y)``, ``isnan(y) | isinf(y)``, ``y != y``: nothing but NaN/Inf tests of ``name``.
 
     ``scale[scale.isinf() | (scale > 1000)] = 1`` also clamps large values: deleting it would change them.
     """
@@ -356,6 +357,10 @@ def _only_nan_tests(context, test: cst.BaseExpression, name: str) -> bool:
         return _only_nan_tests(context, test.expression, name)
     if isinstance(test, cst.BinaryOperation) and isinstance(test.operator, cst.BitOr):
         return _only_nan_tests(context, test.left, name) and _only_nan_tests(context, test.right, name)
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1:
+        # ``y != y``: only NaN differs from itself
+        other = test.comparisons[0]
+        return isinstance(other.operator, cst.NotEqual) and _is_name(test.left, name) and _is_name(other.comparator, name)
     if not isinstance(test, cst.Call) or len(test.args) > 1:
         return False
     qualified = context.qualified_name(test.func)
