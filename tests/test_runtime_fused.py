@@ -10,8 +10,10 @@ import pytest
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
 
+import math  # noqa: E402
 import textwrap  # noqa: E402
 
+from fixture_support import FIXTURES  # noqa: E402
 from runtime_support import execute, fix_and_exec, forward_backward, settings_for  # noqa: E402
 from torchlint import engine  # noqa: E402
 
@@ -103,6 +105,30 @@ def test_tl202_focal_loss_through_a_variable(tl202):
     assert torch.isnan(grad).any()
     value, (grad, _) = forward_backward(good, confident, labels)
     assert torch.isfinite(value).all() and torch.isfinite(grad).all()
+
+
+def test_tl202_log_one_minus_tanh_squared_is_inf_past_9_and_the_exact_form_is_not():
+    pair = fix_and_exec((FIXTURES / "TL202" / "fix" / "tanh_squared.in.py").read_text(encoding="utf-8"), "TL202", applicability="safe")
+    assert pair.fixed_source == (FIXTURES / "TL202" / "fix" / "tanh_squared.out.py").read_text(encoding="utf-8")
+    bad, good = execute(pair.source, "tanh_bad"), execute(pair.fixed_source, "tanh_good")
+    u = ordinary(256).reshape(64, 4)
+    prior = torch.zeros(64)
+    assert_close(bad["squashed_log_prob"](u, prior)[1], good["squashed_log_prob"](u, prior)[1])
+    w, b = torch.tensor(2.0), torch.tensor(0.5)
+    # 1 - tanh**2 cancels as tanh nears 1: the exact form is at least as close to the float64 value
+    exact = good["log_det"](u.double(), w.double(), b.double())
+    assert_close(good["log_det"](u, w, b).double(), exact)
+    assert (good["log_det"](u, w, b) - exact).abs().max() <= (bad["log_det"](u, w, b) - exact).abs().max()
+    # tanh(x) rounds to 1 past x ~ 9 in float32 (~4.5 in float16): -inf and a NaN gradient; the exact form is
+    # 2 * (log 2 - |x|) there, with the gradient -2 * tanh(x)
+    for dtype, edge in ((torch.float32, 10.0), (torch.float16, 5.0)):
+        z = torch.tensor([edge, -edge, 0.3], dtype=dtype)
+        value, (grad,) = forward_backward(lambda t: bad["log_det"](t, torch.tensor(1.0, dtype=dtype), torch.tensor(0.0, dtype=dtype)), z)
+        assert torch.isinf(value[:2]).all() and torch.isnan(grad[:2]).all()
+        value, (grad,) = forward_backward(lambda t: good["log_det"](t, torch.tensor(1.0, dtype=dtype), torch.tensor(0.0, dtype=dtype)), z)
+        assert torch.isfinite(value).all() and torch.isfinite(grad).all()
+        assert value[0].item() == pytest.approx(2 * (math.log(2) - edge), rel=1e-2)
+        assert grad[:2].tolist() == pytest.approx([-2.0, 2.0], rel=1e-2)
 
 
 TL202_GUARDED_SNIPPET = '''

@@ -25,6 +25,7 @@ from torchlint.analysis.model.ops import (
     module_constructor,
     number_value,
 )
+from torchlint.analysis.values.domain import structurally_equal
 from torchlint.findings import ImportRequirement
 from torchlint.walk_order import visit
 
@@ -37,6 +38,9 @@ EXP_FUNCTIONS: FrozenSet[str] = frozenset({"torch.exp"})
 SUM_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sum"})
 SIGMOID_FUNCTIONS: FrozenSet[str] = frozenset({"torch.sigmoid", "torch.nn.functional.sigmoid", "torch.special.expit"})
 SIGMOID_MODULES: FrozenSet[str] = frozenset({"torch.nn.Sigmoid", "torch.nn.modules.activation.Sigmoid"})
+TANH_FUNCTIONS: FrozenSet[str] = frozenset({"torch.tanh", "torch.nn.functional.tanh"})
+POW_FUNCTIONS: FrozenSet[str] = frozenset({"torch.pow"})
+SQUARE_FUNCTIONS: FrozenSet[str] = frozenset({"torch.square"})
 # Tensor methods that only move or relabel elements: an elementwise activation commutes with them.
 SHAPE_METHODS: FrozenSet[str] = frozenset(
     {
@@ -498,3 +502,55 @@ def in_place_of(original: cst.BaseExpression, replacement: cst.BaseExpression) -
     if isinstance(replacement, (cst.Call, cst.Name, cst.Attribute, cst.Subscript)):
         return replacement
     return replacement.with_changes(lpar=original.lpar, rpar=original.rpar)
+
+
+@dataclass(frozen=True)
+class TanhSquare:
+    """``tanh(x) ** 2`` (or ``.pow(2)``, ``torch.square``, ``t * t``), the tanh inline or in a local name."""
+
+    tanh: cst.Call
+    input: cst.BaseExpression
+    definition: Optional[Definition] = None
+
+
+def _squared_base(context: "FileContext", node: cst.BaseExpression) -> Optional[cst.BaseExpression]:
+    """``t`` for ``t ** 2``, ``t * t``, ``t.pow(2)``, ``torch.pow(t, 2)``, ``torch.square(t)``, ``t.square()``."""
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Power) and number_value(node.right) == 2:
+            return node.left
+        if isinstance(node.operator, cst.Multiply) and structurally_equal(node.left, node.right):
+            return node.left
+        return None
+    square = match_unary(context, node, SQUARE_FUNCTIONS, "square")
+    if square is not None and not square.extra_args:
+        return square.operand
+    if not isinstance(node, cst.Call) or has_star_args(node):
+        return None
+    qualified = context.qualified_name(node.func)
+    if qualified in POW_FUNCTIONS:
+        args = positional_args(node)
+        if len(args) == 2 and not any(arg.keyword for arg in node.args) and number_value(args[1].value) == 2:
+            return args[0].value
+        return None
+    if qualified is None and isinstance(node.func, cst.Attribute) and node.func.attr.value == "pow":
+        args = node.args
+        if len(args) == 1 and args[0].keyword is None and number_value(args[0].value) == 2 and is_value_receiver(context, node.func.value):
+            return node.func.value
+    return None
+
+
+def tanh_squared(context: "FileContext", node: cst.BaseExpression) -> Optional[TanhSquare]:
+    """The tanh whose square ``node`` is (``1 - tanh(x) ** 2`` is the derivative of tanh, ``sech(x) ** 2``)."""
+    base = _squared_base(context, node)
+    if base is None:
+        return None
+    definition = None
+    if isinstance(base, cst.Name):
+        definition = reaching_definition(context.ancestors, base.value)
+        if definition is None:
+            return None
+        base = definition.value
+    tanh = match_unary(context, base, TANH_FUNCTIONS, "tanh")
+    if tanh is None or tanh.extra_args:
+        return None
+    return TanhSquare(tanh.call, tanh.operand, definition)

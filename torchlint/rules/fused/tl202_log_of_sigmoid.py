@@ -13,6 +13,7 @@ from torchlint.analysis.values.fused import (
     negated,
     one_minus,
     positional,
+    tanh_squared,
 )
 from torchlint.analysis.model.ops import strip_eps
 from torchlint.analysis.values.precision import added_guard, guard_vanishes_in_float16
@@ -20,6 +21,16 @@ from torchlint.analysis.project.module_outputs import ModuleActivation, called_m
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 LOG1P_FUNCTIONS = frozenset({"torch.log1p"})
+TANH_MESSAGE = (
+    "log(1 - tanh(x)**2) is -inf with a NaN gradient once tanh(x) rounds to ±1 (|x| above ~9 in float32, ~4.5 in "
+    "float16); 2 * (log(2) - x - F.softplus(-2 * x)) is the same value, finite everywhere"
+)
+TANH_GUARDED_MESSAGE = (
+    "log(1 - tanh(x)**2 + eps) is floored at log(eps) once tanh(x) rounds to ±1: past it the term is flat and its "
+    "gradient vanishes; 2 * (log(2) - x - F.softplus(-2 * x)) is exact"
+)
+# Where an expression needs no parentheses of its own.
+_BARE_PARENTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.Expr, cst.AugAssign)
 GUARDED_MESSAGE = (
     "log(sigmoid(x) + eps) is finite but floored at log(eps): past it the loss is flat and its gradient vanishes; "
     "F.logsigmoid is exact"
@@ -38,6 +49,12 @@ class LogOfSigmoid(Rule):
     in a sigmoid: `torch.log(D(x))`, `torch.log(1. - D(G(z)))` with
     `D = nn.Sequential(..., nn.Sigmoid())` or a `forward` that returns
     `torch.sigmoid(...)`, in this file or another module of the project.
+
+    Also the log-derivative of tanh, `torch.log(1 - torch.tanh(u) ** 2)`
+    (`.pow(2)`, `torch.square`, `t * t`; the tanh inline or in a local
+    name): the log-probability correction of a tanh-squashed policy and the
+    log-determinant of a planar flow. `1 - tanh(u)**2 = 4 sigmoid(2u)
+    sigmoid(-2u)`, the same family.
 
     ## Why is this bad?
     `sigmoid(x)` rounds to exactly 0 for x below about -88 in float32 (-17 in
@@ -60,9 +77,18 @@ class LogOfSigmoid(Rule):
     log_not_p = F.logsigmoid(-logits)
     ```
 
+    `tanh(u)` rounds to exactly ±1 past |u| of about 9 in float32 (4.5 in
+    float16): `log(1 - tanh(u)**2)` is then `-inf` with a NaN gradient
+    (0/0), and `2 * (log(2) - u - softplus(-2u))` is its exact value,
+    finite everywhere, with the gradient `-2 tanh(u)`.
+
     ## Fix safety
     Safe: the values equal the original's wherever it is finite (to float
-    rounding) and are finite where it was not. The fix writes
+    rounding) and are finite where it was not. The tanh form becomes
+    `2 * (math.log(2) - u - F.softplus(-2 * u))` (importing `math` when
+    needed) when `u` is a plain expression not changed in between; a guarded
+    `log(1 - tanh(u)**2 + eps)` is reported at `low` without a fix, as the
+    guarded sigmoid is. The fix writes
     `F.logsigmoid(x)` (importing `torch.nn.functional as F` when the file has
     no alias for it). When the sigmoid was stored in a variable, the fix
     writes the sigmoid's input at the log, and only when that input is a
@@ -120,6 +146,10 @@ class LogOfSigmoid(Rule):
         if not complement:
             rest = one_minus(operand)
             if rest is not None:
+                square = tanh_squared(self.context, rest)
+                if square is not None:
+                    self._tanh(node, log, square, guard)
+                    return
                 operand, complement = rest, True
         activation = activation_of(self.context, operand, kinds=("sigmoid",))
         if activation is None:
@@ -136,6 +166,32 @@ class LogOfSigmoid(Rule):
             self.report(node, message=GUARDED_MESSAGE, confidence=Confidence.LOW)
             return
         self.report(node, fix=fix)
+
+    def _tanh(self, log_call: cst.Call, log, square, guard) -> None:
+        """``log(1 - tanh(x) ** 2)``: the log-derivative of tanh (a tanh-squashed policy's or flow's
+        log-determinant), ``2 * (log(2) - x - softplus(-2x))`` exactly."""
+        if guard is not None and not guard_vanishes_in_float16(self.context, guard[1]):
+            self.report(log_call, message=TANH_GUARDED_MESSAGE, confidence=Confidence.LOW)
+            return
+        value = square.input
+        fix = None
+        if not log.extra_args and is_pure(value) and (square.definition is None or square.definition.unchanged_at_use(value)):
+            softplus, imports = functional(self.context, "softplus")
+            math, math_import = self.context.reference("math", "math")
+            text = self.context.module.code_for_node(value.with_changes(lpar=[], rpar=[]))
+            atomic = isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float))
+            x = text if atomic else f"({text})"
+            softplus_text = self.context.module.code_for_node(softplus)
+            replacement = cst.parse_expression(f"2 * ({math}.log(2) - {x} - {softplus_text}(-2 * {x}))")
+            if not isinstance(self.context.parent, _BARE_PARENTS) or log_call.lpar:
+                replacement = replacement.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+            fix = FixSpec(
+                Applicability.SAFE,
+                "Replace with `2 * (math.log(2) - x - F.softplus(-2 * x))`",
+                (Replacement(log_call, replacement),),
+                tuple(imports) + tuple(r for r in (math_import,) if r),
+            )
+        self.report(log_call, message=TANH_MESSAGE, fix=fix)
 
     def _fix(self, log_call: cst.Call, activation, complement: bool) -> Optional[FixSpec]:
         value = activation.input
