@@ -262,6 +262,10 @@ def change_of(name: str) -> Optional[ApiChange]:
     for end in range(len(parts), 1, -1):
         found = _change_of_exactly(".".join(parts[:end]))
         if found is not None:
+            if end < len(parts) and found.raises_when_called:
+                # A name below a function kept only to raise is in the submodule of that name, which the
+                # function shadows as an attribute only: ``from torch.autograd.variable import Variable`` works.
+                return None
             return found
     return None
 
