@@ -466,6 +466,7 @@ class ProjectIndex:
         self._files_source = files
         self._lock = threading.RLock()
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
+        self._aliases: Dict[str, str] = {}  # a name a script inside a package imports a module by -> its own
         self._file_list: Tuple[str, ...] = ()
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
         self._refused_saves: Dict[Tuple[str, str], Optional["RefusedSave"]] = {}
@@ -515,16 +516,26 @@ class ProjectIndex:
                                 modules.setdefault(name, path)
                     # A script at the top of a package (a repository whose root holds an ``__init__.py``) has that
                     # folder as sys.path[0]: it imports the modules below it without the outer package's name
-                    # (``processors.ner_seq`` for ``repo/processors/ner_seq.py``).  Those names come last.
-                    for name, path in list(modules.items()):
-                        outer, _, inner = name.partition(".")
-                        if inner:
-                            modules.setdefault(inner, path)
+                    # (``processors.ner_seq`` for ``repo/processors/ner_seq.py``).  Those names are aliases of the
+                    # module's own, so that each file is read and parsed once whatever it is imported as.
+                    aliases: Dict[str, str] = {}
+                    for name in modules:
+                        inner = name.partition(".")[2]
+                        if inner and inner not in modules:
+                            aliases.setdefault(inner, name)
+                    self._aliases = aliases
                     self._modules = modules
         return self._modules
 
+    def canonical(self, module: str) -> str:
+        """The name the project knows ``module`` by: itself, or the module an alias (:meth:`_ensure`) stands for."""
+        if module in self._ensure():
+            return module
+        return self._aliases.get(module, module)
+
     def _module_facts(self, module: str) -> Optional[_ModuleFacts]:
         """One module's classes and imports, parsed with ``ast`` the first time a lookup reaches it."""
+        module = self.canonical(module)
         self._read(module)
         if module in self._facts:
             return self._facts[module]
@@ -542,6 +553,7 @@ class ProjectIndex:
 
     def _module_bytes(self, module: str, record: bool = True) -> bytes:
         """A module's text, read once per index (the answers built on it record that they read it)."""
+        module = self.canonical(module)
         if record:
             self._read(module)
         found = self._bytes.get(module)
@@ -665,7 +677,7 @@ class ProjectIndex:
         if found is None:
             data = self._module_bytes(module)
             found = frozenset(
-                imported for imported in _imported_modules(module, data, self._ensure().get(module, ""))
+                imported for imported in map(self.canonical, _imported_modules(module, data, self._ensure().get(module, "")))
                 if imported != module and self.is_module(imported)
             )
             self._imports[module] = found
@@ -715,14 +727,17 @@ class ProjectIndex:
             found = set()
             for name, path in paths.items():
                 data = self._module_bytes(name, record=False)
-                found.update(imported for imported in _imported_modules(name, data, path) if imported != name and imported in paths)
+                found.update(
+                    canonical for canonical in map(self.canonical, _imported_modules(name, data, path))
+                    if canonical != name and canonical in paths
+                )
             return frozenset(found)
 
         return self.fact("imported-modules", compute)  # type: ignore[return-value]
 
     def is_module(self, module: str) -> bool:
         """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
-        return module in self._ensure()
+        return self.canonical(module) in self._ensure()
 
     def module_facts(self, module: str) -> Optional[_ModuleFacts]:
         """Imports and top-level definitions of project module ``module`` (None outside the project)."""

@@ -548,6 +548,8 @@ def _bound_before(name: str, scope: Scope, before: int, depth: int) -> Optional[
     if not earlier or rebound_in_loop:
         return None
     reaching = _reaching(earlier, scope.node, before)
+    if not reaching:
+        return None  # every earlier binding sits in the other arm: the name reaching the save is bound elsewhere
     found = [refused_value(statement.value, scope, statement.lineno, depth + 1) for statement in reaching]
     return found[-1] if all(value is not None for value in found) else None
 
