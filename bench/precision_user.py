@@ -213,6 +213,10 @@ def lint(torchlint: str, corpus: Path, repository: Repository) -> List[Finding]:
         entries = json.loads(result.stdout)
     except ValueError:
         raise SystemExit(f"torchlint printed no JSON on {repository.name}: {result.stderr[-2000:]}")
+    crashes = [line for line in result.stderr.splitlines() if "internal error" in line]
+    if crashes:
+        # A rule that crashes on a file reports nothing there: the figures would hide lost findings.
+        print(f"warning: {len(crashes)} internal errors on {repository.name}, first: {crashes[0]}", file=sys.stderr)
     findings = []
     for entry in entries:
         path = entry["path"].removeprefix("./")
