@@ -67,6 +67,21 @@ def test_a_module_hidden_by_a_package_of_its_name_never_runs(tmp_path, capsys):
     assert levels(project(tmp_path, files), capsys) == {"pkg/helpers.py": ["medium"], "pkg/helpers/__init__.py": ["high"]}
 
 
+def test_a_helper_named_only_by_a_helper_nothing_calls_is_one_level_lower(tmp_path, capsys):
+    # d18: utils/weights_init.py (a folder without __init__.py, imported as ``from utils import weights_init``):
+    # the init functions are named only by ``init_weights``, which nothing calls; ``init_model`` is used.
+    helpers = HELPER + (
+        "\n\ndef init_weights(net):\n    net.apply(init_params)\n"
+        "\n\ndef init_model(net):\n    init.kaiming_normal(net.weight)\n"
+    )
+    train = "import torch.nn as nn\nfrom utils import helpers\n\nnet = nn.Linear(2, 2)\nhelpers.init_model(net)\n"
+    found = levels(project(tmp_path / "uncalled", {"utils/helpers.py": helpers, "train.py": train}), capsys)
+    assert found == {"utils/helpers.py": ["medium", "high"]}
+    called = train + "helpers.init_weights(net)\n"
+    found = levels(project(tmp_path / "called", {"utils/helpers.py": helpers, "train.py": called}), capsys)
+    assert found == {"utils/helpers.py": ["high", "high"]}
+
+
 def test_a_comment_naming_the_helper_is_no_call(tmp_path, capsys):
     files = {"helpers.py": HELPER, "train.py": IDLE + "# init_params(net) is not needed here\n"}
     assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}
@@ -180,8 +195,8 @@ def test_set_up_calls_at_the_top_level_make_no_script(tmp_path, capsys):
     set_up = "import warnings\nimport torch\nwarnings.filterwarnings('ignore')\ntorch.manual_seed(0)\n"
     files = {"zoo.py": set_up + OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN}
     assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
-    # any other call at the top level runs something: the file may be a script
-    files["zoo.py"] = set_up + "print('zoo')\n" + OPTIMIZER_ZOO
+    # any other call at the top level runs something: the file is a script, its definitions judged by their names
+    files["zoo.py"] = set_up + OPTIMIZER_ZOO + "\nZoo().build(None)\n"
     assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["high"]}
 
 

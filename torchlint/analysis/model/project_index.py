@@ -724,13 +724,19 @@ class ProjectIndex:
         def compute() -> FrozenSet[str]:
             self._read(EVERY_FILE)  # every module's import lines: one dependency on the whole project
             paths = self._ensure()
+            # A file may have two names (``weights_init`` and, in a namespace folder, ``utils.weights_init``):
+            # an import by either imports the file, known by its first name (module_of's).
+            primary: Dict[str, str] = {}
+            for name, path in paths.items():
+                primary.setdefault(path, name)
             found = set()
             for name, path in paths.items():
                 data = self._module_bytes(name, record=False)
-                found.update(
-                    canonical for canonical in map(self.canonical, _imported_modules(name, data, path))
-                    if canonical != name and canonical in paths
-                )
+                for imported in map(self.canonical, _imported_modules(name, data, path)):
+                    if imported != name and imported in paths:
+                        found.add(imported)
+                        if primary[paths[imported]] != primary[path]:
+                            found.add(primary[paths[imported]])
             return frozenset(found)
 
         return self.fact("imported-modules", compute)  # type: ignore[return-value]

@@ -33,7 +33,7 @@ import ast
 import os
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set
 
 import libcst as cst
 
@@ -218,10 +218,86 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
         if here > definitions:
             # Mentions inside the definition itself (``super(Loss, self)``, a recursive call) use nothing.
             inside = context.memoized("reached.inside", node, lambda n: _code_text(context.module.code_for_node(n).encode("utf-8", "replace")))
-            if here - _mentions(inside, encoded) > definitions - 1:
+            if here - _mentions(inside, encoded) > definitions - 1 and not (
+                position == 0 and _named_only_by_unreached(context, words, name)
+            ):
                 continue
         return True
     return False
+
+
+class _TopLevel:
+    """A file's top-level definitions (read with ``ast`` from its whole text) and the words each one uses, and the
+    words its other top-level code uses (imports and ``__all__`` left out)."""
+
+    def __init__(self, source: str) -> None:
+        self.uses: Dict[str, Counter] = {}
+        self.kept: Set[str] = set()  # decorated, or defined more than once: alive whatever names them
+        self.code: Counter = Counter()
+        try:
+            tree = ast.parse(source)
+        except (SyntaxError, ValueError, RecursionError):
+            self.code = Counter({"*": 1})  # unreadable: every name counts as used
+            return
+        for statement in tree.body:
+            if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = statement.name
+                if name in self.uses or statement.decorator_list:
+                    self.kept.add(name)
+                used = _identifiers(statement)
+                used[name] -= 1  # its own name in its ``def``
+                self.uses[name] = used
+            elif not isinstance(statement, (ast.Import, ast.ImportFrom)) and not _is_exports(statement):
+                self.code.update(_identifiers(statement))
+
+
+def _identifiers(node: ast.AST) -> Counter:
+    found: Counter = Counter()
+    for inner in ast.walk(node):
+        if isinstance(inner, ast.Name):
+            found[inner.id] += 1
+        elif isinstance(inner, ast.Attribute):
+            found[inner.attr] += 1
+        elif isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            found[inner.name] += 1
+        elif isinstance(inner, ast.Constant) and isinstance(inner.value, str):
+            found.update(word.decode() for word in _WORD.findall(inner.value.encode("utf-8", "replace")))
+        elif isinstance(inner, ast.alias):
+            found.update((inner.asname or inner.name).split("."))
+    return found
+
+
+def _is_exports(statement: ast.stmt) -> bool:
+    return isinstance(statement, (ast.Assign, ast.AugAssign)) and any(
+        isinstance(target, ast.Name) and target.id == "__all__" for target in getattr(statement, "targets", [getattr(statement, "target", None)])
+    )
+
+
+def _named_only_by_unreached(context: "FileContext", words: "_Words", name: str) -> bool:
+    """Whether every mention of the top-level ``name`` in this file sits in other top-level definitions of the
+    file that are unreached themselves (``weights_init_normal`` named only by an ``init_weights`` nothing calls),
+    followed through the file's definitions; none elsewhere in the project (checked by the caller)."""
+    top = context.memoized("reached.top-level", context.module, lambda _: _TopLevel(context.source))
+    verdicts: Dict[str, bool] = context.memoized("reached.unreached-top", context.module, lambda _: {})
+
+    def unreached(current: str, trail: FrozenSet[str]) -> bool:
+        if current in verdicts:
+            return verdicts[current]
+        if current in trail:
+            return True  # reached only through itself
+        if (
+            current not in top.uses or current in top.kept or top.code.get(current, 0) > 0 or top.code.get("*", 0)
+            or _CALLED_BY_NAME.match(current) or words.uses_outside_definers.get(current.encode("utf-8"), 0) > 0
+        ):
+            result = False
+        else:
+            callers = [other for other, used in top.uses.items() if other != current and used.get(current, 0) > 0]
+            result = all(unreached(other, trail | {current}) for other in callers)
+        if not trail:
+            verdicts[current] = result
+        return result
+
+    return unreached(name, frozenset())
 
 
 # A module of a program whose modules import one another that none imports, runs or names: nothing in it runs.
