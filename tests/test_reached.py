@@ -82,6 +82,19 @@ def test_a_helper_named_only_by_a_helper_nothing_calls_is_one_level_lower(tmp_pa
     assert found == {"utils/helpers.py": ["high", "high"]}
 
 
+def test_a_self_test_of_a_library_module_nothing_imports_is_no_program(tmp_path, capsys):
+    # d18: models/variant.py beside models/layers.py, which train.py imports; only its __main__ block runs it
+    variant = OPTIMIZER_ZOO + "\n\nif __name__ == '__main__':\n    Zoo().build(None)\n"
+    files = {
+        "models/__init__.py": "", "models/layers.py": MODEL, "models/variant.py": variant,
+        "train.py": "from models.layers import build\n\nnet = build()\n",
+    }
+    assert levels(project(tmp_path / "library", files), capsys) == {"models/variant.py": ["medium"]}
+    # a script beside the helper it imports (tools/run.py and tools/helpers.py) is a program of the project
+    files = {"tools/helpers.py": MODEL, "tools/run.py": "from helpers import build\n" + variant, "train.py": "print(1)\n"}
+    assert levels(project(tmp_path / "tools", files), capsys) == {"tools/run.py": ["high"]}
+
+
 def test_a_comment_naming_the_helper_is_no_call(tmp_path, capsys):
     files = {"helpers.py": HELPER, "train.py": IDLE + "# init_params(net) is not needed here\n"}
     assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}

@@ -741,6 +741,20 @@ class ProjectIndex:
 
         return self.fact("imported-modules", compute)  # type: ignore[return-value]
 
+    def module_path(self, module: str) -> Optional[str]:
+        """The file of project module ``module`` (any name it is known by), or None."""
+        return self._ensure().get(self.canonical(module))
+
+    def module_paths(self) -> Dict[str, str]:
+        """Each module of the project by its first name (module_of's), with its file."""
+        first: Dict[str, str] = {}
+        seen: Set[str] = set()
+        for name, path in self._ensure().items():
+            if path not in seen:
+                seen.add(path)
+                first[name] = path
+        return first
+
     def is_module(self, module: str) -> bool:
         """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
         return self.canonical(module) in self._ensure()

@@ -318,11 +318,51 @@ def _file_texts(context: "FileContext", index: ProjectIndex):
 
 
 def _in_program(context: "FileContext", index: ProjectIndex) -> bool:
-    """The file is part of a program the project shows: a notebook, a script, or a module another one imports."""
-    if context.path.endswith(NOTEBOOK_SUFFIX) or _runs_at_top_level(context):
-        return True
+    """The file is part of a program the project shows: a notebook, a script, or a module another one imports. A
+    module of a library folder whose only top-level code is its ``__main__`` self-test is no script of it."""
     module = index.module_of(context.path)
-    return module is not None and index.is_imported(module)
+    if module is not None and index.is_imported(module):
+        return True
+    if context.path.endswith(NOTEBOOK_SUFFIX):
+        return True
+    return _runs_at_top_level(context) and not _library_self_test(context, index, module)
+
+
+def _library_self_test(context: "FileContext", index: ProjectIndex, module: Optional[str]) -> bool:
+    """A module nothing imports, whose top level runs nothing but ``if __name__ == "__main__":`` blocks, in a folder
+    whose other modules files of other folders import (``models/``, whose ``backbone_attention`` the scripts
+    import): a developer's check of a library module, not a program of the project (d18: 20 findings read false
+    in a ``models/backbone_stn.py`` nothing imports)."""
+    if module is None:
+        return False
+    facts = index.module_facts(module)
+    if facts is None:
+        return False
+    running = [statement for statement in facts.tree.body if _runs(statement, facts.qualify)]
+    if not running or not all(_is_main_guard(statement) for statement in running):
+        return False
+    return os.path.dirname(os.path.abspath(context.path)) in _library_folders(index)
+
+
+def _is_main_guard(statement: ast.stmt) -> bool:
+    return isinstance(statement, ast.If) and any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(statement.test))
+
+
+def _library_folders(index: ProjectIndex) -> frozenset:
+    """The folders holding a module that a file of another folder imports."""
+
+    def compute() -> frozenset:
+        paths = index.module_paths()
+        folders = set()
+        for module, path in paths.items():
+            here = os.path.dirname(os.path.abspath(path))
+            for imported in index.imports_of(module):
+                target = index.module_path(imported)
+                if target is not None and os.path.dirname(os.path.abspath(target)) != here:
+                    folders.add(os.path.dirname(os.path.abspath(target)))
+        return frozenset(folders)
+
+    return index.fact("reached.library-folders", compute)  # type: ignore[return-value]
 
 
 def _dead_module(context: "FileContext", index: ProjectIndex) -> bool:
@@ -335,7 +375,9 @@ def _dead_module(context: "FileContext", index: ProjectIndex) -> bool:
     if module is None or stem == "__init__.py" or _COLLECTED_BY_NAME.match(stem) or not index.imports_within():
         return False
     facts = index.module_facts(module)  # the whole file: the context may hold only the regions a rule reads
-    if facts is None or any(_runs(statement, facts.qualify) for statement in facts.tree.body):
+    if facts is None:
+        return False
+    if any(_runs(statement, facts.qualify) for statement in facts.tree.body) and not _library_self_test(context, index, module):
         return False
     name = module.rpartition(".")[2].encode("utf-8")
     elsewhere = _words(index).counts.get(name, 0) - _mentions(_code_text(_disk_text(context, index)), name)
