@@ -42,6 +42,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.values.domain import DomainOp
     from torchlint.analysis.model.file_context import FileContext
 
+# Parents in which an expression a fix writes needs no parentheses of its own.
+BARE_PARENTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.Expr, cst.AugAssign)
 # Nodes a trailing ``.method()`` binds to as a whole, without parentheses.
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.List, cst.Tuple, cst.Dict, cst.Set)
 

@@ -16,6 +16,7 @@ from torchlint.analysis.values.fused import (
     tanh_squared,
 )
 from torchlint.analysis.model.ops import strip_eps
+from torchlint.analysis.values.fixes import BARE_PARENTS
 from torchlint.analysis.values.precision import added_guard, guard_vanishes_in_float16
 from torchlint.analysis.project.module_outputs import ModuleActivation, called_module_activation
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
@@ -29,8 +30,6 @@ TANH_GUARDED_MESSAGE = (
     "log(1 - tanh(x)**2 + eps) is floored at log(eps) once tanh(x) rounds to ±1: past it the term is flat and its "
     "gradient vanishes; 2 * (log(2) - x - F.softplus(-2 * x)) is exact"
 )
-# Where an expression needs no parentheses of its own.
-_BARE_PARENTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.Expr, cst.AugAssign)
 GUARDED_MESSAGE = (
     "log(sigmoid(x) + eps) is finite but floored at log(eps): past it the loss is flat and its gradient vanishes; "
     "F.logsigmoid is exact"
@@ -183,7 +182,7 @@ class LogOfSigmoid(Rule):
             x = text if atomic else f"({text})"
             softplus_text = self.context.module.code_for_node(softplus)
             replacement = cst.parse_expression(f"2 * ({math}.log(2) - {x} - {softplus_text}(-2 * {x}))")
-            if not isinstance(self.context.parent, _BARE_PARENTS) or log_call.lpar:
+            if not isinstance(self.context.parent, BARE_PARENTS) or log_call.lpar:
                 replacement = replacement.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
             fix = FixSpec(
                 Applicability.SAFE,

@@ -20,7 +20,7 @@ from torchlint.analysis.values.domain import (
     structurally_equal,
 )
 from torchlint.analysis.flow.domain_match import match_domain_op
-from torchlint.analysis.values.fixes import clamped, eps_text
+from torchlint.analysis.values.fixes import BARE_PARENTS, clamped, eps_text
 from torchlint.analysis.flow.grad_need import backward_never_reaches, gradient_flows, gradient_unlikely, in_no_grad_code
 from torchlint.analysis.project.guards import reaches_edge
 from torchlint.analysis.model.ops import is_value_receiver
@@ -42,8 +42,6 @@ MASKED_CLAMP_MESSAGE = (
     "('modified by an inplace operation'); x = x.clamp_min(c) gives the same values"
 )
 
-# Parents in which an expression needs no parentheses of its own.
-_BARE_CONTEXTS = (cst.Arg, cst.Assign, cst.AnnAssign, cst.Return, cst.Expr, cst.AugAssign)
 
 # For the ast pre-pass: filters by themselves, filters with a NaN/Inf test, and the ops they may hide.
 _NAN_FILTERS = frozenset({"nan_to_num", "nan_to_num_", "nansum", "nanmean"})
@@ -261,7 +259,7 @@ class AfterTheFactNanFilter(Rule):
         guarded = self._guarded_op(op)
         position = _index_of(ancestors, owner)
         parent = ancestors[position - 1] if position else None
-        if isinstance(guarded, cst.BinaryOperation) and not isinstance(parent, _BARE_CONTEXTS):
+        if isinstance(guarded, cst.BinaryOperation) and not isinstance(parent, BARE_PARENTS):
             guarded = guarded.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
         guarded = guarded.with_changes(lpar=list(owner.lpar) or guarded.lpar, rpar=list(owner.rpar) or guarded.rpar)
         return FixSpec(
