@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional
 import libcst as cst
 
 from torchlint.analysis.model import conventions
+from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.analysis.model.literals import EPS_LITERAL_LIMIT, number_value, small_positive_behind
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
 
@@ -133,8 +134,28 @@ def module_constructor(context: "FileContext", func: cst.BaseExpression) -> Opti
         return value if isinstance(value, cst.Call) else None
     if isinstance(func, cst.Name):
         found = named_call(context, func.value)
-        return found[0] if found is not None else None
+        return found[0] if found is not None else _built_then_moved(context, func.value)
     return None
+
+
+def _built_then_moved(context: "FileContext", name: str) -> Optional[cst.Call]:
+    """The call that built ``name`` when every later binding that may reach here only moves it
+    (``criterion = nn.MSELoss()`` then ``if cuda: criterion = criterion.cuda()``): a move keeps the module."""
+    found = bindings(site_of(context.ancestors), name)
+    if len(found) < 2:
+        return None
+    *moves, built = found
+    if built.kind != "assign" or not isinstance(built.value, cst.Call):
+        return None
+    for move in moves:
+        value = move.value
+        if move.kind not in ("assign", "conditional") or not isinstance(value, cst.Call):
+            return None
+        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_MOVES:
+            value = value.func.value
+        if not (isinstance(value, cst.Name) and value.value == name):
+            return None
+    return built.value
 
 
 # -- eps-like operands --------------------------------------------------------------
