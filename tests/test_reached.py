@@ -7,6 +7,8 @@ import os
 from pathlib import Path
 from typing import Dict, List
 
+import pytest
+
 from fixture_support import all_rules_settings, checker_target, project_findings
 from torchlint import cli, engine
 
@@ -213,10 +215,59 @@ def test_set_up_calls_at_the_top_level_make_no_script(tmp_path, capsys):
     assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["high"]}
 
 
-def test_a_module_named_in_another_file_keeps_its_level(tmp_path, capsys):
-    # A string names it (a registry, a config, ``python -m``): it may be loaded without an import line.
-    files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN + 'PLUGINS = ["zoo"]\n'}
+@pytest.mark.parametrize(
+    "mention",
+    [
+        'SCRIPT = "zoo.py"\n',  # its file, run by a subprocess or a shell line
+        'COMMAND = "python -m zoo --lr 1"\n',
+        'ENTRY = "zoo-train=zoo:main"\n',  # an entry point
+        'import importlib\nPLUGINS = [importlib.import_module(n) for n in ["zoo"]]\n',  # a computed import
+    ],
+)
+def test_a_module_named_in_another_file_keeps_its_level(tmp_path, capsys, mention):
+    # A mention that can load it without an import line naming it.
+    files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN + mention}
     assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["high"]}
+
+
+def test_a_dotted_path_to_a_module_keeps_its_level(tmp_path, capsys):
+    files = {"plugins/zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN + 'TARGET = "plugins.zoo.Zoo"\n'}
+    assert levels(project(tmp_path, files), capsys) == {"plugins/zoo.py": ["high"]}
+
+
+@pytest.mark.parametrize(
+    "mention",
+    [
+        "zoo = build()\n",  # a variable of the same word
+        'SPLIT = "zoo"\n',  # a string of it, with nothing in the project that imports by a computed name
+        'def run():\n    """Trains on the zoo dataset."""\n',
+    ],
+)
+def test_a_word_like_a_module_s_name_loads_nothing(tmp_path, capsys, mention):
+    # d18: ``models/backbone.py`` kept 20 findings at `high` for the scripts' ``backbone = Backbone(...)``.
+    files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN + mention}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+
+
+def test_a_notebook_s_outputs_are_no_code(tmp_path, capsys):
+    # A traceback printed in an output mentions ``exec(``; only the code cells can look a name up.
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": 1, "source": ["import model\n"],
+                   "outputs": [{"output_type": "error", "ename": "E", "evalue": "", "traceback": ["exec(code_obj)"]}]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN, "explore.ipynb": json.dumps(notebook)}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+
+
+def test_a_file_another_of_its_name_hides_is_known_by_its_folder(tmp_path, capsys):
+    # d18: ``main.py`` imports the top-level ``train``; ``temp/attention/train.py`` is an old copy nothing imports.
+    files = {
+        "train.py": MODEL,
+        "main.py": "from train import build\n\nnet = build()\n",
+        "temp/attention/train.py": OPTIMIZER_ZOO,
+    }
+    assert levels(project(tmp_path, files), capsys) == {"temp/attention/train.py": ["medium"]}
 
 
 def test_a_folder_of_files_importing_none_of_each_other_judges_no_module(tmp_path, capsys):

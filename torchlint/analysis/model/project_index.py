@@ -31,6 +31,7 @@ import ast
 import contextlib
 import contextvars
 import functools
+import json
 import os
 import re
 import threading
@@ -250,6 +251,19 @@ def _target_names(target: ast.expr) -> Iterable[str]:
             yield from _target_names(element)
 
 
+def notebook_code(data: bytes) -> bytes:
+    """The code cells' text of a notebook file (its outputs are no code: a traceback printing ``exec(`` calls
+    nothing); the file's bytes as they are when it is no notebook JSON."""
+    try:
+        cells = json.loads(data).get("cells", [])
+        return "\n".join(
+            "".join(cell["source"]) if isinstance(cell.get("source"), list) else str(cell.get("source", ""))
+            for cell in cells if isinstance(cell, dict) and cell.get("cell_type") == "code"
+        ).encode("utf-8", "replace")
+    except (ValueError, AttributeError, TypeError, KeyError):
+        return data
+
+
 def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
     """Classes and imports of the file being linted, from its current text (whatever the index holds)."""
     tree = _parsed(source)
@@ -467,6 +481,7 @@ class ProjectIndex:
         self._lock = threading.RLock()
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._aliases: Dict[str, str] = {}  # a name a script inside a package imports a module by -> its own
+        self._names: Dict[str, str] = {}  # a file's absolute path -> its module name
         self._file_list: Tuple[str, ...] = ()
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
         self._refused_saves: Dict[Tuple[str, str], Optional["RefusedSave"]] = {}
@@ -489,6 +504,9 @@ class ProjectIndex:
                     files = self._files_source() if callable(self._files_source) else self._files_source
                     self._file_list = tuple(files)
                     modules: Dict[str, str] = {}
+                    # Two files of one name outside packages (``train.py`` and ``temp/attention/train.py``): an
+                    # import from the top of the repository finds the shallower one, so it holds the bare name.
+                    files = sorted(files, key=lambda path: os.path.abspath(path).count(os.sep))
                     # module_name's climb through __init__.py packages, done once per directory however many
                     # files it holds (a warm cached run over a large tree builds this map and little else).
                     is_package_dir = functools.lru_cache(maxsize=None)(_has_init)
@@ -524,6 +542,12 @@ class ProjectIndex:
                         if inner and inner not in modules:
                             aliases.setdefault(inner, name)
                     self._aliases = aliases
+                    # Each file's own name: its first one (the other of two same-named files is known by its
+                    # folder's name, ``attention.train``).
+                    names: Dict[str, str] = {}
+                    for name, path in modules.items():
+                        names.setdefault(os.path.abspath(path), name)
+                    self._names = names
                     self._modules = modules
         return self._modules
 
@@ -622,7 +646,7 @@ class ProjectIndex:
             if path.endswith(".ipynb"):
                 try:
                     with open(path, "rb") as handle:
-                        yield handle.read()
+                        yield notebook_code(handle.read())
                 except OSError:
                     continue
 
@@ -887,9 +911,10 @@ class ProjectIndex:
         return holder is not None and holder.endswith("__init__.py") and os.path.abspath(holder) != os.path.abspath(path)
 
     def module_of(self, path: str) -> Optional[str]:
-        """The module name of a file of the run (None when it is not one of them)."""
-        name = module_name(path)
-        return name if self._ensure().get(name) is not None else None
+        """The module name of a file of the run (None when it is not one of them): the name an import of it
+        finds, so a file another of the same name hides is known by its folder's (``attention.train``)."""
+        self._ensure()
+        return self._names.get(os.path.abspath(path))
 
     def find_class(self, qualified: str) -> Optional[DatasetClass]:
         """The class named ``qualified`` (``pkg.data.TextDataset``), following re-exports."""

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set
 
 import libcst as cst
 
-from torchlint.analysis.model.project_index import ProjectIndex
+from torchlint.analysis.model.project_index import ProjectIndex, notebook_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -49,7 +49,9 @@ _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 _COMMENT = re.compile(rb"#[^\n]*")
 # Lookups of a definition by a computed name: of any module (``globals()``, ``import_module``, ``eval``), or of
 # one the file imports (``getattr(models, name)``, ``models.__dict__[name]``, ``vars(models)``).
-_DYNAMIC = re.compile(rb"\bglobals\s*\(\s*\)|\bimport_module\s*\(|(?<![\w.])(?:eval|exec)\s*\(|\bsys\.modules\b")
+_DYNAMIC = re.compile(
+    rb"\bglobals\s*\(\s*\)|\bimport_module\s*\(|\b__import__\s*\(|\brunpy\b|(?<![\w.])(?:eval|exec)\s*\(|\bsys\.modules\b"
+)
 _BY_NAME_OF = (
     re.compile(rb"\bgetattr\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*(?![\s\"'])"),
     re.compile(rb"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\.__dict__\b"),
@@ -380,8 +382,34 @@ def _dead_module(context: "FileContext", index: ProjectIndex) -> bool:
     if any(_runs(statement, facts.qualify) for statement in facts.tree.body) and not _library_self_test(context, index, module):
         return False
     name = module.rpartition(".")[2].encode("utf-8")
-    elsewhere = _words(index).counts.get(name, 0) - _mentions(_code_text(_disk_text(context, index)), name)
-    return elsewhere <= 0
+    own = _code_text(_disk_text(context, index))
+    if _words(index).counts.get(name, 0) - _mentions(own, name) <= 0:
+        return True
+    folder = os.path.basename(os.path.dirname(os.path.abspath(context.path)))
+    pattern = _module_reference(module, folder)
+    return _module_mentions(index, pattern) - len(pattern.findall(own)) <= 0
+
+
+def _module_reference(module: str, folder: str) -> "re.Pattern[bytes]":
+    """A mention that can load ``module`` without an import statement naming it: its dotted path
+    (``models.backbone``), its file (``backbone.py``, ``models/backbone``), ``-m backbone``, an entry point
+    (``backbone:main``).  A variable or a string of the same word (``backbone = ...``, ``split="train"``) loads
+    nothing: without a computed import in the project (``_DYNAMIC``) no string becomes a module."""
+    name = re.escape(module.rpartition(".")[2].encode("utf-8"))
+    forms = [rb"%s\.pyw?\b" % name, rb"/%s(?![\w])" % name, rb"-m\s+(?:[\w.]+\.)?%s(?![\w])" % name, rb"(?<![\w.])%s:(?=[A-Za-z_])" % name]
+    # Its dotted path: through its package, or through its folder (a namespace package: ``plugins.zoo``).
+    for parent in {module.rpartition(".")[0].rpartition(".")[2], folder} - {""}:
+        forms.append(rb"(?<![\w])%s\.%s(?![\w])" % (re.escape(parent.encode("utf-8")), name))
+    return re.compile(b"|".join(sorted(forms)))
+
+
+def _module_mentions(index: ProjectIndex, pattern: "re.Pattern[bytes]") -> int:
+    """How often the project's code (comments left out) holds a :func:`_module_reference`."""
+
+    def compute() -> int:
+        return sum(len(pattern.findall(_code_text(data))) for data in index.every_text())
+
+    return index.fact(f"reached.module-mentions:{pattern.pattern!r}", compute)  # type: ignore[return-value]
 
 
 # Calls that set a process up rather than run a program: a module whose top level only makes them (beside its
@@ -439,7 +467,7 @@ def _disk_text(context: "FileContext", index: ProjectIndex) -> bytes:
     if context.path.endswith(NOTEBOOK_SUFFIX):
         try:
             with open(context.path, "rb") as handle:
-                return handle.read()
+                return notebook_code(handle.read())
         except OSError:
             return b""
     module = index.module_of(context.path)
