@@ -296,6 +296,42 @@ def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> Optional[cst.Functio
     return None
 
 
+def function_of_parameter(ancestors: Sequence[cst.CSTNode], name: str) -> Optional[cst.FunctionDef]:
+    """The function whose parameter ``name`` is where the engine stands: the innermost ``def``, or an enclosing
+    one that a nested ``def`` reads it from when the inner ones bind no ``name`` (``def closure():`` inside
+    ``train(criterion)`` calling ``criterion(out, y)``); None when a class, a lambda or a binding comes first."""
+    for node in reversed(ancestors):
+        if isinstance(node, (cst.ClassDef, cst.Lambda)):
+            return None
+        if isinstance(node, cst.FunctionDef):
+            if any(param.name.value == name for param in all_params(node.params)):
+                return node
+            if name in bound_names(node.body):
+                return None
+    return None
+
+
+def arguments_from_callers(
+    context: "FileContext", ancestors: Sequence[cst.CSTNode], name: str
+) -> Optional[List[Tuple[cst.BaseExpression, List[cst.CSTNode]]]]:
+    """What each call in the file passes for parameter ``name`` of the function around ``ancestors`` (or of the one a
+    nested ``def`` reads it from), each with the ancestors of its call (to read the value where it was written);
+    None when the body rebinds the parameter, a call passes nothing known, or the file may call it otherwise."""
+    function = function_of_parameter(ancestors, name)
+    if function is None or name in bound_names(function.body):
+        return None
+    sites = every_call_site(context, function)
+    if not sites:
+        return None
+    passed = []
+    for site in sites:
+        value = argument_for(function, name, site)
+        if value is None:
+            return None
+        passed.append((value, list(site.ancestors)))
+    return passed
+
+
 @dataclass
 class _Instances:
     holders: Dict[str, Set[Tuple[int, str]]]  # class name -> (id of the class holding it, attribute)
@@ -507,8 +543,8 @@ def constructor_passed_by_callers(context: "FileContext", name: str, depth: int 
     followed to its callers, up to :data:`CONSTRUCTOR_CALLER_DEPTH` levels."""
     if context.reading_callers and depth == 0:
         return None
-    function = enclosing_function(context.ancestors)
-    if function is None or not any(param.name.value == name for param in all_params(function.params)):
+    function = function_of_parameter(context.ancestors, name)
+    if function is None:
         return None
     if name in bound_names(function.body):
         return None  # rebound in the body: the parameter is not what reaches every use
