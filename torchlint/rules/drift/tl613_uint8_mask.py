@@ -12,6 +12,7 @@ from torchlint.analysis.api.api_drift import (
     version_text,
 )
 from torchlint.analysis.api.version_guards import is_version_guarded
+from torchlint.analysis.flow.callers import arguments_from_callers
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg
 from torchlint.analysis.model.dataflow import site_of
@@ -146,7 +147,11 @@ class Uint8Mask(Rule):
         if isinstance(node, cst.Name):
             definition = reaching_definition(ancestors, node.value)
             if definition is None:
-                return None
+                # A parameter: uint8 when every caller in the file passes a uint8 mask.
+                passed = arguments_from_callers(self.context, ancestors, node.value)
+                if not passed or any(self._uint8_conversion(value, where, depth + 1) is None for value, where in passed):
+                    return None
+                return (None, None)
             inner = self._uint8_conversion(definition.value, ancestors_of(definition.statement, ancestors), depth + 1)
             return (None, None) if inner is not None else None
         if isinstance(node, cst.Subscript):
