@@ -353,6 +353,23 @@ def positions(n):
 """
 
 
+def test_tl602_cuda_tensor_types_fail_without_cuda_and_warn_with_it():
+    recorded = [change.name for change in api_drift.recorded_changes() if change.name.startswith("torch.cuda.") and change.name.endswith("Tensor") and ".sparse." not in change.name]
+    assert len(recorded) == 10
+    for name in recorded:
+        constructor = getattr(torch.cuda, name.rpartition(".")[2])
+        if not torch.cuda.is_available():
+            with pytest.raises(TypeError, match="not available"):
+                constructor(2, 3)
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            made = constructor(2, 3)
+        assert made.is_cuda and made.shape == (2, 3)
+        # torch warns once per process: the first constructor called shows it
+        assert any("no longer recommended" in str(w.message) for w in caught) or name != recorded[0]
+
+
 def test_tl602_range_rewrite_keeps_the_end_and_the_float_dtype():
     after = fixed(RANGE, "TL602", unsafe=True)
     for dtype in (torch.float32, torch.float64):

@@ -214,6 +214,15 @@ _RECORDS: Tuple[ApiChange, ...] = (
         for module in ("torch.sparse", "torch.cuda.sparse")
         for kind in LEGACY_SPARSE_DTYPES
     ),
+    # The legacy CUDA tensor types: constructing one warns since 2.1 (torch/csrc/tensor/python_tensor.cpp; torch's
+    # test_dtypetensor_warnings), and fails on a machine without CUDA.  A reference (``x.type(torch.cuda.FloatTensor)``,
+    # ``isinstance``) does not warn.  No fix: ``(2, 3)`` is a shape and ``([2, 3])`` data.
+    *(
+        _change(f"torch.cuda.{kind}Tensor", deprecated=(2, 1), calls_only=True,
+                replacement=f"torch.tensor(data, dtype=torch.{dtype}, device=\"cuda\") or torch.empty(size, dtype=torch.{dtype}, device=\"cuda\")",
+                source="warns: The torch.cuda.*DtypeTensor constructors are no longer recommended")
+        for kind, dtype in {**LEGACY_SPARSE_DTYPES, "Bool": "bool"}.items()
+    ),
     # torchvision (its releases pair with torch's: 0.16 with 2.1).  Removals and keywords come from its table
     # (tools/gen_package_api.py); these records add what replaces a name.  Scale and RandomSizedCrop were
     # subclasses of Resize and RandomResizedCrop taking the same arguments (0.2.2-0.11), so a rename is exact.

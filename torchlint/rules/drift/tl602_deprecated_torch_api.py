@@ -61,6 +61,11 @@ class DeprecatedTorchApi(ApiUseRule):
       `Long`, and the `torch.cuda.sparse` ones), warned since torch 2.1 when
       called (a type check such as `isinstance(t, torch.sparse.FloatTensor)`
       is not flagged);
+    - the legacy CUDA tensor types called as constructors,
+      `torch.cuda.FloatTensor(n)` (and the other dtypes): torch warns "The
+      torch.cuda.*DtypeTensor constructors are no longer recommended" since
+      2.1, and a machine without CUDA raises `TypeError` (a reference such as
+      `x.type(torch.cuda.FloatTensor)` is not flagged);
     - `ctx.saved_variables` in a method of a class deriving from
       `torch.autograd.Function` (a `DeprecationWarning` since torch 1.0;
       `ctx.saved_tensors` returns the same tensors);
@@ -176,7 +181,9 @@ class DeprecatedTorchApi(ApiUseRule):
     loading), a CUDA tensor type in `set_default_tensor_type` (it also moved
     tensor factories to the GPU), `torch.svd` whose `U`/`V` are read (it
     returns `V`, `torch.linalg.svd` returns `Vh`), `transforms.v2.ToTensor`
-    (the replacement returns a `tv_tensors.Image`), `torch.cuda.sparse.*`
+    (the replacement returns a `tv_tensors.Image`), a CUDA tensor type's
+    constructor (`torch.cuda.FloatTensor(2, 3)` is a shape, `([2, 3])` data:
+    `torch.empty` or `torch.tensor` with `device="cuda"`), `torch.cuda.sparse.*`
     (what the CUDA types build cannot be run on a CPU-only build, where they
     raise `TypeError`), the typed storages (`torch.ByteStorage.from_buffer`:
     `torch.frombuffer` and `torch.UntypedStorage` take other arguments and
