@@ -543,27 +543,19 @@ def constructor_passed_by_callers(context: "FileContext", name: str, depth: int 
     followed to its callers, up to :data:`CONSTRUCTOR_CALLER_DEPTH` levels."""
     if context.reading_callers and depth == 0:
         return None
-    function = function_of_parameter(context.ancestors, name)
-    if function is None:
-        return None
-    if name in bound_names(function.body):
-        return None  # rebound in the body: the parameter is not what reaches every use
-    sites = every_call_site(context, function)
-    if not sites:
+    passed = arguments_from_callers(context, context.ancestors, name)
+    if not passed:
         return None
     found: List[cst.Call] = []
     visiting = context.ancestors
     context.reading_callers = True
     try:
-        for site in sites:
-            value = argument_for(function, name, site)
-            if value is None:
-                return None
-            context.ancestors = list(site.ancestors)
+        for value, site_ancestors in passed:
+            context.ancestors = site_ancestors
             constructor = module_constructor(context, value) if isinstance(value, cst.Name) else value
             if constructor is None and isinstance(value, cst.Name) and depth < CONSTRUCTOR_CALLER_DEPTH:
                 constructor = constructor_passed_by_callers(context, value.value, depth + 1)
-                context.ancestors = list(site.ancestors)
+                context.ancestors = site_ancestors
             if not isinstance(constructor, cst.Call):
                 return None
             found.append(constructor)
