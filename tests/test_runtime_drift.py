@@ -1321,3 +1321,119 @@ def test_tl405_a_sampler_passing_data_source_to_its_base_raises_and_the_fix_iter
     after = fixed(SAMPLER_WITH_DATA_SOURCE, "TL405")
     assert "super().__init__()" in after
     assert run(after)["order"]([0.5, 2.0, 1.0]) == [0, 2, 1]
+
+
+# -- TL616 true-division-as-size ----------------------------------------------------------------------------
+
+
+def test_tl616_python2_sizes_raise_and_the_floor_division_builds_and_runs_the_block():
+    source = (FIXTURES / "TL616" / "fix" / "true_division_as_size.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL616")
+    assert after == (FIXTURES / "TL616" / "fix" / "true_division_as_size.out.py").read_text(encoding="utf-8")
+    with pytest.raises(TypeError, match="must be tuple of ints"):
+        run(source)["Block"](8, 3, 2)
+    block = run(after)["Block"](8, 3, 2)
+    # the sizes Python 2 computed with ints: 8/2 = 4 channels, padding (3-1)/2 = 1, (8/2)/2 + 1 = 3 features
+    assert block.conv.out_channels == 4 and block.conv.padding == (1, 1) and block.fc.in_features == 3
+    x = torch.randn(2, 8, 5, 5)
+    out = block(x)
+    assert torch.equal(out, x.view(2, 2, 4, 5, 5)[:, :, :2])
+    assert block.conv(x).shape == (2, 4, 5, 5)  # padding 1 keeps the size, as the author meant
+
+
+def _holds_int(value) -> bool:
+    if isinstance(value, tuple):
+        return any(_holds_int(v) for v in value)
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _float_of(value):
+    """``value`` with its ints made floats (a tuple of sizes: each element)."""
+    if isinstance(value, tuple):
+        return tuple(_float_of(v) for v in value)
+    return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# A call of each API of analysis/api/integer_arguments.py that works with ints: positional arguments, keywords.
+_X = (2, 4, 8, 8)
+_INTEGER_CALLS = {
+    "torch.nn.Conv2d": ((4, 8, 3, 1, 1, 1, 2), {}),
+    "torch.nn.ConvTranspose2d": ((4, 8, 3, 1, 1, 0, 2, True, 1), {}),
+    "torch.nn.Linear": ((8, 3), {}),
+    "torch.nn.Bilinear": ((8, 8, 3), {}),
+    "torch.nn.BatchNorm2d": ((4,), {}),
+    "torch.nn.Embedding": ((10, 3), {}),
+    "torch.nn.LSTM": ((8, 6, 2), {}),
+    "torch.nn.GRUCell": ((8, 6), {}),
+    "torch.nn.MaxPool2d": ((2, 2, 1), {}),
+    "torch.nn.AvgPool2d": ((2, 2, 1), {}),
+    "torch.nn.AdaptiveAvgPool2d": ((4,), {}),
+    "torch.nn.PixelShuffle": ((2,), {}),
+    "torch.nn.PixelUnshuffle": ((2,), {}),
+    "torch.nn.Upsample": ((), {"size": (16, 16)}),
+    "torch.nn.MultiheadAttention": ((8, 2), {}),
+    "torch.nn.functional.interpolate": (("x", (16, 16)), {}),
+    "torch.nn.functional.pad": (("x", (1, 1)), {}),
+    "torch.nn.functional.max_pool2d": (("x", 2, 2, 1), {}),
+    "torch.nn.functional.adaptive_avg_pool2d": (("x", 4), {}),
+    "torch.nn.functional.pixel_shuffle": (("x", 2), {}),
+    "torch.nn.functional.one_hot": (("labels", 4), {}),
+    "torch.zeros": ((2, 3), {}),
+    "torch.full": (((2, 3), 1.0), {}),
+    "torch.eye": ((3, 2), {}),
+    "torch.randperm": ((5,), {}),
+    "torch.randint": ((0, 5, (3,)), {}),
+    "torch.reshape": (("x", (2, -1)), {}),
+    "torch.narrow": (("x", 1, 0, 2), {}),
+    "torch.chunk": (("x", 2, 1), {}),
+    "torch.split": (("x", 2, 1), {}),
+    "torch.topk": (("x", 2, 1), {}),
+    "torch.unsqueeze": (("x", 1), {}),
+    "torch.transpose": (("x", 1, 2), {}),
+    "torch.permute": (("x", (0, 2, 1, 3)), {}),
+}
+_METHOD_CALLS = {
+    "view": (2, -1), "reshape": (2, -1), "expand": (2, 4, 8, 8), "repeat": (1, 2, 1, 1), "permute": (0, 2, 1, 3),
+    "new_zeros": (2, 3), "new_ones": (2,), "new_empty": (2,), "new_full": ((2,), 1.0), "narrow": (1, 0, 2),
+    "unfold": (2, 2, 1), "chunk": (2, 1), "split": (2, 1), "topk": (2, 1), "unsqueeze": (1,), "squeeze": (1,),
+    "transpose": (1, 2), "size": (1,),
+}
+
+
+def _call_with(function, args, kwargs):
+    x, labels = torch.randn(*_X), torch.tensor([1, 2])
+    real = tuple(x if a == "x" else labels if a == "labels" else a for a in args)
+    made = function(*real, **kwargs)
+    if isinstance(made, torch.nn.Module) and not isinstance(made, (torch.nn.RNNBase, torch.nn.RNNCellBase, torch.nn.MultiheadAttention, torch.nn.Bilinear, torch.nn.Linear, torch.nn.Embedding)):
+        made(torch.randn(*_X))  # a pooling size or a padding is read at the first forward
+    return made
+
+
+def test_tl616_every_integer_argument_of_the_table_refuses_a_float():
+    from torchlint.analysis.api.integer_arguments import BY_FUNCTION, BY_METHOD
+
+    shown = {name for name in BY_FUNCTION if name in _INTEGER_CALLS}
+    # every kind of entry is exercised: one dimension of each family stands for its siblings
+    assert len(shown) == len(_INTEGER_CALLS) and set(_METHOD_CALLS) == set(BY_METHOD)
+    for name, (args, kwargs) in _INTEGER_CALLS.items():
+        module, _, attribute = name.rpartition(".")
+        function = getattr(importlib.import_module(module), attribute)
+        _call_with(function, args, kwargs)  # ints work
+        entry = BY_FUNCTION[name]
+        for position, value in enumerate(args):
+            if entry.takes_int(entry.parameter_at(position)) and _holds_int(value):
+                changed = args[:position] + (_float_of(value),) + args[position + 1:]
+                with pytest.raises(TypeError):
+                    _call_with(function, changed, kwargs)
+        for keyword, value in kwargs.items():
+            if entry.takes_int(keyword):
+                with pytest.raises(TypeError):
+                    _call_with(function, args, {**kwargs, keyword: _float_of(value)})
+    for method, args in _METHOD_CALLS.items():
+        x = torch.randn(*_X)
+        getattr(x, method)(*args)
+        entry = BY_METHOD[method]
+        for position, value in enumerate(args):
+            if entry.takes_int(entry.parameter_at(position)) and _holds_int(value):
+                with pytest.raises(TypeError):
+                    getattr(x, method)(*(args[:position] + (_float_of(value),) + args[position + 1:]))

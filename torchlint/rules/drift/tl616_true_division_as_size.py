@@ -1,0 +1,173 @@
+from __future__ import annotations
+
+import re
+from typing import Iterator, Optional
+
+import libcst as cst
+
+from torchlint.analysis.api.integer_arguments import BY_FUNCTION, BY_METHOD, SIZES, IntegerArguments
+from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.values.tensors import ancestors_of
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
+
+# A true division as written (``/`` that is not ``//`` nor ``/=``): where the rule can report.
+_TRUE_DIVISION = re.compile(r"(?<![/])/(?![/=])")
+# How far a name is followed to the division that bound it.
+MAX_DEPTH = 3
+# Operators through which a float stays a float (``(k - 1) / 2 + 1``).
+_FLOAT_KEEPING = (cst.Add, cst.Subtract, cst.Multiply, cst.Modulo)
+# Label-based indexers: a float is a label there (``series.loc[: 2.5]``).
+_LABEL_INDEXERS = frozenset({"loc", "at"})
+
+
+class TrueDivisionAsSize(Rule):
+    """
+    ## What it does
+    Flags a true division `a / b` passed where torch takes an int: a
+    module's sizes (`nn.Conv2d(c, c / 2, k, padding=(k - 1) / 2)`,
+    `nn.Linear(d / 2, n)`), a shape (`x.view(-1, c / g)`, `torch.zeros(n / 2)`),
+    an interpolation size (`F.interpolate(x, size=(h / 4, w / 4))`), a
+    dimension, a `k`, a chunk count, or a slice bound (`x[:, : n / 2]`).
+    The division is written there, inside arithmetic (`(k - 1) / 2 + 1`),
+    in a tuple of sizes, or in the one assignment of a name passed there
+    (`h = x.size(2) / 4` ... `size=(h, w)`). The table of such arguments is
+    data (`torchlint/analysis/api/integer_arguments.py`), each entry checked
+    against torch 2.13 by a test.
+
+    ## Why is this bad?
+    Code written for Python 2 divided ints with `/` and got an int. On
+    Python 3 `/` always returns a float (and on integer tensors since torch
+    1.5 a float tensor), and torch refuses a float size: `TypeError:
+    empty(): argument 'size' must be tuple of ints, but found element of type
+    float` when the module is built, `conv2d() received an invalid
+    combination of arguments` at the first forward for a float padding,
+    `slice indices must be integers` for a slice. The model cannot be built
+    or run.
+
+    ## Example
+    ```python
+    self.conv = nn.Conv2d(channels, channels / 2, kernel_size, padding=(kernel_size - 1) / 2)
+    out = out.view(batch, groups, channels / groups, height, width)
+    ```
+
+    ## Use instead
+    ```python
+    self.conv = nn.Conv2d(channels, channels // 2, kernel_size, padding=(kernel_size - 1) // 2)
+    out = out.view(batch, groups, channels // groups, height, width)
+    ```
+
+    ## Fix safety
+    Safe where the division is written in the argument: `//` is what `/`
+    computed on ints under Python 2 (both floor), and the line raises today.
+    No fix for a division bound to a name first (`h = x.size(2) / 4`): the
+    name may be read elsewhere as the float it is.
+    """
+
+    code = "TL616"
+    name = "true-division-as-size"
+    message = "`/` gives a float on Python 3: torch takes an int here (TypeError); use `//`"
+    fix_applicability = Applicability.SAFE
+    triggers = ("/",)
+    # Certain from the code (the runtime test shows each API raising), but no validation draw has read one yet.
+    confidence = Confidence.MEDIUM
+    confidence_levels = (
+        "`medium`: every finding. The failure is certain where the line runs (a test calls every API of the "
+        "table with a float), but no validation draw has held one to read blind, so its precision on users' code "
+        "is unmeasured; the level table moves it once blind readings exist (`bench/validate.py --calibrate`)."
+    )
+
+    @classmethod
+    def prepass(cls, scan):
+        return scan.regions_whose_text_matches(_TRUE_DIVISION) or None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if has_star_args(node):
+            return
+        arguments = self._integer_arguments(node)
+        if arguments is None:
+            return
+        for position, arg in enumerate(arg for arg in node.args if arg.keyword is None):
+            if arguments.takes_int(arguments.parameter_at(position)):
+                self._judge(arg.value, "an int")
+        for arg in node.args:
+            if arg.keyword is not None and arguments.takes_int(arg.keyword.value):
+                self._judge(arg.value, "an int")
+
+    def visit_Slice(self, node: cst.Slice) -> None:
+        subscript = next((n for n in reversed(self.context.ancestors) if isinstance(n, cst.Subscript)), None)
+        if subscript is None or (isinstance(subscript.value, cst.Attribute) and subscript.value.attr.value in _LABEL_INDEXERS):
+            return
+        for bound in (node.lower, node.upper, node.step):
+            if bound is not None:
+                self._judge(bound, "an int slice bound")
+
+    def _integer_arguments(self, node: cst.Call) -> Optional[IntegerArguments]:
+        qualified = self.context.qualified_name(node.func)
+        if qualified is not None and qualified in BY_FUNCTION:
+            return BY_FUNCTION[qualified]
+        if isinstance(node.func, cst.Attribute) and (qualified is None or qualified.startswith("torch.Tensor.")):
+            return BY_METHOD.get(node.func.attr.value)
+        return None
+
+    def _judge(self, value: cst.BaseExpression, wanted: str) -> None:
+        elements = value.elements if isinstance(value, (cst.Tuple, cst.List)) else None
+        for item in ([e.value for e in elements] if elements is not None else [value]):
+            if any(True for _ in _true_divisions(item)):
+                self.report(item, self._message(wanted), self._fix(item))
+                continue
+            bound = self._bound_division(item)
+            if bound is not None:
+                self.report(item, self._message(wanted, f"`{item.value}` holds the float of `{bound}`"))
+
+    def _bound_division(self, item: cst.BaseExpression) -> Optional[str]:
+        """The true division (as written) that the one assignment reaching ``item`` (a name) binds it to,
+        followed through names up to :data:`MAX_DEPTH`; None when there is none."""
+        ancestors = self.context.ancestors
+        for _ in range(MAX_DEPTH):
+            if not isinstance(item, cst.Name):
+                return None
+            definition = reaching_definition(ancestors, item.value)
+            if definition is None:
+                return None
+            division = next(_true_divisions(definition.value), None)
+            if division is not None:
+                return cst.Module([]).code_for_node(division)
+            item, ancestors = definition.value, ancestors_of(definition.statement, ancestors)
+        return None
+
+    def _message(self, wanted: str, through: str = "") -> str:
+        where = f"{through}: " if through else ""
+        return (
+            f"{where}`/` gives a float on Python 3 (a float tensor on integer tensors since torch 1.5), and torch "
+            f"takes {wanted} here: TypeError when the line runs; use `//`"
+        )
+
+    @staticmethod
+    def _fix(item: cst.BaseExpression) -> FixSpec:
+        return FixSpec(Applicability.SAFE, "Use `//` (what `/` gave on ints under Python 2)", (Replacement(item, _floored(item)),))
+
+
+def _floored(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` with every true division of its float chain made a floor division (``(a / b) / c`` whole)."""
+    if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Divide, *_FLOAT_KEEPING)):
+        operator = node.operator
+        if isinstance(operator, cst.Divide):
+            operator = cst.FloorDivide(whitespace_before=operator.whitespace_before, whitespace_after=operator.whitespace_after)
+        return node.with_changes(left=_floored(node.left), operator=operator, right=_floored(node.right))
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        return node.with_changes(expression=_floored(node.expression))
+    return node
+
+
+def _true_divisions(node: cst.BaseExpression) -> Iterator[cst.BinaryOperation]:
+    """The true divisions whose float ``node`` is: ``node`` itself, or one under ``+ - * %`` or a sign, in
+    parentheses or not (a call, ``int(a / b)`` or ``math.ceil``, makes an int: nothing under it counts)."""
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Divide):
+            yield node
+        elif isinstance(node.operator, _FLOAT_KEEPING):
+            yield from _true_divisions(node.left)
+            yield from _true_divisions(node.right)
+    elif isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
+        yield from _true_divisions(node.expression)
