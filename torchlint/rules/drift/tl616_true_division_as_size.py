@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import ast
 import re
 from typing import Iterator, Optional
 
 import libcst as cst
 
 from torchlint.analysis.api.integer_arguments import BY_FUNCTION, BY_METHOD, SIZES, IntegerArguments
+from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
 from torchlint.analysis.values.tensors import ancestors_of
@@ -79,7 +81,28 @@ class TrueDivisionAsSize(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        return scan.regions_whose_text_matches(_TRUE_DIVISION) or None
+        """Regions where a true division (or a name one binds in the region or at the top level) is an argument
+        of a call named like an API of the table, or a slice bound."""
+        written = scan.regions_whose_text_matches(_TRUE_DIVISION)
+        if not written:
+            return None
+        module_names = _names_bound_to_divisions(scan.tree.body)
+
+        def may_report(region) -> bool:
+            nodes = list(every_node(region.node))
+            divided = module_names | _names_bound_to_divisions(nodes)
+            for node in nodes:
+                if isinstance(node, ast.Call) and _called_name(node.func) in _CALLED_NAMES:
+                    values = [arg for arg in node.args] + [keyword.value for keyword in node.keywords]
+                elif isinstance(node, ast.Slice):
+                    values = [bound for bound in (node.lower, node.upper, node.step) if bound is not None]
+                else:
+                    continue
+                if any(_ast_float(value, divided) for value in values):
+                    return True
+            return False
+
+        return frozenset(i for i in written if may_report(scan.regions[i])) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         if has_star_args(node):
@@ -158,6 +181,41 @@ def _floored(node: cst.BaseExpression) -> cst.BaseExpression:
     if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
         return node.with_changes(expression=_floored(node.expression))
     return node
+
+
+# The last word of every call the table names (``Conv2d``, ``zeros``, ``view``): the pre-pass's cheap filter.
+_CALLED_NAMES = frozenset({name.rpartition(".")[2] for name in BY_FUNCTION} | set(BY_METHOD))
+
+
+def _called_name(func: ast.expr) -> Optional[str]:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _ast_float(node: ast.expr, divided) -> bool:
+    """``ast``'s reading of :func:`_true_divisions` (a tuple of sizes: any element), a name in ``divided`` too."""
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return any(_ast_float(element, divided) for element in node.elts)
+    if isinstance(node, ast.BinOp):
+        if isinstance(node.op, ast.Div):
+            return True
+        return isinstance(node.op, (ast.Add, ast.Sub, ast.Mult, ast.Mod)) and (_ast_float(node.left, divided) or _ast_float(node.right, divided))
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _ast_float(node.operand, divided)
+    return isinstance(node, ast.Name) and node.id in divided
+
+
+def _names_bound_to_divisions(nodes) -> frozenset:
+    """Names some plain assignment among ``nodes`` binds to a true division (followed through one more name)."""
+    bound = {}
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    bound[target.id] = node.value
+    divided = {name for name, value in bound.items() if _ast_float(value, frozenset())}
+    return frozenset(divided | {name for name, value in bound.items() if _ast_float(value, divided)})
 
 
 def _true_divisions(node: cst.BaseExpression) -> Iterator[cst.BinaryOperation]:
