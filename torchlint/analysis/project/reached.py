@@ -229,18 +229,19 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
 
 
 class _TopLevel:
-    """A file's top-level definitions (read with ``ast`` from its whole text) and the words each one uses, and the
+    """A file's top-level definitions (the pre-pass's ``ast`` tree of its whole text, else parsed here) and the words each one uses, and the
     words its other top-level code uses (imports and ``__all__`` left out)."""
 
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, tree: Optional[ast.Module] = None) -> None:
         self.uses: Dict[str, Counter] = {}
         self.kept: Set[str] = set()  # decorated, or defined more than once: alive whatever names them
         self.code: Counter = Counter()
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError):
-            self.code = Counter({"*": 1})  # unreadable: every name counts as used
-            return
+        if tree is None:
+            try:
+                tree = ast.parse(source)
+            except (SyntaxError, ValueError, RecursionError):
+                self.code = Counter({"*": 1})  # unreadable: every name counts as used
+                return
         for statement in tree.body:
             if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 name = statement.name
@@ -279,7 +280,7 @@ def _named_only_by_unreached(context: "FileContext", words: "_Words", name: str)
     """Whether every mention of the top-level ``name`` in this file sits in other top-level definitions of the
     file that are unreached themselves (``weights_init_normal`` named only by an ``init_weights`` nothing calls),
     followed through the file's definitions; none elsewhere in the project (checked by the caller)."""
-    top = context.memoized("reached.top-level", context.module, lambda _: _TopLevel(context.source))
+    top = context.memoized("reached.top-level", context.module, lambda _: _TopLevel(context.source, context.ast_tree))
     verdicts: Dict[str, bool] = context.memoized("reached.unreached-top", context.module, lambda _: {})
 
     def unreached(current: str, trail: FrozenSet[str]) -> bool:
