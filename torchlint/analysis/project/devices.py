@@ -337,6 +337,59 @@ def saved_before_in_same_run(context: "FileContext", call: cst.Call, path: cst.B
     return _only_called_by_a_saver(context, function, path)
 
 
+def loaded_before_in_same_run(context: "FileContext", call: cst.Call, path: cst.BaseExpression) -> bool:
+    """An earlier load of the same path in the same function (or script), under no condition this load is not
+    also under: if the file came from a GPU this machine lacks, that load fails first; if it passed, this one
+    reads the same file or one the run wrote since (the best model reloaded after training; d18: 22 of 22 such
+    repeats read false)."""
+    scope = context.enclosing(cst.FunctionDef) or context.module
+    loads = context.memoized("devices.loads-under-tests", scope, lambda node: _loads_under_tests(context, node))
+    here = next((tests for load, tests in loads if load is call), None)
+    if here is None:
+        return False
+    for load, tests in loads:
+        if load is call:
+            return False
+        earlier = argument(load, 0, "f")
+        if earlier is not None and structurally_equal(earlier.value, path) and tests <= here:
+            return True
+    return False
+
+
+def _loads_under_tests(context: "FileContext", scope: cst.CSTNode) -> List[Tuple[cst.Call, frozenset]]:
+    """The loads of ``scope`` (not of functions nested in it) in source order, each with the ``if`` tests (as
+    written, the branch taken) it stands under."""
+    found: List[Tuple[cst.Call, frozenset]] = []
+    tests: List[str] = []
+    empty = cst.Module([])
+
+    class _Loads(cst.CSTVisitor):
+        def visit_FunctionDef(self, node: cst.FunctionDef) -> bool:
+            return node is scope
+
+        def visit_ClassDef(self, node: cst.ClassDef) -> bool:
+            return False
+
+        def visit_If(self, node: cst.If) -> bool:
+            test = empty.code_for_node(node.test)
+            tests.append(test)
+            node.test.visit(self)
+            node.body.visit(self)
+            tests.pop()
+            if node.orelse is not None:
+                tests.append("not " + test)
+                node.orelse.visit(self)
+                tests.pop()
+            return False
+
+        def visit_Call(self, node: cst.Call) -> None:
+            if context.qualified_name(node.func) in LOAD_FUNCTIONS:
+                found.append((node, frozenset(tests)))
+
+    scope.visit(_Loads())
+    return found
+
+
 def _only_called_by_a_saver(context: "FileContext", function: cst.FunctionDef, path: cst.BaseExpression) -> bool:
     sites = every_call_site(context, function)
     if not sites:

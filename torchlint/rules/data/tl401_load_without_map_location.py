@@ -10,6 +10,7 @@ from torchlint.analysis.project.devices import (
     GPU_REQUIRED,
     device_policy,
     holds_cpu_tensors,
+    loaded_before_in_same_run,
     opened_path,
     other_branch_maps_location,
     saved_before_in_same_run,
@@ -87,7 +88,9 @@ class LoadWithoutMapLocation(Rule):
 - **low**: the loading file builds its model with `.cuda()`, or the program always uses CUDA (it runs only
   where a GPU is, and a file saved from `cuda:0` loads there); the run that loads wrote the path (the same
   function saved it just before or fills it as a cache, the function that saved it is the only caller of
-  the loading one, or a script's top level saves then loads it); the checkpoint holds CPU tensors (every
+  the loading one, or a script's top level saves then loads it); the same function (or script) loaded the
+  same path before, under no condition this load is not under (that load meets a foreign file first: the
+  best model reloaded after training reads the same file or the one this run wrote); the checkpoint holds CPU tensors (every
   save of the loading class writes what `.cpu()` returned, or the code that writes the path never uses a
   GPU).
 - not reported: the loaded value is used as CPU data right away (`torch.load(p).numpy()`), or the load
@@ -178,7 +181,9 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         path = argument(node, 0, "f")
         loaded = opened_path(self.context, path.value) if path is not None else None
         if loaded is not None and (
-            saved_before_in_same_run(self.context, node, loaded) or holds_cpu_tensors(self.context, loaded)
+            saved_before_in_same_run(self.context, node, loaded)
+            or loaded_before_in_same_run(self.context, node, loaded)
+            or holds_cpu_tensors(self.context, loaded)
         ):
             return Confidence.LOW
         # A program that needs a GPU to run loads where one is: only a file saved from another index fails.
