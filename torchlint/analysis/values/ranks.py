@@ -7,7 +7,8 @@
 - ``torch.mm(a, b)`` / ``a.mm(b)``: 2;
 - 0: a full reduction (``x.sum()``, ``x.mean()``, ``x.norm()``, ``torch.sum(x)`` with no dimension) of a
   value known to be a tensor, and a loss's output with a reducing ``reduction`` (the default ``"mean"``,
-  ``"sum"``, ``"batchmean"``; not ``"none"``, a variable, or the legacy ``reduce=``/``size_average=``), called
+  ``"sum"``, ``"batchmean"``, or the legacy ``size_average=`` alone or with ``reduce=True``; not ``"none"``,
+  a variable, or ``reduce=False``), called
   as a function (``F.nll_loss(x, y)``) or through a module built in the function, ``__init__`` or the script
   (``criterion(out, y)``);
 - ops that keep their input's rank (``nn.Linear``, activations, dropout, ``F.linear``, ``F.relu``):
@@ -231,10 +232,13 @@ def scalar_loss_module(context: "FileContext", constructor: Optional[cst.Call]) 
 
 
 def _reduces(call: cst.Call, positional_allowed: int) -> bool:
-    """No legacy flag, no ``reduction`` beyond the first ``positional_allowed`` positions, and a reducing one."""
+    """No ``reduction`` beyond the first ``positional_allowed`` positions, and a reducing one. Of the legacy flags,
+    ``size_average=`` only chose the sum or the mean (one number either way); ``reduce=`` reduces when it is
+    ``True``."""
     if has_star_args(call) or len(positional_args(call)) > positional_allowed:
         return False
-    if keyword_arg(call, "reduce") is not None or keyword_arg(call, "size_average") is not None:
+    legacy_reduce = keyword_arg(call, "reduce")
+    if legacy_reduce is not None and literal_value(legacy_reduce.value) is not True:
         return False
     reduction = keyword_arg(call, "reduction")
     return reduction is None or literal_value(reduction.value) in REDUCING
