@@ -370,6 +370,30 @@ def test_tl602_cuda_tensor_types_fail_without_cuda_and_warn_with_it():
         assert any("no longer recommended" in str(w.message) for w in caught) or name != recorded[0]
 
 
+def test_tl602_torchscript_entry_points_warn_on_2_13(tmp_path):
+    recorded = {change.name for change in api_drift.recorded_changes() if change.name.startswith("torch.jit.")}
+    assert len(recorded) == 12
+
+    def double(x):
+        return x * 2
+
+    model = torch.nn.Linear(2, 2).eval()
+    path = str(tmp_path / "traced.pt")
+    calls = {
+        "torch.jit.script": lambda: torch.jit.script(double),
+        "torch.jit.trace": lambda: torch.jit.trace(model, torch.randn(1, 2)),
+        "torch.jit.save": lambda: torch.jit.save(torch.jit.trace(model, torch.randn(1, 2)), path),
+        "torch.jit.load": lambda: torch.jit.load(path),
+        "torch.jit.freeze": lambda: torch.jit.freeze(torch.jit.script(model)),
+        "torch.jit.fork": lambda: torch.jit.fork(double, torch.ones(1)),
+        "torch.jit.wait": lambda: torch.jit.wait(torch.jit.fork(double, torch.ones(1))),
+    }
+    for name, call in calls.items():
+        assert name in recorded
+        _, caught = quietly(call)
+        assert any(f"`{name}` is deprecated" in message for message in caught), name
+
+
 def test_tl602_range_rewrite_keeps_the_end_and_the_float_dtype():
     after = fixed(RANGE, "TL602", unsafe=True)
     for dtype in (torch.float32, torch.float64):

@@ -214,6 +214,28 @@ _RECORDS: Tuple[ApiChange, ...] = (
         for module in ("torch.sparse", "torch.cuda.sparse")
         for kind in LEGACY_SPARSE_DTYPES
     ),
+    # TorchScript: torch's documentation marks it deprecated since 2.5 ("please use torch.compile instead"); each
+    # entry point warns when called in 2.11 (public test logs) and 2.13 (torch/jit/_script.py, _trace.py,
+    # _serialization.py, _freeze.py), the release recorded here.  No rename: torch.compile and torch.export
+    # work otherwise (no scripted archive to save or load).
+    *(
+        _change(f"torch.jit.{name}", deprecated=(2, 11), replacement=replacement,
+                source="torch docs: TorchScript is deprecated (2.5); warns when called since 2.11 at the latest")
+        for name, replacement in (
+            ("script", "torch.compile (or torch.export to ship a model)"),
+            ("trace", "torch.compile (or torch.export to ship a model)"),
+            ("trace_module", "torch.export"),
+            ("script_method", "torch.compile"),
+            ("interface", "torch.compile"),
+            ("save", "torch.export.save of an exported program (or the state_dict)"),
+            ("load", "torch.export.load of an exported program (or the state_dict)"),
+            ("freeze", "torch.compile"),
+            ("optimize_for_inference", "torch.compile"),
+            ("fork", "torch.compile"),
+            ("wait", "torch.compile"),
+            ("set_fusion_strategy", "torch.compile"),
+        )
+    ),
     # The legacy CUDA tensor types: constructing one warns since 2.1 (torch/csrc/tensor/python_tensor.cpp; torch's
     # test_dtypetensor_warnings), and fails on a machine without CUDA.  A reference (``x.type(torch.cuda.FloatTensor)``,
     # ``isinstance``) does not warn.  No fix: ``(2, 3)`` is a shape and ``([2, 3])`` data.

@@ -61,6 +61,12 @@ class DeprecatedTorchApi(ApiUseRule):
       `Long`, and the `torch.cuda.sparse` ones), warned since torch 2.1 when
       called (a type check such as `isinstance(t, torch.sparse.FloatTensor)`
       is not flagged);
+    - TorchScript's entry points (`torch.jit.script`, as a decorator too,
+      `trace`, `save`, `load`, `freeze`, `fork`, ...): deprecated in torch's
+      documentation since 2.5 in favour of `torch.compile`/`torch.export`,
+      and each warns when called (2.11 at the latest); no fix, since those
+      work otherwise (a reference such as `torch.jit.ScriptModule` is not
+      flagged);
     - the legacy CUDA tensor types called as constructors,
       `torch.cuda.FloatTensor(n)` (and the other dtypes): torch warns "The
       torch.cuda.*DtypeTensor constructors are no longer recommended" since
