@@ -139,3 +139,31 @@ def test_unsafe_fix_uses_the_device_in_scope(tmp_path):
 def test_unsafe_fix_is_not_applied_by_plain_fix():
     with pytest.raises(AssertionError, match="no fix was applied"):
         fix_and_exec(UNSAFE_SNIPPET, "TL401", unsafe=False)
+
+
+CUDA_LOCATION_SNIPPET = '''
+import torch
+
+cuda = torch.cuda.is_available()
+device = torch.device("cuda" if cuda else "cpu")
+
+
+def restore(model, path):
+    model.load_state_dict(torch.load(path, map_location="cuda"))
+    return model.to(device)
+'''
+
+
+def test_a_cuda_map_location_fails_without_cuda_and_the_fix_loads_the_same_weights(tmp_path):
+    """Even a checkpoint saved on the CPU fails to load onto "cuda" here; the fix loads it to the CPU and
+    load_state_dict copies it onto the model's device."""
+    pair = fix_and_exec(CUDA_LOCATION_SNIPPET, "TL401", applicability="safe")
+    assert 'map_location="cpu"' in pair.fixed_source, pair.describe()
+    model = make_model()
+    state = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
+    path = tmp_path / "cpu_saved.pt"
+    torch.save(model.state_dict(), path)
+    bad, good = pair.functions("restore")
+    with pytest.raises(RuntimeError, match=CUDA_ERROR):
+        bad(make_model(), path)
+    assert_state_equal(good(make_model(), path), state)

@@ -80,8 +80,8 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
             func = node.func
             if qualify(func) in _DEVICE_QUERIES:
                 chooses = True
-            if any(keyword.arg == "map_location" for keyword in node.keywords):
-                chooses = True
+            if any(keyword.arg == "map_location" and not _sends_to_cuda(keyword.value, qualify) for keyword in node.keywords):
+                chooses = True  # a load placed by the program (map_location="cuda" places it on a GPU: no choice)
             if isinstance(func, ast.Attribute) and func.attr == "add_argument" and not _always_on(node):
                 chooses = chooses or any(
                     isinstance(arg, ast.Constant) and arg.value in _CPU_OPTIONS for arg in node.args
@@ -99,6 +99,13 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
         if isinstance(statement, (ast.Expr, ast.Assign)) and _moves_to_gpu(statement.value):
             built = True
     return DeviceFacts(chooses, uses or built, built)
+
+
+def _sends_to_cuda(value: ast.expr, qualify: Callable[[ast.expr], Optional[str]]) -> bool:
+    """``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``."""
+    if isinstance(value, ast.Call) and qualify(value.func) == "torch.device" and value.args:
+        value = value.args[0]
+    return isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.split(":")[0] == "cuda"
 
 
 def _always_on(call: ast.Call) -> bool:

@@ -7,6 +7,7 @@ import libcst as cst
 from torchlint.analysis.model.calls import add_keyword, argument, calls_in, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
 from torchlint.analysis.project.devices import (
+    CHOSEN,
     GPU_REQUIRED,
     device_policy,
     holds_cpu_tensors,
@@ -27,7 +28,11 @@ class LoadWithoutMapLocation(Rule):
     ## What it does
     Flags `torch.load(f)` called without `map_location` (neither as a keyword
     nor as the second positional argument), or with `map_location=None`, which
-    is the default.
+    is the default; and `torch.load(f, map_location="cuda")` (or `"cuda:0"`,
+    `torch.device("cuda")`) in a program that chooses its device at run time,
+    which sends every tensor to a GPU the machines it also runs on lack (fixed
+    to `"cpu"` where the load goes straight into `load_state_dict`, to the
+    program's `device` where the code moves what it loads itself).
 
     ## Why is this bad?
     `torch.save` records the device of every storage. Without `map_location`,
@@ -115,6 +120,9 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         given = argument(node, 1, "map_location")
         # `map_location=None` is the default: the tensors go back where they were saved.
         given_none = given is not None and isinstance(given.value, cst.Name) and given.value.value == "None"
+        if given is not None and not has_star_args(node) and _names_cuda(self.context, given.value):
+            self._cuda_map_location(node, given)
+            return
         # A misspelt `map_locat=` counts as given: TL405 renames it (adding one would repeat the keyword).
         if has_star_args(node) or (
             not given_none and (gives_keyword(qualified, node, "map_location") or len(positional_args(node)) >= 2)
@@ -141,6 +149,24 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         )
         fix = FixSpec(applicability, f"{'Pass' if given_none else 'Add'} `map_location={value}`", (edit,))
         self.report(node, self._message(given_none), fix=fix, confidence=confidence)
+
+    def _cuda_map_location(self, node: cst.Call, given: cst.Arg) -> None:
+        """``map_location="cuda"`` in a program that chooses its device at run time: every tensor goes to a GPU,
+        which the machines it also runs on lack (a program that always uses CUDA loads where one is)."""
+        if device_policy(self.context) != CHOSEN or used_as_cpu_data(self.context.ancestors, node):
+            return
+        message = (
+            "torch.load with a CUDA map_location puts every tensor on a GPU; it fails on a machine without one, "
+            "where this program otherwise runs"
+        )
+        if self._feeds_load_state_dict(node):
+            fix = FixSpec(Applicability.SAFE, 'Load to `"cpu"` (load_state_dict copies onto the model\'s device)',
+                          (Replacement(given.value, cst.parse_expression('"cpu"')),))
+        elif self._device_reaches(node):
+            fix = FixSpec(Applicability.UNSAFE, "Load onto `device`", (Replacement(given.value, cst.Name("device")),))
+        else:
+            fix = None
+        self.report(node, message, fix=fix, confidence=Confidence.HIGH)
 
     def _message(self, given_none: bool) -> str:
         return self.message.replace("without map_location", "with map_location=None", 1) if given_none else self.message
@@ -220,6 +246,13 @@ def _names_placed_on_a_device(scope: cst.CSTNode) -> frozenset:
         for call in calls_in(scope)
         if isinstance(call.func, cst.Attribute) and call.func.attr.value in _PLACING_METHODS and isinstance(call.func.value, cst.Name)
     )
+
+
+def _names_cuda(context, value: cst.BaseExpression) -> bool:
+    """``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``: a map_location that sends every tensor to a GPU."""
+    if isinstance(value, cst.Call) and context.qualified_name(value.func) == "torch.device" and value.args:
+        value = value.args[0].value
+    return isinstance(value, cst.SimpleString) and str(value.evaluated_value).split(":")[0] == "cuda"
 
 
 def _is_device(context, value: Optional[cst.BaseExpression]) -> bool:
