@@ -115,7 +115,7 @@ NOQA_SOURCE = TORCH_HEADER + textwrap.dedent(
         d = torch.log(F.softmax(x, dim=-1))  # noqa:TL2
         e = torch.log(F.softmax(x, dim=-1))  # NOQA
         f = torch.log(F.softmax(x, dim=-1)), torch.load("p")  # noqa: TL201
-        g = torch.log(F.softmax(x, dim=-1)), torch.load("p")  # noqa: TL201,TL401
+        g = torch.log(F.softmax(x, dim=-1)), torch.load("q")  # noqa: TL201,TL401
         return a, b, c, d, e, f, g
     """
 )
