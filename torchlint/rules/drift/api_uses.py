@@ -139,7 +139,9 @@ class ApiUseRule(Rule):
                 fix = rename_reference(self.context, node, qualified, change.rename_to)
         elif self.status is Status.REMOVED and change.name == "torch._six":
             fix = six_reference(self.context, node, qualified)
-        self.report(node, self.describe(change, qualified, "reference"), fix, confidence=self.level(change))
+        # A decorator is called where the function is defined.
+        form = "decorator" if isinstance(self.context.parent, cst.Decorator) else "reference"
+        self.report(node, self.describe(change, qualified, form), fix, confidence=self.level(change))
 
     def _fails_at_import(self, node: cst.BaseExpression, change: ApiChange) -> bool:
         """A bare name of a removed API that is gone (not a stub): its ``from ... import`` fails first and is
@@ -237,17 +239,22 @@ class ApiUseRule(Rule):
                 return f"`{shown}` is gone since {removed}: importing {ended} fails on that torch{advice}"
             return f"`{shown}` is gone since {removed}{owner}: {self._failure(change, form)}{advice}"
         since = deprecated_since_text(change.deprecated) if change.deprecated else "since an unknown release"
-        how = "warns when called" if change.warns and form == "call" else "is deprecated"
+        how = (
+            "warns when called" if change.warns and form == "call"
+            else "warns where it decorates" if change.warns and form == "decorator"
+            else "is deprecated"
+        )
         fate = f"{release_text(change.name, change.removed)} removes it" if change.removed else "it breaks when torch drops it"
         return f"`{shown}` {how} {since}: {fate}{advice}"
 
     @staticmethod
     def _failure(change: ApiChange, form: str) -> str:
         if change.raises_when_called:
-            return "the call raises RuntimeError" if form in ("call", "reference") else "calling the imported function raises RuntimeError"
+            return "the call raises RuntimeError" if form in ("call", "reference", "decorator") else "calling the imported function raises RuntimeError"
         return {
             "call": "the call raises AttributeError",
             "reference": "reading it raises AttributeError",
+            "decorator": "the definition it decorates raises AttributeError",
             "from-import": "the import raises ImportError",
             "import": "the import raises ModuleNotFoundError",
         }[form]
