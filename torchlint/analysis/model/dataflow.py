@@ -153,6 +153,20 @@ def bindings(site: Site, name: str) -> List[Binding]:
     return found
 
 
+def bound_on_every_path(site: Site, name: str) -> bool:
+    """Whether some statement before ``site`` binds ``name`` on every path to it: a plain binding, or an
+    if/elif/else each of whose branches binds it (then :func:`bindings` holds only ``conditional`` ones, and
+    yet nothing older reaches)."""
+    frames = site.frames
+    for depth in range(len(frames) - 1, -1, -1):
+        body, index = frames[depth]
+        prefix = frames[:depth]
+        for position in range(index - 1, -1, -1):
+            if _bindings_in_statement(body[position], name, site.at(prefix + ((body, position),)), []):
+                return True
+    return False
+
+
 def _bindings_in_statement(statement: cst.CSTNode, name: str, here: Site, found: List[Binding]) -> bool:
     """Append the bindings of ``name`` made by ``statement``; True when one is unconditional."""
     if isinstance(statement, cst.BaseSmallStatement):  # an earlier statement of the same line: ``a = 1; f(a)``

@@ -54,7 +54,7 @@ import libcst as cst
 
 from torchlint.analysis.model.ast_names import ast_dotted_name
 from torchlint.analysis.flow.callers import argument_for, every_call_site
-from torchlint.analysis.model.dataflow import Site, bindings, site_of, unpack_position, unpacked_element
+from torchlint.analysis.model.dataflow import Site, bindings, bound_on_every_path, site_of, unpack_position, unpacked_element
 from torchlint.analysis.values.fused import SHAPE_METHODS, SIGMOID_FUNCTIONS, SIGMOID_MODULES
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES, SOFTMAX_FUNCTIONS, SOFTMAX_MODULES, is_value_receiver
@@ -315,7 +315,7 @@ class _SiteReader:
         reaching = bindings(site, name)
         if not reaching:
             return None
-        if reaching[-1].kind in ("conditional", "masked"):
+        if reaching[-1].kind in ("conditional", "masked") and not bound_on_every_path(site, name):
             return None  # no binding on every path: the name may hold something from before
         outputs: List[Output] = []
         for binding in reaching:
