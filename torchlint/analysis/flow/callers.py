@@ -320,15 +320,25 @@ def arguments_from_callers(
     function = function_of_parameter(ancestors, name)
     if function is None or name in bound_names(function.body):
         return None
+    passed = arguments_at_calls(context, function, name)
+    return [(value, list(site.ancestors)) for value, site in passed] if passed else None
+
+
+def arguments_at_calls(
+    context: "FileContext", function: cst.FunctionDef, name: str
+) -> Optional[List[Tuple[cst.BaseExpression, CallSite]]]:
+    """What every call of ``function`` in the file (:func:`every_call_site`) passes for parameter ``name``, with
+    the call; None when the file may call it otherwise or a call passes nothing known for it; empty when the
+    file never calls it."""
     sites = every_call_site(context, function)
-    if not sites:
+    if sites is None:
         return None
     passed = []
     for site in sites:
         value = argument_for(function, name, site)
         if value is None:
             return None
-        passed.append((value, list(site.ancestors)))
+        passed.append((value, site))
     return passed
 
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequ
 
 import libcst as cst
 
-from torchlint.analysis.flow.callers import argument_for, every_call_site
+from torchlint.analysis.flow.callers import arguments_at_calls, every_call_site
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.model.calls import argument, keyword_arg
 from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
@@ -101,11 +101,16 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
     return DeviceFacts(chooses, uses or built, built)
 
 
+def is_cuda_device_text(text: object) -> bool:
+    """``"cuda"`` or ``"cuda:N"``: a device string that names a GPU."""
+    return isinstance(text, str) and text.split(":")[0] == "cuda"
+
+
 def _sends_to_cuda(value: ast.expr, qualify: Callable[[ast.expr], Optional[str]]) -> bool:
     """``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``."""
     if isinstance(value, ast.Call) and qualify(value.func) == "torch.device" and value.args:
         value = value.args[0]
-    return isinstance(value, ast.Constant) and isinstance(value.value, str) and value.value.split(":")[0] == "cuda"
+    return isinstance(value, ast.Constant) and is_cuda_device_text(value.value)
 
 
 def _always_on(call: ast.Call) -> bool:
@@ -487,11 +492,8 @@ def _paths_loaded(context: "FileContext", path: cst.BaseExpression) -> Optional[
         return (path,)
     if path.value not in {param.name.value for param in function.params.params}:
         return (path,)
-    sites = every_call_site(context, function)
-    if not sites:
-        return None
-    passed = tuple(argument_for(function, path.value, site) for site in sites)
-    return None if any(value is None for value in passed) else passed
+    passed = arguments_at_calls(context, function, path.value)
+    return tuple(value for value, _ in passed) if passed else None
 
 
 def _written_on_cpu(context: "FileContext", path: Optional[cst.BaseExpression]) -> bool:

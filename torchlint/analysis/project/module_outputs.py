@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Seq
 import libcst as cst
 
 from torchlint.analysis.model.ast_names import ast_dotted_name
-from torchlint.analysis.flow.callers import argument_for, every_call_site
+from torchlint.analysis.flow.callers import arguments_at_calls
 from torchlint.analysis.model.dataflow import Site, bindings, bound_on_every_path, site_of, unpack_position, unpacked_element
 from torchlint.analysis.values.fused import SHAPE_METHODS, SIGMOID_FUNCTIONS, SIGMOID_MODULES
 from torchlint.analysis.model.names import dotted_name
@@ -340,15 +340,10 @@ class _SiteReader:
 
     def _parameter(self, function: cst.FunctionDef, name: str, mode: str, depth: int) -> Output:
         """What every call of ``function`` in this file passes for ``name`` (assumed: other modules may call it)."""
-        sites = every_call_site(self.context, function)
-        if not sites:
+        passed = arguments_at_calls(self.context, function, name)
+        if not passed:
             return None
-        outputs = []
-        for call_site in sites:
-            passed = argument_for(function, name, call_site)
-            if passed is None:
-                return None
-            outputs.append(self._read(mode, passed, site_of(list(call_site.ancestors) + [call_site.call]), depth))
+        outputs = [self._read(mode, value, site_of(list(call_site.ancestors) + [call_site.call]), depth) for value, call_site in passed]
         return _assumed(join(outputs))
 
     def _definition(self, func: cst.BaseExpression, qualified: Optional[str]) -> Optional[Tuple[_ModuleFacts, str]]:

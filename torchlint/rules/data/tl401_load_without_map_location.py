@@ -11,6 +11,7 @@ from torchlint.analysis.project.devices import (
     GPU_REQUIRED,
     device_policy,
     holds_cpu_tensors,
+    is_cuda_device_text,
     loaded_before_in_same_run,
     opened_path,
     other_branch_maps_location,
@@ -252,7 +253,7 @@ def _names_cuda(context, value: cst.BaseExpression) -> bool:
     """``"cuda"``, ``"cuda:0"``, ``torch.device("cuda")``: a map_location that sends every tensor to a GPU."""
     if isinstance(value, cst.Call) and context.qualified_name(value.func) == "torch.device" and value.args:
         value = value.args[0].value
-    return isinstance(value, cst.SimpleString) and str(value.evaluated_value).split(":")[0] == "cuda"
+    return isinstance(value, cst.SimpleString) and is_cuda_device_text(value.evaluated_value)
 
 
 def _is_device(context, value: Optional[cst.BaseExpression]) -> bool:

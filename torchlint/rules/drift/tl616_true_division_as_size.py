@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
-from torchlint.analysis.api.integer_arguments import BY_FUNCTION, BY_METHOD, SIZES, IntegerArguments
+from torchlint.analysis.api.integer_arguments import BY_FUNCTION, BY_METHOD, IntegerArguments
 from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
