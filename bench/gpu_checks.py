@@ -14,6 +14,10 @@ codemod fixture tests, so torchlint itself need not be installed there) and prin
 - TL602: ``torch.cuda.amp.autocast()`` and the rewrite ``torch.amp.autocast("cuda")`` give the same dtype
   and bitwise the same values on the GPU; ``torch.cuda.amp.GradScaler()`` warns, ``torch.amp.GradScaler("cuda")``
   does not.
+- TL602: the legacy ``torch.cuda.FloatTensor(...)`` constructors (deprecated in 2.1) warn when called; a reference to
+  the class (``x.type(torch.cuda.FloatTensor)``) does not, which is why the rule flags calls only.
+- TL401: ``map_location="cuda"`` fails where no GPU is visible; the fix that loads on the CPU and lets
+  ``load_state_dict`` copy into the GPU model gives the same weights on the GPU.
 """
 from __future__ import annotations
 
@@ -38,7 +42,7 @@ def claim(name: str, holds: bool, detail: str) -> None:
 
 def load_without_a_gpu(path: Path, map_location: str | None) -> subprocess.CompletedProcess:
     keyword = "" if map_location is None else f", map_location={map_location!r}"
-    code = f"import torch; s = torch.load({str(path)!r}{keyword}); print(s['w'].device, s['w'].tolist())"
+    code = f"import torch; s = torch.load({str(path)!r}{keyword}); v = next(iter(s.values())); print(v.device, v.tolist())"
     env = dict(os.environ, CUDA_VISIBLE_DEVICES="")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
 
@@ -130,6 +134,48 @@ def check_tl602_amp() -> None:
     )
 
 
+def check_tl602_cuda_constructors() -> None:
+    with warnings.catch_warnings(record=True) as called:
+        warnings.simplefilter("always")
+        made = torch.cuda.FloatTensor(2, 3)
+    with warnings.catch_warnings(record=True) as referenced:
+        warnings.simplefilter("always")
+        converted = torch.zeros(2, 3).type(torch.cuda.FloatTensor)
+    said = [str(w.message) for w in called]
+    claim(
+        "TL602 calling torch.cuda.FloatTensor warns that the constructors are no longer recommended",
+        made.is_cuda and any("no longer recommended" in text for text in said),
+        (said or ["(no warning)"])[0][:120],
+    )
+    claim(
+        "TL602 a reference to the class does not warn",
+        converted.is_cuda and not [w for w in referenced if "no longer recommended" in str(w.message)],
+        f"{len(referenced)} warnings",
+    )
+
+
+def check_tl401_cuda_map_location() -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "weights.pt"
+        torch.save(nn.Linear(3, 2).state_dict(), path)
+        bad = load_without_a_gpu(path, "cuda")
+        claim(
+            "TL401 map_location='cuda' fails where no GPU is visible",
+            bad.returncode != 0 and "CUDA" in bad.stderr,
+            (bad.stderr.strip().splitlines() or ["(no error)"])[-1][:160],
+        )
+        on_gpu = nn.Linear(3, 2).cuda()
+        on_gpu.load_state_dict(torch.load(path, map_location="cuda"))
+        fixed = nn.Linear(3, 2).cuda()
+        fixed.load_state_dict(torch.load(path, map_location="cpu"))  # what the fix writes
+        same = all(torch.equal(a, b) for a, b in zip(on_gpu.state_dict().values(), fixed.state_dict().values()))
+        claim(
+            "TL401 the fix map_location='cpu' into load_state_dict gives the same weights on the GPU",
+            same and fixed.weight.is_cuda,
+            f"equal={same}, device {fixed.weight.device}",
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path)
@@ -138,7 +184,7 @@ def main() -> int:
         print("no CUDA device: nothing to check here")
         return 2
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}", flush=True)
-    for check in (check_tl401, check_tl307, check_tl602_amp):
+    for check in (check_tl401, check_tl307, check_tl602_amp, check_tl602_cuda_constructors, check_tl401_cuda_map_location):
         try:
             check()
         except Exception as error:  # one broken check must not hide the others
