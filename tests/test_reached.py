@@ -307,3 +307,23 @@ def test_a_computed_name_looked_up_in_one_module_reaches_only_its_definitions(tm
         "train.py": "import sys\n\nimport helpers\nimport models\n\nnet = models.__dict__[sys.argv[1]]()\n",
     }
     assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"], "models/resnet.py": ["high"]}
+
+
+def test_a_same_named_word_in_a_file_that_cannot_see_the_module_uses_nothing(tmp_path, capsys):
+    # A script that never names ``helpers`` binds a local ``init_params`` of its own: no call of the helper.
+    local = "import torch.nn as nn\nimport helpers\n\ninit_params = nn.Linear(2, 2)\n"
+    unrelated = "import torch.nn as nn\n\ninit_params = [nn.Linear(2, 2)]\nprint(init_params)\n"
+    files = {"helpers.py": HELPER, "train.py": IDLE, "report.py": unrelated}
+    assert levels(project(tmp_path / "unseen", files), capsys) == {"helpers.py": ["medium"]}
+    # The same word in a file that imports the module may be its helper.
+    files = {"helpers.py": HELPER, "train.py": IDLE, "report.py": local.replace("init_params =", "x = helpers.init_params\ny =")}
+    assert levels(project(tmp_path / "seen", files), capsys) == {"helpers.py": ["high"]}
+
+
+def test_a_helper_re_exported_by_a_package_is_seen_by_its_importers(tmp_path, capsys):
+    package = {"pkg/__init__.py": "from .helpers import init_params\n", "pkg/helpers.py": HELPER}
+    caller = CALLER.replace("from helpers import", "from pkg import")
+    assert levels(project(tmp_path / "named", {**package, "train.py": caller}), capsys) == {"pkg/helpers.py": ["high"]}
+    star = {"pkg/__init__.py": "from .helpers import *\n", "pkg/helpers.py": HELPER}
+    caller = "import torch.nn as nn\nfrom pkg import *\n\nnet = nn.Linear(2, 2)\ninit_params(net)\n"
+    assert levels(project(tmp_path / "star", {**star, "train.py": caller}), capsys) == {"pkg/helpers.py": ["high"]}

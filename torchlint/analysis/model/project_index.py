@@ -636,17 +636,22 @@ class ProjectIndex:
         """The text of every file of the project, modules and notebooks, each once, for a fact that reads them
         all: the answer rests on the project as a whole (:data:`EVERY_FILE`), one dependency instead of one
         per module."""
+        for _, data in self.every_file_text():
+            yield data
+
+    def every_file_text(self) -> Iterator[Tuple[Optional[str], bytes]]:
+        """:meth:`every_text` with each text's module name (None for a notebook)."""
         self._read(EVERY_FILE)
         seen: Set[str] = set()
         for module, path in sorted(self._ensure().items()):
             if path not in seen:
                 seen.add(path)
-                yield self._module_bytes(module, record=False)
+                yield module, self._module_bytes(module, record=False)
         for path in self._file_list:
             if path.endswith(".ipynb"):
                 try:
                     with open(path, "rb") as handle:
-                        yield notebook_code(handle.read())
+                        yield None, notebook_code(handle.read())
                 except OSError:
                     continue
 

@@ -140,30 +140,76 @@ class _Words:
         self.counts: Counter = Counter()
         # The same without imports and ``__all__``: uses of a function's or a class's name.
         self.uses: Counter = Counter()
-        # The same in files that do not define that name themselves: a module (or notebook) with its own
-        # ``def f`` calls its own ``f``, not another module's of the same name.
-        self.uses_outside_definers: Counter = Counter()
         self.dynamic = False
         # Modules whose definitions (theirs and their submodules') a computed name may reach.
         self.looked_up: set = set()
-        for data in index.every_text():
+        # Per file: its module's last name (None: a notebook), its words and whether it star-imports; per word,
+        # the files that use it without defining it (a module or notebook with its own ``def f`` calls its own
+        # ``f``, not another module's of the same name).
+        self.file_stems: list = []
+        self.file_words: list = []
+        self.star_importers: set = set()
+        self.users: Dict[bytes, list] = {}
+        self._seers: Dict[tuple, frozenset] = {}
+        for module, data in index.every_file_text():
             code = _code_text(data)
             words = Counter(_WORD.findall(code))
+            number = len(self.file_words)
+            self.file_stems.append(None if module is None else module.rpartition(".")[2].encode("utf-8"))
+            self.file_words.append(frozenset(words))
+            if _STAR_IMPORT.search(code):
+                self.star_importers.add(number)
             self.counts.update(words)
             words.subtract(_plumbing_words(code))
             self.uses.update(words)
             defined = set(_DEFINED.findall(code))
-            self.uses_outside_definers.update({word: count for word, count in words.items() if count > 0 and word not in defined})
+            for word, count in words.items():
+                if count > 0 and word not in defined:
+                    self.users.setdefault(word, []).append(number)
             if not self.dynamic:
                 modules = _looked_up_by_name(code, index)
                 self.dynamic = modules is None
                 self.looked_up |= modules or set()
+
+    def used_where_seen(self, name: bytes, module: Optional[str]) -> bool:
+        """Whether a file other than its definers uses ``name`` where ``module``'s own ``name`` can be meant: a
+        file that names the module (an import of it or from it, ``-m``, a path, a string), or one that names a
+        module which names both (a re-export, followed on).  A local variable ``train`` in a script that never
+        imports ``engine`` calls no ``engine.train``."""
+        users = self.users.get(name)
+        if not users:
+            return False
+        if module is None:
+            return True
+        key = (module, name)
+        if key not in self._seers:
+            self._seers[key] = self._seeing(module.rpartition(".")[2].encode("utf-8"), name)
+        seers = self._seers[key]
+        return any(number in seers for number in users)
+
+    def _seeing(self, stem: bytes, name: bytes) -> frozenset:
+        seers: set = set()
+        stems, pending = {stem}, [stem]
+        while pending:
+            current = pending.pop()
+            for number, words in enumerate(self.file_words):
+                if number in seers or current not in words:
+                    continue
+                seers.add(number)
+                onward = self.file_stems[number]
+                if onward is not None and onward not in stems and (name in words or number in self.star_importers):
+                    stems.add(onward)
+                    pending.append(onward)
+        return frozenset(seers)
 
     def may_look_up(self, module: Optional[str]) -> bool:
         """Whether a definition of ``module`` may be reached by a computed name."""
         if self.dynamic:
             return True
         return module is not None and any(module == m or module.startswith(m + ".") for m in self.looked_up)
+
+
+_STAR_IMPORT = re.compile(rb"\bimport[ \t]+\*")
 
 
 def _words(index: ProjectIndex) -> _Words:
@@ -213,8 +259,7 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
         if isinstance(node, cst.FunctionDef) and (parent is not None or _CALLED_BY_NAME.match(name)):
             continue  # a method lives as long as its class; a hook is called by its name
         encoded = name.encode("utf-8")
-        elsewhere = words.uses_outside_definers.get(encoded, 0)
-        if elsewhere > 0:
+        if words.used_where_seen(encoded, index.module_of(context.path)):
             continue
         here, definitions = _mentions(source, encoded), _definitions(source, encoded)
         if here > definitions:
@@ -282,6 +327,7 @@ def _named_only_by_unreached(context: "FileContext", words: "_Words", name: str)
     followed through the file's definitions; none elsewhere in the project (checked by the caller)."""
     top = context.memoized("reached.top-level", context.module, lambda _: _TopLevel(context.source, context.ast_tree))
     verdicts: Dict[str, bool] = context.memoized("reached.unreached-top", context.module, lambda _: {})
+    module = context.project.module_of(context.path) if context.project is not None else None
 
     def unreached(current: str, trail: FrozenSet[str]) -> bool:
         if current in verdicts:
@@ -290,7 +336,7 @@ def _named_only_by_unreached(context: "FileContext", words: "_Words", name: str)
             return True  # reached only through itself
         if (
             current not in top.uses or current in top.kept or top.code.get(current, 0) > 0 or top.code.get("*", 0)
-            or _CALLED_BY_NAME.match(current) or words.uses_outside_definers.get(current.encode("utf-8"), 0) > 0
+            or _CALLED_BY_NAME.match(current) or words.used_where_seen(current.encode("utf-8"), module)
         ):
             result = False
         else:
