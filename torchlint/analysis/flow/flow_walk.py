@@ -6,7 +6,7 @@ calls are whole statement lines (for fixes that delete or merge lines).  The que
 live in gradflow.py."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
@@ -29,6 +29,7 @@ from torchlint.analysis.flow.module_evidence import (
     truthy_literal,
 )
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
+from torchlint.analysis.model.names import dotted_name
 from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,6 +75,7 @@ class FunctionWalk:
         self._order = 0
         self._carries: Dict[tuple, Tuple[cst.BaseExpression, bool]] = {}
         self._names: Dict[tuple, bool] = {}
+        self._zeroed: Optional[Set[str]] = None
         self._scan_block(function.body if isinstance(function, cst.FunctionDef) else function, (), (), self.no_grad_function)
 
     # -- the walk ------------------------------------------------------------------
@@ -242,10 +244,31 @@ class FunctionWalk:
             self._bind_target(clause.target, clause.iter, site, element=True, comprehension=True)
             clause = clause.inner_for_in
 
+    def zeroed_receivers(self) -> Set[str]:
+        """What the body calls ``zero_grad()`` on (``opt``, ``self.g_optim``), read once, on the first step call
+        whose receiver's name says nothing: a receiver of both ``zero_grad()`` and ``step()`` steps parameters."""
+        if self._zeroed is None:
+            finder = _ZeroGradReceivers()
+            visit(self.function, finder)
+            self._zeroed = finder.found
+        return self._zeroed
+
     def _scan_expressions(self, expr: cst.CSTNode, site: Site) -> None:
         scanner = _CallScanner(self, site)
         visit(expr, scanner)
 
+
+
+class _ZeroGradReceivers(cst.CSTVisitor):
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: Set[str] = set()
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "zero_grad":
+            name = dotted_name(node.func.value)
+            if name is not None:
+                self.found.add(name)
 
 
 class _CallScanner(cst.CSTVisitor):
@@ -298,7 +321,7 @@ class _CallScanner(cst.CSTVisitor):
                 flow.step_sites.append(self.site)
             if (method == "step" or method.endswith("_step")) and not has_star_args(node):
                 # ``optimizer.step()``, ``scaler.step(optimizer)``, SAM's ``optimizer.first_step()``
-                stepped = stepped_optimizer(node)
+                stepped = stepped_optimizer(node, flow.zeroed_receivers)
                 if stepped is not None:
                     flow.step_calls.append(StepCall(node, stepped, self.site))
                     if node.args:
@@ -346,16 +369,23 @@ def frees_graph(call: cst.Call, flags_at: int = 1) -> bool:
     return True
 
 
-def stepped_optimizer(call: cst.Call) -> Optional[cst.BaseExpression]:
+def stepped_optimizer(call: cst.Call, zeroed: Optional[Callable[[], Set[str]]] = None) -> Optional[cst.BaseExpression]:
     """``optimizer`` for ``optimizer.step()`` / ``optimizer.step(closure)`` and ``scaler.step(optimizer)``;
-    None for what steps no parameters (``scheduler.step()``, ``env.step(action)``)."""
+    None for what steps no parameters (``scheduler.step()``, ``env.step(action)``).  Besides the receiver's
+    name (a convention), a fact: the same body calls ``zero_grad()`` on it (``zeroed``: those receivers)."""
     receiver = call.func.value
     positional = positional_args(call)
     name = last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
     if SCALER_NAME.search(name) and len(positional) == 1:
         return positional[0].value
-    if OPTIMIZER_NAME.search(name) and not SCHEDULER_NAME.search(name) and len(positional) <= 1:
+    if len(positional) > 1:
+        return None
+    if OPTIMIZER_NAME.search(name) and not SCHEDULER_NAME.search(name):
         return receiver
+    if zeroed is not None and call.func.attr.value == "step":
+        written = dotted_name(receiver)
+        if written is not None and written in zeroed():
+            return receiver
     return None
 
 
