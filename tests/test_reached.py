@@ -327,3 +327,13 @@ def test_a_helper_re_exported_by_a_package_is_seen_by_its_importers(tmp_path, ca
     star = {"pkg/__init__.py": "from .helpers import *\n", "pkg/helpers.py": HELPER}
     caller = "import torch.nn as nn\nfrom pkg import *\n\nnet = nn.Linear(2, 2)\ninit_params(net)\n"
     assert levels(project(tmp_path / "star", {**star, "train.py": caller}), capsys) == {"pkg/helpers.py": ["high"]}
+
+
+def test_a_name_imported_from_its_own_package_is_seen(tmp_path, capsys):
+    # ``from . import init_params`` names no module: the package's ``__init__`` is where it comes from.
+    package = {
+        "pkg/__init__.py": HELPER,
+        "pkg/train.py": "import torch.nn as nn\nfrom . import init_params\n\nnet = nn.Linear(2, 2)\ninit_params(net)\n",
+        "run.py": "import pkg.train\n",
+    }
+    assert levels(project(tmp_path, package), capsys) == {"pkg/__init__.py": ["high"]}

@@ -149,6 +149,8 @@ class _Words:
         self.file_stems: list = []
         self.file_words: list = []
         self.star_importers: set = set()
+        # Files with ``from . import f`` (a name of their own package, whose module name they do not write).
+        self.package_importers: set = set()
         self.users: Dict[bytes, list] = {}
         self._seers: Dict[tuple, frozenset] = {}
         for module, data in index.every_file_text():
@@ -159,6 +161,8 @@ class _Words:
             self.file_words.append(frozenset(words))
             if _STAR_IMPORT.search(code):
                 self.star_importers.add(number)
+            if _PACKAGE_IMPORT.search(code):
+                self.package_importers.add(number)
             self.counts.update(words)
             words.subtract(_plumbing_words(code))
             self.uses.update(words)
@@ -200,7 +204,7 @@ class _Words:
                 if onward is not None and onward not in stems and (name in words or number in self.star_importers):
                     stems.add(onward)
                     pending.append(onward)
-        return frozenset(seers)
+        return frozenset(seers | self.package_importers)
 
     def may_look_up(self, module: Optional[str]) -> bool:
         """Whether a definition of ``module`` may be reached by a computed name."""
@@ -210,6 +214,7 @@ class _Words:
 
 
 _STAR_IMPORT = re.compile(rb"\bimport[ \t]+\*")
+_PACKAGE_IMPORT = re.compile(rb"(?m)^[ \t]*from[ \t]+\.+[ \t]+import\b")
 
 
 def _words(index: ProjectIndex) -> _Words:
