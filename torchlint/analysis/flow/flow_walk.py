@@ -372,12 +372,18 @@ def frees_graph(call: cst.Call, flags_at: int = 1) -> bool:
 def stepped_optimizer(call: cst.Call, zeroed: Optional[Callable[[], Set[str]]] = None) -> Optional[cst.BaseExpression]:
     """``optimizer`` for ``optimizer.step()`` / ``optimizer.step(closure)`` and ``scaler.step(optimizer)``;
     None for what steps no parameters (``scheduler.step()``, ``env.step(action)``).  Besides the receiver's
-    name (a convention), a fact: the same body calls ``zero_grad()`` on it (``zeroed``: those receivers)."""
+    name (a convention), a fact: the same body calls ``zero_grad()`` on it, or on the one argument of a
+    ``step`` (``zeroed``: those receivers)."""
     receiver = call.func.value
     positional = positional_args(call)
     name = last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
     if SCALER_NAME.search(name) and len(positional) == 1:
         return positional[0].value
+    if zeroed is not None and len(positional) == 1 and call.func.attr.value == "step":
+        # ``scaler.step(optimizer)`` by fact: its argument is zeroed in the same body
+        written = dotted_name(positional[0].value)
+        if written is not None and written in zeroed():
+            return positional[0].value
     if len(positional) > 1:
         return None
     if OPTIMIZER_NAME.search(name) and not SCHEDULER_NAME.search(name):

@@ -903,11 +903,16 @@ class FunctionFlow(FunctionWalk):
         or a module that is ``module``, holds it or is held by it ("built"); "named" when only the names
         pair them or nothing tells; None when they do not."""
         name = last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
-        if self.optimizer_modules(receiver, at) is not None or (OPTIMIZER_NAME.search(name) and not SCHEDULER_NAME.search(name)):
+        written = self.context.code(receiver).strip()
+        stepped = any(self.context.code(step.optimizer).strip() == written for step in self.step_calls)
+        if (
+            stepped
+            or self.optimizer_modules(receiver, at) is not None
+            or (OPTIMIZER_NAME.search(name) and not SCHEDULER_NAME.search(name))
+        ):
             return self._optimizer_updates(receiver, at, module)
         if module is None:
             return "named"
-        written = self.context.code(receiver).strip()
         if _dotted_related(written, module) or (written == "self" and module.startswith("self.")):
             return "built"
         own, other = _name_tag(name, _MODULE_WORDS), _name_tag(module.rsplit(".", 1)[-1], _MODULE_WORDS)
@@ -921,6 +926,12 @@ class FunctionFlow(FunctionWalk):
         tag = _name_tag(name, _OPTIMIZER_WORDS)
         if not tag or module is None:
             return "named"  # one optimizer for everything (``optimizer.step()``)
+        if not _OPTIMIZER_WORD.search(name.lower()):
+            # a name that follows no convention pairs with nothing: the only optimizer this body steps is
+            # taken to update what it trains, one of several is not known to
+            written = self.context.code(optimizer).strip()
+            others = {self.context.code(step.optimizer).strip() for step in self.step_calls} - {written}
+            return None if others else "named"
         module_tag = _name_tag(module.rsplit(".", 1)[-1], _MODULE_WORDS)
         if not module_tag or _tags_pair(tag, module_tag):
             return "named"
@@ -1128,6 +1139,7 @@ def _runs_the_module(method: str) -> bool:
 
 
 _OPTIMIZER_WORDS = re.compile(r"optimizers?|optim|opts?|_")
+_OPTIMIZER_WORD = re.compile(r"optim|opt")
 _MODULE_WORDS = re.compile(r"networks?|nets?|models?|_")
 
 
