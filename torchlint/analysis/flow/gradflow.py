@@ -187,10 +187,34 @@ class FunctionFlow(FunctionWalk):
             for binding in self.bindings.get(node.value, ()):
                 if constructed_kind(self.context, binding.value, module_classes(self.context)) == "module":
                     return True
-            return looks_like_model(node.value) or node.value in evidenced_modules(self.context)
+            return (
+                looks_like_model(node.value)
+                or node.value in evidenced_modules(self.context)
+                or self._trained_parameter(node.value)
+            )
         if isinstance(node, cst.Attribute):  # self.model.encoder(x), trainer.model(x)
             return looks_like_model(node.attr.value) and self.context.qualified_name(node) is None
         return False
+
+    def _trained_parameter(self, name: str) -> bool:
+        """The one parameter called in a body that back-propagates and steps an optimizer (never rebound):
+        what the step trains has to run somewhere, and the only callable handed in is where it can.  With
+        two called (a model and a frozen teacher) nothing tells which one is trained."""
+        return name == self._only_called_parameter()
+
+    def _only_called_parameter(self) -> Optional[str]:
+        def compute() -> Optional[str]:
+            if not self.step_calls or not any(b.kind == "backward" for b in self.backward_calls):
+                return None
+            parameters = self._parameter_names()
+            called = {
+                call.func.value
+                for call in self.calls
+                if isinstance(call.func, cst.Name) and call.func.value in parameters and not self.bindings.get(call.func.value)
+            }
+            return next(iter(called)) if len(called) == 1 else None
+
+        return self.context.memoized("gradflow.only-called-parameter", self.function, lambda _: compute())
 
     def is_forward_pass(self, call: cst.Call) -> bool:
         """A module call, or a method of a module that computes with its parameters (``D.compute_loss(x)``)."""
