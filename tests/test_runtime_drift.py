@@ -1028,6 +1028,47 @@ def test_tl611_indexing_a_0_dim_tensor_raises_and_item_reads_the_same_number():
     assert all(isinstance(value, float) for value in (total, summed, size, mean))
 
 
+LOSS_METHODS = """
+import torch
+import torch.nn as nn
+
+class Pair(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.critic = nn.Linear(4, 1)
+        self.generator = nn.Linear(2, 4)
+
+    def generator_loss(self, z):
+        return -self.critic(self.generator(z)).mean()
+
+    def critic_loss(self, x, z, return_fake=False):
+        fake = self.generator(z)
+        gap = -(self.critic(x).mean() - self.critic(fake).mean())
+        return (gap, fake) if return_fake else gap
+
+def logged(pair, x, z):
+    g_loss = pair.generator_loss(z)
+    c_loss, fake = pair.critic_loss(x, z, return_fake=True)
+    return g_loss.data[0], -c_loss.data[0]
+"""
+
+
+def test_tl611_a_loss_a_method_returns_raises_when_indexed_and_item_reads_it():
+    torch.manual_seed(0)
+    names = run(LOSS_METHODS)
+    pair, x, z = names["Pair"](), torch.randn(3, 4), torch.randn(3, 2)
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        names["logged"](pair, x, z)
+    after = fixed(LOSS_METHODS, "TL611", unsafe=True)
+    assert "g_loss.item()" in after and "-c_loss.item()" in after
+    fixed_names = run(after)
+    pair_after = fixed_names["Pair"]()
+    pair_after.load_state_dict(pair.state_dict())
+    g_value, c_value = fixed_names["logged"](pair_after, x, z)
+    assert g_value == pair.generator_loss(z).item()
+    assert c_value == -pair.critic_loss(x, z).item()
+
+
 def test_tl611_fix_without_data_is_unsafe_because_item_leaves_the_graph():
     findings = engine.lint_text(textwrap.dedent(ZERO_DIM).lstrip("\n"), SNIPPET_PATH, settings("TL611")).findings
     classes = {f.location.line: f.fix.applicability.value for f in findings}

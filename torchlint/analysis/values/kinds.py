@@ -38,7 +38,7 @@ _NOT_TENSOR_TORCH = frozenset({
     "torch.numel", "torch.is_tensor", "torch.finfo", "torch.iinfo", "torch.Size", "torch.get_default_dtype",
     "torch.device", "torch.is_floating_point", "torch.is_grad_enabled",
 })
-_TENSOR_METHODS = frozenset({
+TENSOR_METHODS = frozenset({
     "sum", "mean", "norm", "std", "var", "pow", "sqrt", "rsqrt", "exp", "log", "abs", "clamp", "clamp_min", "clip",
     "float", "double", "half", "bfloat16", "to", "type_as", "detach", "view", "reshape", "unsqueeze", "squeeze",
     "expand", "expand_as", "permute", "transpose", "matmul", "softmax", "sigmoid", "masked_fill", "cumsum",
@@ -166,7 +166,7 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
             receiver = value_kind(context, func.value, site, again)
             if receiver in ("number", "array"):
                 return receiver
-            if receiver == "tensor" or method in _TENSOR_METHODS:
+            if receiver == "tensor" or method in TENSOR_METHODS:
                 return "tensor"
         return "unknown"
     if isinstance(node, cst.BinaryOperation):

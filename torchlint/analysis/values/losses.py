@@ -103,14 +103,18 @@ def match_loss(context: "FileContext", node: cst.CSTNode) -> Optional[LossCall]:
 _OTHER_LOSS_FUNCTIONS = frozenset({"cross_entropy", "kl_div", "binary_cross_entropy", "binary_cross_entropy_with_logits"})
 
 
+def is_functional_loss_name(name: str) -> bool:
+    """A ``torch.nn.functional`` loss by its name there (``mse_loss``, ``cross_entropy``)."""
+    return name.endswith("_loss") or name in _OTHER_LOSS_FUNCTIONS
+
+
 def is_loss_call(context: "FileContext", node: cst.Call) -> bool:
     """Any torch loss, not only those :func:`match_loss` tells apart: a ``torch.nn.functional`` loss
     (``F.mse_loss``, ``F.l1_loss``), or a module built from a ``torch.nn`` ``*Loss`` class (``self.mse(...)``
     with ``self.mse = nn.MSELoss().cuda()``, ``criterion(...)``)."""
     qualified = context.qualified_name(node.func) or ""
     if qualified.startswith("torch.nn.functional."):
-        name = qualified.rsplit(".", 1)[-1]
-        return name.endswith("_loss") or name in _OTHER_LOSS_FUNCTIONS
+        return is_functional_loss_name(qualified.rsplit(".", 1)[-1])
     constructor = unmoved(module_constructor(context, node.func))
     if constructor is None:
         return False

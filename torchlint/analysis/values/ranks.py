@@ -21,16 +21,20 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Sequence
+import ast
+import re
+from dataclasses import replace
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from torchlint.analysis.model.bindings import reaching_definition
-from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, literal_value, positional_args
+from torchlint.analysis.model.calls import NOT_A_LITERAL, argument, has_star_args, keyword_arg, literal_value, positional_args
 from torchlint.analysis.model.ops import module_constructor, unmoved
-from torchlint.analysis.model.dataflow import bindings, site_of
-from torchlint.analysis.values.kinds import value_kind
-from torchlint.analysis.values.losses import is_loss_call
+from torchlint.analysis.model.project_index import file_facts
+from torchlint.analysis.model.dataflow import bindings, site_of, unpack_position
+from torchlint.analysis.values.kinds import TENSOR_METHODS, value_kind
+from torchlint.analysis.values.losses import is_functional_loss_name, is_loss_call
 from torchlint.analysis.values.tensors import ancestors_of, is_tensor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,6 +113,10 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
             return 2
         if method in RANK_KEEPING_METHODS:
             return known_rank(context, func.value, ancestors, depth + 1)
+    if isinstance(func, cst.Attribute) and context.qualified_name(func) is None:
+        rank = method_return_rank(context, func.attr.value, _call_shape(node))
+        if rank is not None:
+            return rank
     constructor = module_constructor(context, func)
     if constructor is None or len(node.args) != 1 or node.args[0].keyword is not None:
         return None
@@ -121,6 +129,204 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
 
 
 _ELEMENTWISE = (cst.Add, cst.Subtract, cst.Multiply, cst.Divide)
+
+
+# -- methods of the project's classes -------------------------------------------------------------------
+
+
+# What a call passes: how many positional arguments, and each keyword with its value when it is a literal
+# (``return_g=True``; :data:`_NOT_KNOWN` otherwise).  None with ``*args``/``**kwargs``.
+CallShape = Optional[Tuple[int, Tuple[Tuple[str, object], ...]]]
+_NOT_KNOWN = "<not a literal>"
+
+
+def _call_shape(call: cst.Call) -> CallShape:
+    if has_star_args(call):
+        return None
+    keywords = []
+    for arg in call.args:
+        if arg.keyword is not None:
+            value = literal_value(arg.value)
+            keywords.append((arg.keyword.value, _NOT_KNOWN if value is NOT_A_LITERAL else value))
+    return (len(call.args) - len(keywords), tuple(sorted(keywords, key=lambda k: k[0])))
+
+
+def method_return_rank(
+    context: "FileContext", method: str, shape: CallShape = None, element: Optional[Tuple[int, int]] = None
+) -> Optional[int]:
+    """0 when the file and the project define ``method`` in some class and every such definition returns a
+    0-dim value on every ``return`` (a full reduction, a torch loss with a reducing reduction, arithmetic of
+    those with numbers): ``g_loss = model.g_loss(z)`` where ``WGAN.g_loss`` returns ``-self.critic(g).mean()``.
+    The receiver's class is not known, so every class that could be it must agree; None otherwise.  ``shape``
+    (what the call passes) decides ``return (l, g) if return_g else l`` when the call leaves ``return_g`` at
+    its default.  ``element`` (index, length): the rank of that element of the tuple each definition returns
+    (``c_loss, g = model.c_loss(x, z, return_g=True)``)."""
+    if method.startswith("__") or method in TENSOR_METHODS or method in FULL_REDUCTIONS or method in RANK_KEEPING_METHODS:
+        return None
+    project = getattr(context, "project", None)
+    if project is None:
+        facts = file_facts(context)
+        return _methods_rank([facts] if facts is not None else [], method, shape, element)
+
+    def compute() -> Optional[int]:
+        modules = project.fact("ranks.indented-definitions", lambda: _indented_definitions(project)).get(method, ())
+        return _methods_rank([f for f in map(project.module_facts, modules) if f is not None], method, shape, element)
+
+    return project.fact(f"ranks.method-return:{method}:{shape}:{element}", compute)
+
+
+_INDENTED_DEF = re.compile(rb"^[ \t]+(?:async[ \t]+)?def[ \t]+(\w+)[ \t]*\(", re.M)
+
+
+def _indented_definitions(project) -> Dict[str, Tuple[str, ...]]:
+    """Which modules define a function of each name inside a class or a function (read from the text once)."""
+    found: Dict[str, List[str]] = {}
+    for module, text in project.every_file_text():
+        if module is None:
+            continue
+        for name in set(_INDENTED_DEF.findall(text)):
+            found.setdefault(name.decode("ascii", "replace"), []).append(module)
+    return {name: tuple(modules) for name, modules in found.items()}
+
+
+def _methods_rank(modules: Sequence[object], method: str, shape: CallShape, element: Optional[Tuple[int, int]]) -> Optional[int]:
+    found = False
+    for facts in modules:
+        for class_node in facts.class_nodes.values():
+            for statement in class_node.body:
+                if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == method:
+                    returned = _returned_values(statement)
+                    defaults = _known_parameters(statement, shape)
+                    if not returned or not all(_ast_zero_dim(value, statement, facts, 0, defaults, element) for value in returned):
+                        return None
+                    found = True
+    return 0 if found else None
+
+
+def _known_parameters(method: ast.FunctionDef, shape: CallShape) -> Dict[str, object]:
+    """The parameters whose value a call of this shape fixes: a literal keyword it passes, or a constant
+    default it leaves (``self`` is the receiver, not a positional argument)."""
+    if shape is None:
+        return {}
+    positional, keywords = shape
+    arguments = method.args
+    names = [a.arg for a in arguments.posonlyargs + arguments.args]
+    defaults = dict(zip(names[len(names) - len(arguments.defaults):], arguments.defaults))
+    defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None})
+    passed = set(names[: positional + 1]) | {name for name, _ in keywords}
+    known = {name: value.value for name, value in defaults.items() if name not in passed and isinstance(value, ast.Constant)}
+    known.update({name: value for name, value in keywords if value is not _NOT_KNOWN and value != _NOT_KNOWN})
+    return known
+
+
+def _own_statements(function: ast.FunctionDef) -> List[ast.AST]:
+    """The nodes of ``function``'s body, not those of functions, lambdas or classes defined in it."""
+    out: List[ast.AST] = []
+    pending: List[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        out.append(node)
+        for child in ast.iter_child_nodes(node):
+            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+                pending.append(child)
+    return out
+
+
+def _returned_values(function: ast.FunctionDef) -> Optional[List[ast.expr]]:
+    """What each ``return`` gives back (None when one returns nothing, or the function yields)."""
+    values = []
+    for node in _own_statements(function):
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return None
+        if isinstance(node, ast.Return):
+            if node.value is None:
+                return None
+            values.append(node.value)
+    return values
+
+
+_AST_ELEMENTWISE = (ast.Add, ast.Sub, ast.Mult, ast.Div)
+
+
+def _ast_zero_dim(
+    node: ast.expr, function: ast.FunctionDef, facts, depth: int, defaults: Dict[str, object],
+    element: Optional[Tuple[int, int]] = None,
+) -> bool:
+    """Whether ``node`` (an expression of ``function``, read with ``ast``) is a 0-dim tensor, the parameters of
+    ``defaults`` holding their defaults; with ``element`` (index, length), whether it is a tuple of that length
+    whose element is."""
+    if depth > MAX_DEPTH:
+        return False
+    if element is not None and not isinstance(node, ast.IfExp):
+        index, length = element
+        if isinstance(node, ast.Tuple) and len(node.elts) == length and not any(isinstance(e, ast.Starred) for e in node.elts):
+            return _ast_zero_dim(node.elts[index], function, facts, depth + 1, defaults)
+        return False
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _ast_zero_dim(node.operand, function, facts, depth + 1, defaults)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _AST_ELEMENTWISE):
+        sides = (node.left, node.right)
+        zero = [_ast_zero_dim(side, function, facts, depth + 1, defaults) for side in sides]
+        numbers = [isinstance(side, ast.Constant) and isinstance(side.value, (int, float)) for side in sides]
+        return any(zero) and all(z or n for z, n in zip(zero, numbers))
+    if isinstance(node, ast.IfExp):
+        test = node.test
+        if isinstance(test, ast.Name) and test.id in defaults and not _rebinds(function, test.id):
+            chosen = node.body if defaults[test.id] else node.orelse
+            return _ast_zero_dim(chosen, function, facts, depth + 1, defaults, element)
+        return all(_ast_zero_dim(branch, function, facts, depth + 1, defaults, element) for branch in (node.body, node.orelse))
+    if isinstance(node, ast.Call):
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in FULL_REDUCTIONS and not node.args and not node.keywords:
+            return True
+        qualified = facts.qualify(func) or ""
+        if qualified.startswith("torch.") and qualified[len("torch."):] in FULL_REDUCTIONS:
+            return len(node.args) == 1 and not node.keywords
+        if qualified.startswith("torch.nn.functional.") and is_functional_loss_name(qualified.rsplit(".", 1)[-1]):
+            keywords = {keyword.arg: keyword.value for keyword in node.keywords}
+            if "size_average" in keywords or "reduce" in keywords:
+                return False
+            reduction = keywords.get("reduction")
+            return reduction is None or (isinstance(reduction, ast.Constant) and reduction.value in REDUCING)
+        return False
+    if isinstance(node, ast.Name):
+        # every binding of the name in the function is a plain assignment of a 0-dim value
+        values = []
+        for statement in _own_statements(function):
+            if isinstance(statement, ast.Assign):
+                if any(_stores(target, node.id) for target in statement.targets):
+                    if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
+                        return False  # unpacked or chained
+                    values.append(statement.value)
+            elif any(_stores(target, node.id) for target in _binding_targets(statement)):
+                return False  # augmented, annotated, a loop or ``with`` target, a walrus
+        return bool(values) and all(_ast_zero_dim(value, function, facts, depth + 1, defaults) for value in values)
+    return False
+
+
+def _rebinds(function: ast.FunctionDef, name: str) -> bool:
+    """Whether ``function``'s body binds ``name`` (a parameter it then no longer holds as passed)."""
+    return any(
+        _stores(target, name)
+        for statement in _own_statements(function)
+        for target in (statement.targets if isinstance(statement, ast.Assign) else _binding_targets(statement))
+    )
+
+
+def _stores(target: ast.AST, name: str) -> bool:
+    return any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(target))
+
+
+def _binding_targets(node: ast.AST) -> List[ast.AST]:
+    if isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.NamedExpr)):
+        return [node.target]
+    if isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+        return [node.target]
+    if isinstance(node, ast.withitem) and node.optional_vars is not None:
+        return [node.optional_vars]
+    if isinstance(node, ast.ExceptHandler) and node.name:
+        return [ast.Name(node.name, ast.Store())]
+    return []
 
 
 def _is_number(context: "FileContext", node: cst.BaseExpression, ancestors: Sequence[cst.CSTNode]) -> bool:
@@ -144,6 +350,9 @@ def _accumulated_rank(context: "FileContext", name: str, ancestors: Sequence[cst
         return None
     tensor = False
     for binding in found:
+        if _unpacked_rank(context, binding, name) == 0:
+            tensor = True
+            continue
         if binding.value is None or binding.kind not in ("assign", "update", "conditional"):
             return None
         value = binding.value
@@ -163,6 +372,10 @@ def zero_dim_on_some_path(context: "FileContext", name: str, ancestors: Sequence
     more than 0 dimensions fails on that branch's path."""
     zero = False
     for binding in bindings(site_of(ancestors), name):
+        unpacked = _unpacked_rank(context, binding, name)
+        if unpacked is not None:
+            zero = True
+            continue
         if binding.value is None or binding.kind not in ("assign", "conditional"):
             continue
         rank = known_rank(context, binding.value, ancestors, 1)
@@ -170,6 +383,20 @@ def zero_dim_on_some_path(context: "FileContext", name: str, ancestors: Sequence
             return False
         zero = zero or rank == 0
     return zero
+
+
+def _unpacked_rank(context: "FileContext", binding, name: str) -> Optional[int]:
+    """The rank of ``name`` in ``a, b = obj.method(...)``, from what the project's ``method`` returns."""
+    if binding.kind not in ("unpack", "conditional"):
+        return None
+    # a tuple assignment in a loop or a branch is a conditional binding: its position is read the same way
+    position = unpack_position(replace(binding, kind="unpack"), name)
+    value = binding.node.value if isinstance(binding.node, cst.Assign) else None
+    if position is None or not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+        return None
+    if context.qualified_name(value.func) is not None:
+        return None
+    return method_return_rank(context, value.func.attr.value, _call_shape(value), position)
 
 
 def sequential_rank_before(context: "FileContext", sequential: cst.Call, position: int) -> Optional[int]:

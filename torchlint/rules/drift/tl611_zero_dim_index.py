@@ -33,6 +33,12 @@ class ZeroDimIndex(Rule):
       such a module (`train(loader, model, criterion)`);
     - a full reduction of a tensor: `x.sum()`, `x.mean()`, `x.norm()`,
       `x.max()` with no dimension, `torch.sum(x)`;
+    - the result of a method of the project's classes that returns one of
+      these on every `return` (`g_loss = model.g_loss(z)` where every class
+      defining `g_loss` returns `-self.critic(g).mean()`), also one element of
+      the tuple it returns (`c_loss, fake = model.c_loss(x, z, return_g=True)`
+      when `return (l, g) if return_g else l`: a literal argument or a
+      default left decides the branch);
     - a local name bound to one of these;
     - at `medium`, a name one branch binds to one of these while the other
       bindings' rank is not shown (`loss = mixup_loss(...)` or
