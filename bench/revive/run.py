@@ -21,8 +21,14 @@ A run that worked before and fails after, or that fails after on a line the fix 
 broke a run. Results: ``bench/results/revive.md`` (and ``revive.json``).
 
 Two interpreters: ``core`` has torch 2.13.0 (the CPU build); ``vision`` has torch and torchvision for the
-repositories that import torchvision (no torchvision build imports beside torch 2.13.0's CPU build here:
-``../.library/env``), with its versions printed in the results.
+repositories that import torchvision (no torchvision build imports beside torch 2.13.0's CPU build here),
+with its versions printed in the results. As measured:
+
+    python -m venv core && core/bin/pip install torch==2.13.0 numpy scipy pillow pandas tqdm pyyaml gin-config
+    python -m venv vision && vision/bin/pip install torch==2.14.1 torchvision==0.29.1 numpy scipy pillow pandas tqdm yacs
+    python bench/revive/run.py --python-core core/bin/python --python-vision vision/bin/python
+
+Every repository of ``repos.tsv`` was last changed before 2021 (its pinned commit's date).
 """
 from __future__ import annotations
 
@@ -345,7 +351,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     text = report(outcomes, pythons)
     if not args.only:
         (RESULTS / "revive.md").write_text(text, encoding="utf-8")
-        (RESULTS / "revive.json").write_text(json.dumps([asdict(o) for o in outcomes], indent=1, default=str) + "\n", encoding="utf-8")
+        kept = []
+        for outcome in outcomes:
+            record = asdict(outcome)
+            record["findings"] = [[f["path"], f["line"], f["code"], f["confidence"]] for f in outcome.findings]
+            kept.append(record)
+        (RESULTS / "revive.json").write_text(json.dumps(kept, indent=1, default=str) + "\n", encoding="utf-8")
         print(f"wrote {RESULTS / 'revive.md'}")
     else:
         print(text)
