@@ -581,6 +581,12 @@ class Distiller(nn.Module):
 
 def distill(student, teacher):
     return Distiller()(student, teacher)
+
+
+def swapped(student, teacher):
+    teacher_log = F.log_softmax(teacher, dim=1)
+    student_probs = F.softmax(student, dim=1)
+    return F.kl_div(student_probs, teacher_log, reduction="batchmean")
 '''
 
 
@@ -596,13 +602,14 @@ def true_kl(student, teacher):
     return (q * (q / p).log()).sum() / student.shape[0]
 
 
-@pytest.mark.parametrize("name", ["r_drop", "distill"])
+@pytest.mark.parametrize("name", ["r_drop", "distill", "swapped"])
 def test_tl207_kl_div_on_probabilities_is_wrong_and_the_fix_is_right(tl207, name):
     bad, good = tl207.functions(name)
     student, teacher = ordinary(4, 5) * 2, ordinary(4, 5).flip(0) * 2
     expected = true_kl(student, teacher).item()
     assert good(student, teacher).item() == pytest.approx(expected, rel=1e-5)
-    assert abs(bad(student, teacher).item() - expected) > 0.1
-    # identical distributions: the divergence is 0; the original says otherwise (a negative number here)
+    # wrong by far, or NaN (the swapped form takes the log-probability target as probabilities: xlogy of negatives)
+    assert not abs(bad(student, teacher).item() - expected) <= 0.1
+    # identical distributions: the divergence is 0; the original says otherwise (a negative number, or NaN)
     assert abs(good(student, student).item()) < 1e-6
-    assert bad(student, student).item() < -0.5
+    assert not bad(student, student).item() >= -0.5

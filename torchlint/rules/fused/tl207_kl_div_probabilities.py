@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import re
+from typing import Optional
 
 import libcst as cst
 
@@ -9,7 +10,7 @@ from torchlint.analysis.values.losses import match_loss, rewrite_activation
 from torchlint.analysis.project.module_outputs import trace_output
 from torchlint.analysis.model import conventions
 from torchlint.analysis.model.bindings import reaching_definition
-from torchlint.rule import Applicability, Confidence, FixSpec, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # A name that says it holds probabilities, not their logs: ``probs``, ``mean_anchor_probs``, ``p_student``
 # is not one (``p`` alone says nothing), nor ``log_probs``/``lprobs``/``logp``.
@@ -50,7 +51,12 @@ class KlDivProbabilities(Rule):
 
     ## Fix safety
     The softmax becomes `log_softmax` with the same `dim` and `dtype`; the
-    target, `reduction` and `log_target` are kept. The loss value changes on
+    target, `reduction` and `log_target` are kept. When the target is itself
+    computed as log-probabilities (the two swapped:
+    `F.kl_div(F.softmax(s, 1), F.log_softmax(t, 1))`), the fix also passes
+    `log_target=True`, without which the fixed loss would still be wrong; for
+    `nn.KLDivLoss`, whose flag belongs to its constructor, no fix is offered
+    then. The loss value changes on
     every input (the original is wrong); the model's outputs do not, and
     the fix is applied by `--fix`, labelled `numerics`. When the softmax is
     stored in a name that is also read elsewhere (returned, logged) and its
@@ -112,8 +118,44 @@ class KlDivProbabilities(Rule):
         fix = None
         if rewrite is not None:
             applicability = Applicability.UNSAFE if rewrite.changes_other_uses else Applicability.NUMERICS
-            fix = FixSpec(applicability, "Use `log_softmax` for the input", rewrite.replacements, tuple(dict.fromkeys(rewrite.imports)))
+            replacements, title = rewrite.replacements, "Use `log_softmax` for the input"
+            if _log_probability_target(self.context, loss):
+                # a target already in logs (the two swapped: ``kl_div(softmax(s), log_softmax(t))``) must be read
+                # as logs too, or the fixed loss is still wrong
+                flag = _log_target_flag(self.context, loss, replacements)
+                replacements = replacements + (flag,) if flag is not None else None
+                title = "Use `log_softmax` for the input and read the log-probability target with `log_target=True`"
+            if replacements is not None:
+                fix = FixSpec(applicability, title, replacements, tuple(dict.fromkeys(rewrite.imports)))
         self.report(node, fix=fix)
+
+
+def _log_probability_target(context, loss) -> bool:
+    """The target is computed as log-probabilities and nothing says to read it so (no ``log_target=True``)."""
+    if loss.target is None or not _computed_as_logs(context, loss.target.value):
+        return False
+    flags = [arg for arg in loss.node.args if arg.keyword is not None and arg.keyword.value == "log_target"]
+    if loss.form == "module" and loss.constructor is not None:
+        flags += [arg for arg in loss.constructor.args if arg.keyword is not None and arg.keyword.value == "log_target"]
+    return not flags
+
+
+def _log_target_flag(context, loss, replacements) -> Optional[Replacement]:
+    """``log_target=True`` added after the call's last argument (a function call whose last argument the input's
+    rewrite does not touch); None when it cannot be written there (a module's flag belongs to its constructor)."""
+    if loss.form != "function" or not loss.node.args or any(arg.star for arg in loss.node.args):
+        return None
+    last = loss.node.args[-1].value
+    touched = {id(replacement.old) for replacement in replacements}
+    if any(id(node) in touched for node in _subtree(last)):
+        return None
+    return Replacement(last, f"{context.code(last).strip()}, log_target=True")
+
+
+def _subtree(node: cst.CSTNode):
+    yield node
+    for child in node.children:
+        yield from _subtree(child)
 
 
 def _computed_as_logs(context, node: cst.BaseExpression) -> bool:
