@@ -269,7 +269,7 @@ def test_gem_pooling_of_a_dead_feature_map(pow_pair, dtype):
 DIVISION = """
 import torch
 
-def masked_mean_loss(loss, mask):
+def masked_mean_loss(loss: torch.Tensor, mask: torch.Tensor):
     return (loss * mask).sum() / mask.sum()
 
 def unit_loss(x):
@@ -278,7 +278,7 @@ def unit_loss(x):
 def cosine_loss(a, b):
     return (a * b).sum(-1) / (a.norm(dim=-1) * b.norm(dim=-1))
 
-def standardise_loss(x):
+def standardise_loss(x: torch.Tensor):
     return (x - x.mean(0)) / x.std(0)
 
 def named_unit_loss(x):

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, Tuple, Union
 import libcst as cst
 
 from torchlint.analysis.model.dataflow import site_of
-from torchlint.analysis.values.kinds import imports_torch, value_kind
+from torchlint.analysis.values.kinds import value_kind
 from torchlint.analysis.values.tensors import is_tensor
 from torchlint.findings import Applicability, FixSpec, ImportRequirement, Replacement
 
@@ -86,18 +86,44 @@ def operand_is_tensor(context: "FileContext", op: "DomainOp") -> bool:
     the analysis sees it (a NumPy array, a pandas column or a Python number has no ``clamp_min``)."""
     if op.form == "function":
         return op.name.startswith("torch.")
+    if op.form == "method" and op.name in TENSOR_ONLY_METHODS:
+        return True  # ``v.sqrt()``: NumPy arrays and pandas columns have no such method
     site = site_of(context.ancestors)
     if value_kind(context, op.operand, site) in ("array", "number"):
         return False
     # ``data.std()`` is what ``data`` is: a reduction's name is no proof (NumPy and pandas have it too).
     root = op.operand
-    while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute):
+    while isinstance(root, cst.Call) and isinstance(root.func, cst.Attribute) and context.qualified_name(root.func) is None:
         root = root.func.value
-    kind = value_kind(context, root, site)
-    if kind == "tensor" or is_tensor(context, root):
+    if _spelled_for_tensors(op.operand):
         return True
-    # Not shown either way: taken for a tensor only in a file that imports torch.
-    return kind == "unknown" and imports_torch(context)
+    kind = value_kind(context, root, site)
+    # Not shown either way is no proof: a NumPy array or a pandas column in a file that imports torch has no
+    # ``clamp_min`` either (RULES.md, fix safety).
+    return kind == "tensor" or is_tensor(context, root)
+
+
+# Methods a tensor has and a NumPy array, a pandas column or a Python number has not: a value they are called on
+# (when the call runs) is a tensor.
+TENSOR_ONLY_METHODS = frozenset({
+    "sqrt", "rsqrt", "log", "log2", "log10", "log1p", "exp", "expm1", "clamp", "clamp_min", "clamp_max", "softmax",
+    "log_softmax", "sigmoid", "norm", "square", "reciprocal", "detach", "unsqueeze", "float", "double", "half",
+})
+# Keywords only torch spells so (NumPy and pandas say ``axis``, ``keepdims``).
+_TENSOR_ONLY_KEYWORDS = frozenset({"dim", "keepdim"})
+
+
+def _spelled_for_tensors(operand: cst.BaseExpression) -> bool:
+    """Whether the operand's own chain of method calls shows a tensor: a tensor-only method (``x.norm()``) or a
+    keyword only torch takes (``x.std(dim=0)``, ``x.sum(-1, keepdim=True)``)."""
+    node = operand
+    while isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute):
+        if node.func.attr.value in TENSOR_ONLY_METHODS:
+            return True
+        if any(arg.keyword is not None and arg.keyword.value in _TENSOR_ONLY_KEYWORDS for arg in node.args):
+            return True
+        node = node.func.value
+    return False
 
 
 def clamp_operand_fix(context: "FileContext", op: "DomainOp", minimum: str, message: str) -> Optional[FixSpec]:
