@@ -40,3 +40,13 @@ def test_numpy_and_pandas_values_are_no_tensors():
         "    return torch.tensor(points / points.std())\n"
     )
     assert findings(text) == []
+
+
+def test_a_spelling_only_torch_has_shows_a_tensor():
+    # ``dim=`` (NumPy and pandas say ``axis``) and ``.sqrt()`` (no NumPy or pandas method) are tensor spellings
+    keyword = "import torch\n\n\ndef standardize(values):\n    return (values - values.mean()) / values.std(dim=0)\n"
+    (finding,) = findings(keyword)
+    assert [edit.content for edit in finding.fix.edits] == [".clamp_min(1e-6)"]
+    axis = keyword.replace("values.std(dim=0)", "values.std(axis=0)")
+    (finding,) = findings(axis)
+    assert finding.fix is None
