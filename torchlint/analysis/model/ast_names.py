@@ -34,6 +34,18 @@ _MARKERS = frozenset(
 )
 
 
+def own_nodes(function: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of ``function``'s body, not descending into the functions, lambdas and classes defined in it
+    (those nodes themselves are yielded: they bind their names here)."""
+    pending: List[ast.AST] = list(function.body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+
+
 def ast_dotted_name(node: ast.expr) -> Optional[str]:
     """``a.b.c`` for a Name/Attribute chain, else None."""
     parts = []

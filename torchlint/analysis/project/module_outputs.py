@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, List, Optional, Seq
 
 import libcst as cst
 
-from torchlint.analysis.model.ast_names import ast_dotted_name
+from torchlint.analysis.model.ast_names import ast_dotted_name, own_nodes
 from torchlint.analysis.flow.callers import arguments_at_calls
 from torchlint.analysis.model.dataflow import Site, bindings, bound_on_every_path, site_of, unpack_position, unpacked_element
 from torchlint.analysis.values.fused import SHAPE_METHODS, SIGMOID_FUNCTIONS, SIGMOID_MODULES
@@ -525,7 +525,7 @@ class _AstReader:
                 if statement.value is None:
                     return None
                 found.append((statement.value, frames))
-        if not found or any(isinstance(node, (ast.Yield, ast.YieldFrom)) for node in _own_nodes(function)):
+        if not found or any(isinstance(node, (ast.Yield, ast.YieldFrom)) for node in own_nodes(function)):
             return None
         last = function.body[-1]
         if not isinstance(last, (ast.Return, ast.Raise, ast.If, ast.Try, ast.With)):
@@ -719,16 +719,6 @@ def _statements(function: ast.FunctionDef):
                     pending.append((block, frames))
             for handler in getattr(statement, "handlers", ()) or ():
                 pending.append((handler.body, frames))
-
-
-def _own_nodes(function: ast.FunctionDef):
-    pending: List[ast.AST] = list(function.body)
-    while pending:
-        node = pending.pop()
-        yield node
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
-            continue
-        pending.extend(ast.iter_child_nodes(node))
 
 
 def _binds(statement: ast.stmt, name: str) -> bool:

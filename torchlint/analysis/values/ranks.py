@@ -31,6 +31,7 @@ import libcst as cst
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import NOT_A_LITERAL, argument, has_star_args, keyword_arg, literal_value, positional_args
 from torchlint.analysis.model.ops import module_constructor, unmoved
+from torchlint.analysis.model.ast_names import own_nodes
 from torchlint.analysis.model.project_index import file_facts
 from torchlint.analysis.model.dataflow import bindings, site_of, unpack_position
 from torchlint.analysis.values.kinds import TENSOR_METHODS, value_kind
@@ -219,23 +220,10 @@ def _known_parameters(method: ast.FunctionDef, shape: CallShape) -> Dict[str, ob
     return known
 
 
-def _own_statements(function: ast.FunctionDef) -> List[ast.AST]:
-    """The nodes of ``function``'s body, not those of functions, lambdas or classes defined in it."""
-    out: List[ast.AST] = []
-    pending: List[ast.AST] = list(function.body)
-    while pending:
-        node = pending.pop()
-        out.append(node)
-        for child in ast.iter_child_nodes(node):
-            if not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                pending.append(child)
-    return out
-
-
 def _returned_values(function: ast.FunctionDef) -> Optional[List[ast.expr]]:
     """What each ``return`` gives back (None when one returns nothing, or the function yields)."""
     values = []
-    for node in _own_statements(function):
+    for node in own_nodes(function):
         if isinstance(node, (ast.Yield, ast.YieldFrom)):
             return None
         if isinstance(node, ast.Return):
@@ -292,7 +280,7 @@ def _ast_zero_dim(
     if isinstance(node, ast.Name):
         # every binding of the name in the function is a plain assignment of a 0-dim value
         values = []
-        for statement in _own_statements(function):
+        for statement in own_nodes(function):
             if isinstance(statement, ast.Assign):
                 if any(_stores(target, node.id) for target in statement.targets):
                     if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
@@ -308,7 +296,7 @@ def _rebinds(function: ast.FunctionDef, name: str) -> bool:
     """Whether ``function``'s body binds ``name`` (a parameter it then no longer holds as passed)."""
     return any(
         _stores(target, name)
-        for statement in _own_statements(function)
+        for statement in own_nodes(function)
         for target in (statement.targets if isinstance(statement, ast.Assign) else _binding_targets(statement))
     )
 
