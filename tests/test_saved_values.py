@@ -232,3 +232,11 @@ def _annotated_and_found(fixture: str, tmp_path, capsys):
             expected.add((path.name, line, code, "/".join(sorted(levels))))
     found = {(Path(item["path"]).name, item["line"], item["code"], item["confidence"]) for item in project_findings(root, "TL406", capsys)}
     return expected, found
+
+def test_scripts_import_the_helpers_beside_them_before_a_package_of_the_same_name(tmp_path, capsys):
+    """fixtures/TL406/scripts_beside_their_helpers: supcon/train.py imports ``util`` from its own folder (sys.path[0])
+    though other/ holds a ``util`` package; its options, bound twice at the top level (the parser, then what it
+    parses), reach save_model's dict. other/'s own layout holds weights only and its load stays silent."""
+    expected, found = _annotated_and_found("scripts_beside_their_helpers", tmp_path, capsys)
+    assert expected == {("linear.py", 8, "TL406", "medium")}
+    assert found == expected

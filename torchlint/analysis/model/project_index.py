@@ -166,6 +166,10 @@ class _ModuleFacts:
             for stmt in _guarded(node):
                 self.imports.update(import_bindings(stmt, relative_base))
         self.star_modules = star_modules(tree, relative_base)
+        if project is not None and path not in ("-", ""):
+            # An absolute import finds a module beside the file first when its folder is sys.path[0].
+            self.imports = {local: project.resolve_from(path, name) for local, name in self.imports.items()}
+            self.star_modules = [project.resolve_from(path, name) for name in self.star_modules]
         assigned: Dict[str, List[ast.expr]] = {}
         for node in tree.body:
             if isinstance(node, ast.ClassDef):
@@ -482,6 +486,7 @@ class ProjectIndex:
         self._modules: Optional[Dict[str, str]] = None  # module name -> path
         self._aliases: Dict[str, str] = {}  # a name a script inside a package imports a module by -> its own
         self._names: Dict[str, str] = {}  # a file's absolute path -> its module name
+        self._folders: FrozenSet[str] = frozenset()  # every folder above a file of the run, absolute
         self._file_list: Tuple[str, ...] = ()
         self._facts: Dict[str, Optional[_ModuleFacts]] = {}
         self._refused_saves: Dict[Tuple[str, str], Optional["RefusedSave"]] = {}
@@ -522,10 +527,18 @@ class ProjectIndex:
                                 modules[name] = path
                     # Folders without __init__.py are namespace packages: a script beside ``utils/`` imports
                     # ``utils.optim``.  Their names come second: a regular package's name wins.
+                    # So are the folders above a package: of two ``util/`` packages in sibling folders, the one
+                    # that lost the bare name is still known as ``train.util`` (what a script in ``train/`` finds).
                     for path in files:
-                        if path.endswith(".py") and not path.endswith("__init__.py"):
+                        if path.endswith(".py"):
                             directory, filename = os.path.split(os.path.abspath(path))
-                            name = filename.rsplit(".", 1)[0]
+                            stem = filename.rsplit(".", 1)[0]
+                            packages = packages_of(directory)
+                            name = ".".join(packages + (() if stem == "__init__" else (stem,)))
+                            if not name:
+                                continue
+                            for _ in packages:
+                                directory = os.path.dirname(directory)
                             for _ in range(_NAMESPACE_LEVELS):
                                 directory, folder = os.path.split(directory)
                                 if not folder.isidentifier() or is_package_dir(os.path.join(directory, folder)):
@@ -548,8 +561,44 @@ class ProjectIndex:
                     for name, path in modules.items():
                         names.setdefault(os.path.abspath(path), name)
                     self._names = names
+                    # The folders holding files of the run, for imports resolved from a script's folder.
+                    folders: Set[str] = set()
+                    for path in names:
+                        folder = os.path.dirname(path)
+                        while folder not in folders and os.path.dirname(folder) != folder:
+                            folders.add(folder)
+                            folder = os.path.dirname(folder)
+                    self._folders = frozenset(folders)
                     self._modules = modules
         return self._modules
+
+    def resolve_from(self, path: str, dotted: str) -> str:
+        """The name the project knows what an absolute import of ``dotted`` finds from file ``path`` by. A file
+        outside packages runs as a script with its folder as sys.path[0] (so do the modules such a script
+        imports from there): ``util.misc`` is the ``util/misc.py`` beside it, whatever other file the project
+        knows as ``util.misc``."""
+        self._ensure()
+        folder = os.path.dirname(os.path.abspath(path))
+        if _has_init(folder):
+            return dotted
+        parts = dotted.split(".")
+        found: Optional[Tuple[int, str]] = None
+        current = folder
+        for index, part in enumerate(parts):
+            current = os.path.join(current, part)
+            package = self._names.get(os.path.join(current, "__init__.py"))
+            module = self._names.get(current + ".py")
+            if package is not None:
+                found = (index, package)
+            elif module is not None:
+                found = (index, module)
+                break
+            elif current not in self._folders:
+                break
+        if found is None:
+            return dotted
+        index, name = found
+        return ".".join([name] + parts[index + 1:])
 
     def canonical(self, module: str) -> str:
         """The name the project knows ``module`` by: itself, or the module an alias (:meth:`_ensure`) stands for."""
@@ -705,8 +754,13 @@ class ProjectIndex:
         found = self._imports.get(module)
         if found is None:
             data = self._module_bytes(module)
+            path = self._ensure().get(module, "")
             found = frozenset(
-                imported for imported in map(self.canonical, _imported_modules(module, data, self._ensure().get(module, "")))
+                imported
+                for imported in (
+                    self.canonical(self.resolve_from(path, name) if path else name)
+                    for name in _imported_modules(module, data, path)
+                )
                 if imported != module and self.is_module(imported)
             )
             self._imports[module] = found

@@ -528,7 +528,10 @@ def _bound_before(name: str, scope: Scope, before: int, depth: int) -> Optional[
     """A name bound several times whose every plain assignment before line ``before`` holds a refused value, and
     that no loop around that line rebinds: ``args = parser.parse_args()`` ... ``torch.save(args, p)`` ...
     ``args = torch.load(p)`` saves the Namespace."""
-    if scope.is_module or name not in scope.shadowed or name in scope.parameters():
+    if scope.is_module:
+        if name in scope.single:
+            return None  # bound once: _name read it
+    elif name not in scope.shadowed or name in scope.parameters():
         return None
     earlier, loops = [], []
     for statement in own_statements(scope.node):
@@ -607,7 +610,7 @@ def _reaching(earlier: List[ast.Assign], function: ast.AST, before: int) -> List
         statement for statement in earlier
         if any(statement in block[:index] for block, index, _, _ in chain)
     ]
-    start = killing[-1].lineno if killing else 0
+    start = max(statement.lineno for statement in killing) if killing else 0
     return [statement for statement in earlier if statement.lineno >= start and not in_other_arm(statement)]
 
 
@@ -1010,6 +1013,8 @@ def refused_saves(facts, locate: Locate) -> List[RefusedSave]:
         if key is None:
             continue
         path = call.args[1]
+        if isinstance(path, ast.Name) and scope.is_module and path.id not in scope.single:
+            continue  # a top-level name bound several times (``with open(a) as f`` ... ``with open(b) as f``)
         if key.startswith(COMPOSITE_KEY_PREFIX):
             # A built path names one file only within its function, and only while none of its names is reassigned.
             names = composite_path_names(path) or frozenset()
