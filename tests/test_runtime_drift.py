@@ -1502,3 +1502,23 @@ def test_tl616_every_integer_argument_of_the_table_refuses_a_float():
             if entry.takes_int(entry.parameter_at(position)) and _holds_int(value):
                 with pytest.raises(TypeError):
                     getattr(x, method)(*(args[:position] + (_float_of(value),) + args[position + 1:]))
+
+
+# -- TL617 view-of-transposed-result ------------------------------------------------------------------------
+
+
+def test_tl617_top_k_accuracy_raises_on_a_transposed_comparison_and_the_reshape_gives_the_counts():
+    source = (FIXTURES / "TL617" / "fix" / "view_of_transposed_result.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL617")
+    assert after == (FIXTURES / "TL617" / "fix" / "view_of_transposed_result.out.py").read_text(encoding="utf-8")
+    torch.manual_seed(0)
+    output = torch.randn(16, 10)
+    target = torch.randint(0, 10, (16,))
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        run(source)["accuracy"](output, target, topk=(1, 5))
+    top1, top5 = run(after)["accuracy"](output, target, topk=(1, 5))
+    ranks = output.argsort(dim=1, descending=True)
+    expected = [(ranks[:, :k] == target[:, None]).any(dim=1).float().mean() * 100 for k in (1, 5)]
+    assert torch.allclose(top1, expected[0].reshape(1)) and torch.allclose(top5, expected[1].reshape(1))
+    # with k = 1 only, the view worked: the fix gives the same value there
+    assert torch.equal(run(source)["accuracy"](output, target)[0], run(after)["accuracy"](output, target)[0])

@@ -485,6 +485,12 @@ MASK_METHODS: Dict[str, int] = {"masked_fill": 0, "masked_fill_": 0, "masked_sca
 FUNCTION_INSTANCE_CALL_WARNS_SINCE: Version = (1, 2)
 FUNCTION_INSTANCE_CALL_RAISES_SINCE: Version = (1, 5)
 
+# Elementwise results (``eq``, comparisons, dtype casts) of a transposed tensor keep its strides since torch 1.7
+# (before, they came out contiguous): ``pred.t().eq(...)[:k].view(-1)``, the top-k accuracy of the ImageNet
+# example copied into countless repositories, raises "view size is not compatible with input tensor's size and
+# stride" since then (measured on 2.13).
+ELEMENTWISE_KEEPS_STRIDES_SINCE: Version = (1, 7)
+
 # ``it.next()`` on a DataLoader iterator: its Python 2 ``next`` alias of ``__next__`` is gone since torch 1.13
 # (AttributeError: '_SingleProcessDataLoaderIter' object has no attribute 'next').
 LOADER_ITERATOR_NEXT_REMOVED_IN: Version = (1, 13)
