@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import ast
-from typing import Any, Collection, Optional, Sequence
+from typing import Any, Collection, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -108,4 +108,43 @@ def calls_in(node: cst.CSTNode) -> Sequence[cst.Call]:
             found.append(call)
 
     node.visit(_Calls())
+    return found
+
+
+def arguments_passed(
+    facts: Any, function: ast.FunctionDef, parameter: str
+) -> Optional[List[Tuple[Any, ast.Call, ast.expr]]]:
+    """What every call of the top-level ``function`` of module ``facts`` (project_index._ModuleFacts) in the project passes for ``parameter``
+    (its default where a call omits it), with the calling module and the call; None when a call passes ``*args``
+    or ``**kwargs`` or gives the parameter nothing. Modules are found by the text ``name(`` (only they are
+    parsed) and a call counts when its callee resolves to the function (imports, aliases, the module's own
+    name)."""
+    arguments = function.args
+    positional = [arg.arg for arg in arguments.posonlyargs + arguments.args]
+    keyword_only = [arg.arg for arg in arguments.kwonlyargs]
+    if parameter not in positional and parameter not in keyword_only:
+        return None
+    defaults: Dict[str, ast.expr] = dict(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
+    defaults.update({arg.arg: value for arg, value in zip(arguments.kwonlyargs, arguments.kw_defaults) if value is not None})
+    qualified = f"{facts.module}.{function.name}"
+    project = facts.project
+    callers = [facts] if project is None else project.modules_calling(function.name)
+    found: List[Tuple[Any, ast.Call, ast.expr]] = []
+    for caller in callers:
+        for node in ast.walk(caller.tree):
+            if not isinstance(node, ast.Call):
+                continue
+            own = isinstance(node.func, ast.Name) and node.func.id == function.name and caller.path == facts.path
+            if not own and caller.qualify(node.func) != qualified:
+                continue
+            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
+                return None
+            given = [k.value for k in node.keywords if k.arg == parameter]
+            if parameter in positional and positional.index(parameter) < len(node.args):
+                given.append(node.args[positional.index(parameter)])
+            if not given and parameter in defaults:
+                given.append(defaults[parameter])
+            if len(given) != 1:
+                return None
+            found.append((caller, node, given[0]))
     return found

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from torchlint.analysis.model.ast_names import BUILTIN_NAMES, ast_dotted_name, every_node
+from torchlint.analysis.model.calls import arguments_passed
 from torchlint.analysis.model.checkpoints import (
     COMPOSITE_KEY_PREFIX,
     SAVE_FUNCTIONS,
@@ -688,31 +689,16 @@ def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Ref
         return None
     if function not in scope.facts.tree.body or _rebinds(function, name):
         return None
-    positional = [arg.arg for arg in function.args.posonlyargs + function.args.args]
-    keyword_only = {arg.arg for arg in function.args.kwonlyargs}
-    if name not in positional and name not in keyword_only:
+    passed_at_calls = arguments_passed(scope.facts, function, name)
+    if passed_at_calls is None:
         return None
-    qualified = f"{scope.facts.module}.{function.name}"
-    project = scope.facts.project
-    callers = [scope.facts] if project is None else project.modules_calling(function.name)
     passed: List[Optional[Refused]] = []
-    for facts in callers:
-        caller_scopes: Dict[int, Scope] = {}
-        for node in ast.walk(facts.tree):
-            if not isinstance(node, ast.Call):
-                continue
-            local = isinstance(node.func, ast.Name) and node.func.id == function.name and facts is scope.facts
-            if not local and facts.qualify(node.func) != qualified:
-                continue
-            if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
-                return None
-            given = [k.value for k in node.keywords if k.arg == name]
-            if name in positional and positional.index(name) < len(node.args):
-                given.append(node.args[positional.index(name)])
-            if len(given) != 1:
-                return None
-            caller = _scope_holding(facts, node, scope.locate, caller_scopes)
-            passed.append(refused_value(given[0], caller, getattr(node, "lineno", 10**9), depth + 1))
+    scopes_by_module: Dict[int, Dict[int, Scope]] = {}
+    for facts, call, given in passed_at_calls:
+        if any(given is default for default in (*function.args.defaults, *function.args.kw_defaults)):
+            return None  # a call that leaves it to the default passes nothing of the caller's
+        caller = _scope_holding(facts, call, scope.locate, scopes_by_module.setdefault(id(facts), {}))
+        passed.append(refused_value(given, caller, getattr(call, "lineno", 10**9), depth + 1))
     known = [value for value in passed if value is not None]
     if not known or len({value.kind for value in known}) != 1:
         return None

@@ -497,6 +497,8 @@ class _AstReader:
                             and target.value.id == "self"
                             and target.attr == attribute
                         ):
+                            if _moves_itself(statement.value, attribute):
+                                continue  # ``self.D = self.D.to(device)``: the same module, moved
                             stored.append(self.module(statement.value, _Scope(method, owner, frames), depth + 1))
         return join(stored)
 
@@ -830,3 +832,15 @@ def _sequential_last_layer(context: "FileContext", func: cst.Name) -> Optional[c
         return None
     layers = [arg.value for arg in built.args if arg.keyword is None]
     return layers[-1] if layers and isinstance(layers[-1], cst.Call) else None
+
+
+def _moves_itself(value: ast.expr, attribute: str) -> bool:
+    """``self.<attribute>.to(device)`` (any chain of module moves, which return the module itself)."""
+    moved = False
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MODULE_MOVES:
+        value, moved = value.func.value, True
+    return (
+        moved and isinstance(value, ast.Attribute) and value.attr == attribute
+        and isinstance(value.value, ast.Name) and value.value.id == "self"
+    )
+

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+import ast
 import re
-from typing import Optional
+from typing import List, Optional
 
 import libcst as cst
 
 from torchlint.analysis.api.api_drift import ELEMENTWISE_KEEPS_STRIDES_SINCE, effective_target, version_text
 from torchlint.analysis.api.version_guards import is_version_guarded
+from torchlint.analysis.model.calls import arguments_passed
 from torchlint.analysis.model.dataflow import Site, site_of, sole_assignment
+from torchlint.analysis.model.project_index import file_facts
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # Methods that make a new tensor laid out like their receiver (TensorIterator keeps the input's strides).
@@ -95,7 +98,10 @@ class ViewOfTransposedResult(Rule):
         if effective_target(self.context.settings.target_torch_version) < ELEMENTWISE_KEEPS_STRIDES_SINCE:
             return
         site = site_of(self.context.ancestors)
-        if not _transposed_through_elementwise(func.value, site, seen_elementwise=False, hops=0):
+        slices: List[cst.Slice] = []
+        if not _transposed_through_elementwise(func.value, site, False, 0, slices):
+            return
+        if any(self._keeps_one_row(piece) for piece in slices):
             return
         if is_version_guarded(self.context):
             return
@@ -108,7 +114,55 @@ class ViewOfTransposedResult(Rule):
         )
 
 
-def _transposed_through_elementwise(node: cst.BaseExpression, site: Optional[Site], seen_elementwise: bool, hops: int) -> bool:
+    def _keeps_one_row(self, piece: cst.Slice) -> bool:
+        """``x[:1]``, or ``x[:k]`` in ``for k in topk`` where every call of the function in the project passes
+        (or leaves to the default) a literal ``topk`` of ints no larger than 1: one transposed row flattens."""
+        upper = piece.upper
+        if piece.lower is not None or piece.step is not None or upper is None:
+            return False
+        if isinstance(upper, cst.Integer):
+            return int(upper.value) <= 1
+        if not isinstance(upper, cst.Name):
+            return False
+        loop = next((found for node in reversed(self.context.ancestors) for found in _loops_of(node, upper.value)), None)
+        function = self.context.enclosing(cst.FunctionDef)
+        if loop is None or not isinstance(loop.iter, cst.Name) or function is None:
+            return False
+        if not any(statement is function for statement in self.context.module.body):
+            return False  # a method or a nested function: its calls are not looked up
+        facts = file_facts(self.context)
+        defined = facts.functions.get(function.name.value) if facts is not None else None
+        if defined is None:
+            return False
+        passed = arguments_passed(facts, defined, loop.iter.value)
+        if not passed:
+            return False
+        for _, _, value in passed:
+            try:
+                sizes = ast.literal_eval(value)
+            except ValueError:
+                return False
+            if not isinstance(sizes, (tuple, list)) or not all(isinstance(k, int) and k <= 1 for k in sizes):
+                return False
+        return True
+
+
+def _loops_of(node: cst.CSTNode, name: str) -> List["cst.For | cst.CompFor"]:
+    """The ``for name in ...`` of a for statement or a comprehension ``node`` (empty when it binds no such name)."""
+    loops: List["cst.For | cst.CompFor"] = []
+    if isinstance(node, cst.For):
+        loops.append(node)
+    elif isinstance(node, (cst.ListComp, cst.SetComp, cst.GeneratorExp, cst.DictComp)):
+        part: Optional[cst.CompFor] = node.for_in
+        while part is not None:
+            loops.append(part)
+            part = part.inner_for_in
+    return [loop for loop in loops if isinstance(loop.target, cst.Name) and loop.target.value == name]
+
+
+def _transposed_through_elementwise(
+    node: cst.BaseExpression, site: Optional[Site], seen_elementwise: bool, hops: int, slices: List[cst.Slice]
+) -> bool:
     """Whether ``node`` is an elementwise result of a transposed tensor: followed back through basic slices,
     elementwise methods and comparisons (their left operand), and names with one reaching assignment."""
     if hops > _MAX_HOPS:
@@ -116,7 +170,8 @@ def _transposed_through_elementwise(node: cst.BaseExpression, site: Optional[Sit
     if isinstance(node, cst.Subscript):
         # ``x[:k]`` keeps every dimension (and the transposed strides); an integer index drops one.
         if all(isinstance(element.slice, cst.Slice) for element in node.slice):
-            return _transposed_through_elementwise(node.value, site, seen_elementwise, hops + 1)
+            slices.append(node.slice[0].slice)
+            return _transposed_through_elementwise(node.value, site, seen_elementwise, hops + 1, slices)
         return False
     if isinstance(node, cst.Attribute) and node.attr.value in _TRANSPOSED_ATTRIBUTES:
         return seen_elementwise
@@ -125,18 +180,18 @@ def _transposed_through_elementwise(node: cst.BaseExpression, site: Optional[Sit
         if method in _TRANSPOSING_METHODS:
             return seen_elementwise
         if method in _ELEMENTWISE_METHODS:
-            return _transposed_through_elementwise(node.func.value, site, True, hops + 1)
+            return _transposed_through_elementwise(node.func.value, site, True, hops + 1, slices)
         if method in _CAST_METHODS:
-            return _transposed_through_elementwise(node.func.value, site, seen_elementwise, hops + 1)
+            return _transposed_through_elementwise(node.func.value, site, seen_elementwise, hops + 1, slices)
         return False
     if isinstance(node, cst.Comparison) and len(node.comparisons) == 1 and isinstance(
         node.comparisons[0].operator, _ELEMENTWISE_OPERATORS
     ):
-        return _transposed_through_elementwise(node.left, site, True, hops + 1)
+        return _transposed_through_elementwise(node.left, site, True, hops + 1, slices)
     if isinstance(node, cst.Name):
         binding = sole_assignment(site, node.value)
         if binding is None or binding.value is None:
             return False
-        return _transposed_through_elementwise(binding.value, binding.site, seen_elementwise, hops + 1)
+        return _transposed_through_elementwise(binding.value, binding.site, seen_elementwise, hops + 1, slices)
     return False
 
