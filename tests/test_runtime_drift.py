@@ -1522,3 +1522,24 @@ def test_tl617_top_k_accuracy_raises_on_a_transposed_comparison_and_the_reshape_
     assert torch.allclose(top1, expected[0].reshape(1)) and torch.allclose(top5, expected[1].reshape(1))
     # with k = 1 only, the view worked: the fix gives the same value there
     assert torch.equal(run(source)["accuracy"](output, target)[0], run(after)["accuracy"](output, target)[0])
+
+
+# -- TL602 scheduler.step(epoch) ----------------------------------------------------------------------------
+
+
+def test_tl602_a_scheduler_stepped_with_its_epoch_warns_and_a_plateau_scheduler_given_its_metric_does_not():
+    model = torch.nn.Linear(2, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1)
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+    optimizer.step()
+    with pytest.warns(UserWarning, match="epoch parameter in `scheduler.step\\(\\)`"):
+        scheduler.step(1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scheduler.step()
+        plateau.step(0.5)
+    source = (FIXTURES / "TL602" / "checker" / "bad_scheduler_step_epoch.py").read_text(encoding="utf-8")
+    result = engine.fix_text(source, SNIPPET_PATH, settings("TL602", None), unsafe=True)
+    assert result.applied == 0 and result.text == source  # no fix: step() counts from the scheduler's own epoch
+    assert [f.location.line for f in result.result.findings] == [9, 18]

@@ -491,6 +491,15 @@ FUNCTION_INSTANCE_CALL_RAISES_SINCE: Version = (1, 5)
 # stride" since then (measured on 2.13).
 ELEMENTWISE_KEEPS_STRIDES_SINCE: Version = (1, 7)
 
+# ``scheduler.step(epoch)``: an LR scheduler's ``step`` warns of its epoch argument since torch 1.4 ("The epoch
+# parameter in `scheduler.step()` was not necessary and is being deprecated"; measured on 2.13).
+# ReduceLROnPlateau's ``step(metrics)`` takes a value on purpose; the composite schedulers take none at all.
+SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE: Version = (1, 4)
+SCHEDULERS_STEPPED_WITH_AN_ARGUMENT = frozenset({
+    "torch.optim.lr_scheduler.ReduceLROnPlateau", "torch.optim.lr_scheduler.SequentialLR",
+    "torch.optim.lr_scheduler.ChainedScheduler",
+})
+
 # ``it.next()`` on a DataLoader iterator: its Python 2 ``next`` alias of ``__next__`` is gone since torch 1.13
 # (AttributeError: '_SingleProcessDataLoaderIter' object has no attribute 'next').
 LOADER_ITERATOR_NEXT_REMOVED_IN: Version = (1, 13)

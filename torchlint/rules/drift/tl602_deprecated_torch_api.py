@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 import libcst as cst
@@ -7,6 +8,8 @@ import libcst as cst
 from torchlint.analysis.api.api_drift import (
     LEGACY_REDUCTION_KEYWORDS,
     SAVED_VARIABLES_DEPRECATED_SINCE,
+    SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE,
+    SCHEDULERS_STEPPED_WITH_AN_ARGUMENT,
     VARIABLE_CLASSES,
     Status,
     deprecated_since_text,
@@ -25,6 +28,7 @@ from torchlint.analysis.api.api_table import (
 from torchlint.analysis.model.calls import NOT_A_LITERAL, has_star_args, keyword_arg, literal_value, without_args
 from torchlint.analysis.api.signatures import public_name
 from torchlint.analysis.model.autograd_functions import context_parameter
+from torchlint.analysis.model.ops import module_constructor
 from torchlint.analysis.values.fused import as_receiver
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
@@ -67,6 +71,12 @@ class DeprecatedTorchApi(ApiUseRule):
       and each warns when called (2.11 at the latest); no fix, since those
       work otherwise (a reference such as `torch.jit.ScriptModule` is not
       flagged);
+    - `scheduler.step(epoch)` on an LR scheduler the file builds (a name or
+      a `self.` attribute bound to a `torch.optim.lr_scheduler` class; not
+      `ReduceLROnPlateau`, whose argument is the metric): the epoch argument
+      warns on every call since torch 1.4; no fix, since `step()` counts from
+      the scheduler's own epoch, which differs by one where the loop passed
+      the epoch before training it;
     - the legacy CUDA tensor types called as constructors,
       `torch.cuda.FloatTensor(n)` (and the other dtypes): torch warns "The
       torch.cuda.*DtypeTensor constructors are no longer recommended" since
@@ -235,6 +245,7 @@ class DeprecatedTorchApi(ApiUseRule):
             | scan.regions_where(passes_deprecated_keyword)
             | scan.regions_where(lambda region: "saved_variables" in region.attributes)
             | scan.regions_calling_qualified(VARIABLE_CLASSES)
+            | (scan.regions_whose_text_matches(_STEP_WITH_ARGUMENT) if scan.mentions(("lr_scheduler",)) else frozenset())
         ) or None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -258,6 +269,9 @@ class DeprecatedTorchApi(ApiUseRule):
         if self.context.qualified_name(node.func) in VARIABLE_CLASSES:
             self._variable(node)
             return
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "step" and node.args:
+            self._scheduler_step_with_epoch(node)
+            return
         if not any(arg.keyword is not None for arg in node.args):
             return
         qualified = self.context.qualified_name(node.func)
@@ -279,6 +293,27 @@ class DeprecatedTorchApi(ApiUseRule):
             note = api_entry(api).deprecated_keywords[keyword]
             renamed = self._renamed_keyword(api, note.replacement)
             self.report(arg, _keyword_message(api, keyword, since, warns, note, renamed), self._keyword_fix(node, arg, note, renamed), confidence=level)
+
+    def _scheduler_step_with_epoch(self, node: cst.Call) -> None:
+        """``scheduler.step(epoch)`` on a scheduler this file builds (a name or ``self.`` attribute bound to an
+        ``lr_scheduler`` class): the argument warns on every call. No fix: ``step()`` counts from the scheduler's
+        own epoch, which differs by one where the loop passed the epoch before training it."""
+        if has_star_args(node) or self.target < SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE:
+            return
+        constructor = module_constructor(self.context, node.func.value)
+        built = self.context.qualified_name(constructor.func) if constructor is not None else None
+        if built is None or not built.startswith("torch.optim.lr_scheduler.") or built in SCHEDULERS_STEPPED_WITH_AN_ARGUMENT:
+            return
+        if self.guarded():
+            return
+        self.report(
+            node,
+            f"`{built.rsplit('.', 1)[1]}.step(epoch)` warns on every call since torch "
+            f"{version_text(SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE)} (the epoch argument is deprecated): call `step()` "
+            f"once per epoch and let the scheduler count",
+            None,
+            confidence=Confidence.HIGH,
+        )
 
     def _variable(self, node: cst.Call) -> None:
         """``Variable(x)``: deprecated in torch's documentation only (no warning), so ``low``. It returns a
@@ -339,3 +374,7 @@ def _keyword_message(api: str, keyword: str, since, warns, note: KeywordDeprecat
     else:
         advice = ""
     return f"`{keyword}=` of {shown} {how} {deprecated_since_text(since)}: {fate}{advice}"
+
+
+# ``.step(`` with an argument: a scheduler stepped with its epoch (the visit decides).
+_STEP_WITH_ARGUMENT = re.compile(r"\.\s*step\s*\(\s*[^)\s]")
