@@ -123,6 +123,49 @@ def test_a_lookup_by_a_computed_name_may_reach_any_definition(tmp_path, capsys):
     assert levels(project(tmp_path / "literal", files), capsys) == {"helpers.py": ["medium"]}
 
 
+def test_a_lookup_in_a_file_s_own_namespace_reaches_only_that_file(tmp_path, capsys):
+    # d22: ``getattr(sys.modules[__name__], name)`` and ``globals()`` in the training script look up the script's
+    # own names; ``eval`` and ``import_module(name)`` may reach any module
+    own = IDLE + "import sys\n\n\ndef build(name):\n    return getattr(sys.modules[__name__], name)\n\n\nprint(globals())\n"
+    assert levels(project(tmp_path / "own", {"helpers.py": HELPER, "train.py": own}), capsys) == {"helpers.py": ["medium"]}
+    anywhere = IDLE + "import importlib\n\nimportlib.import_module(input())\n"
+    assert levels(project(tmp_path / "any", {"helpers.py": HELPER, "train.py": anywhere}), capsys) == {"helpers.py": ["high"]}
+
+
+def test_a_package_that_imports_its_submodules_by_name_reaches_what_their_all_exports(tmp_path, capsys):
+    # d22: ``import_module("." + name, package=__name__)`` then ``globals().update(... m.__all__)`` in the
+    # package's __init__: a submodule's exported names are reached, the others only by their own uses
+    init = (
+        "import importlib\nimport pkgutil\n\nfor _, name, _ in pkgutil.walk_packages(__path__):\n"
+        "    module = importlib.import_module('.' + name, package=__name__)\n"
+        "    globals().update({k: getattr(module, k) for k in getattr(module, '__all__', [])})\n"
+    )
+    train = "import torch.nn as nn\nimport models\n\nnet = nn.Linear(2, 2)\n"
+    exported = "__all__ = ['init_params']\n" + HELPER
+    files = {"models/__init__.py": init, "models/helpers.py": exported, "models/other.py": HELPER, "train.py": train}
+    assert levels(project(tmp_path, files), capsys) == {"models/helpers.py": ["high"], "models/other.py": ["medium"]}
+
+
+def test_a_name_imported_from_another_module_is_not_this_module_s(tmp_path, capsys):
+    # d22: two modules define the same class; the model imports it from the other one
+    caller = "import torch.nn as nn\nfrom helpers import build\nfrom other import init_params\n\ninit_params(nn.Linear(2, 2))\nbuild()\n"
+    helpers = HELPER + "\n\ndef build():\n    pass\n"
+    other = "def init_params(net):\n    pass\n"
+    files = {"helpers.py": helpers, "other.py": other, "train.py": caller}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}
+
+
+def test_a_script_that_parses_its_command_line_is_a_program_in_a_library_folder(tmp_path, capsys):
+    # d21: underwater_rl/policy_train.py beside modules that other folders import, run only from its __main__
+    # block: it reads its arguments, so someone runs it
+    script = HELPER + "\n\nif __name__ == '__main__':\n    import argparse\n    args = argparse.ArgumentParser().parse_args()\n    init_params(nn.Linear(2, 2))\n"
+    files = {
+        "rl/__init__.py": "", "rl/layers.py": MODEL, "rl/policy_train.py": script,
+        "train.py": "from rl.layers import build\n\nnet = build()\n",
+    }
+    assert levels(project(tmp_path, files), capsys) == {"rl/policy_train.py": ["high"]}
+
+
 # A module class whose method TL602 finds ``init.kaiming_normal`` in.
 LAYER = (
     "import torch.nn as nn\n"

@@ -381,7 +381,7 @@ def _package_root(directory: str) -> str:
     return directory
 
 
-def _declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
+def declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
     """The names of a module's ``__all__`` when it is a literal list or tuple of strings."""
     declared = facts.values.get("__all__")
     if isinstance(declared, (ast.List, ast.Tuple)) and all(
@@ -768,6 +768,11 @@ class ProjectIndex:
             self._read(module)  # an answer built on it rests on that module's text, cached or not
         return found
 
+    def imported_files(self, module: str) -> FrozenSet[str]:
+        """The files (absolute paths) of the project modules ``module``'s import lines name."""
+        modules = self._ensure()
+        return frozenset(os.path.abspath(modules[name]) for name in self.imports_of(module) if name in modules)
+
     def program_of(self, module: str) -> FrozenSet[str]:
         """The modules that can run in one process with ``module``: every module that imports it (directly or
         through others), and every module any of those imports. A repository of several scripts that share
@@ -1015,7 +1020,7 @@ class ProjectIndex:
             return True, None  # empty, or unreadable: it binds nothing we can know
         seen = (_seen or frozenset()) | {module}
         found: Optional[str] = None
-        public = _declared_all(facts)
+        public = declared_all(facts)
         if (public is None and not name.startswith("_")) or (public is not None and name in public):
             if name in facts.classes or name in facts.functions or name in facts.values:
                 found = f"{module}.{name}"

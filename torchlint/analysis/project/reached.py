@@ -33,11 +33,11 @@ import ast
 import os
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set
+from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.model.project_index import ProjectIndex, notebook_code
+from torchlint.analysis.model.project_index import ProjectIndex, declared_all, notebook_code
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -47,11 +47,19 @@ _WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
 # A comment: ``#`` to the end of the line.  A ``#`` inside a string cuts the rest of its line too (a mention
 # there is lost: the finding moves down one level at most); read this way the project's text costs a twentieth.
 _COMMENT = re.compile(rb"#[^\n]*")
-# Lookups of a definition by a computed name: of any module (``globals()``, ``import_module``, ``eval``), or of
-# one the file imports (``getattr(models, name)``, ``models.__dict__[name]``, ``vars(models)``).
-_DYNAMIC = re.compile(
-    rb"\bglobals\s*\(\s*\)|\bimport_module\s*\(|\b__import__\s*\(|\brunpy\b|(?<![\w.])(?:eval|exec)\s*\(|\bsys\.modules\b"
+# Lookups of a definition by a computed name. In the file's own namespace (``globals()``, ``eval``, ``exec``,
+# ``sys.modules[__name__]``, ``vars()``/``locals()``): its own definitions. Of the submodules of its own package
+# (``import_module("." + name, package=__name__)``): theirs, or only the names their ``__all__`` exports when that
+# is what the file reads (``globals().update({k: getattr(m, k) for k in m.__all__})``). Of any module
+# (``import_module(name)``, ``__import__``, ``runpy``, ``sys.modules[name]``): every definition.
+_OWN_NAMESPACE = re.compile(
+    rb"\bglobals\s*\(\s*\)|\bsys\.modules\s*\[\s*__name__\s*\]|(?<![\w.])(?:eval|exec)\s*\(|(?<![\w.])(?:vars|locals)\s*\(\s*\)"
 )
+_OWN_PACKAGE_IMPORT = re.compile(rb"\bimport_module\s*\(\s*(?:f?['\"]\.[^)]*|[^)]*\bpackage\s*=\s*__name__[^)]*)\)")
+# Marks a module whose own namespace (not its submodules') is looked up, in _Words.looked_up.
+_OWN = " (own namespace)"
+_EXPORTS_READ = re.compile(rb"\.__all__\b|['\"]__all__['\"]")
+_DYNAMIC = re.compile(rb"\bimport_module\s*\(|\b__import__\s*\(|\brunpy\b|\bsys\.modules\b")
 _BY_NAME_OF = (
     re.compile(rb"\bgetattr\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*(?![\s\"'])"),
     re.compile(rb"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\.__dict__\b"),
@@ -110,21 +118,37 @@ def _imported_module(data: bytes, name: bytes) -> Optional[str]:
     return None
 
 
-def _looked_up_by_name(data: bytes, index: ProjectIndex) -> "Optional[set]":
-    """The project modules ``data`` looks up a definition of by a computed name (``getattr(models, name)``,
-    ``models.__dict__[arch]``); None when it may be any module's (``globals()``, ``import_module``, ``eval``,
-    a relative import's module)."""
+def _looked_up_by_name(data: bytes, index: ProjectIndex, module: Optional[str]) -> "Optional[Tuple[set, set]]":
+    """What ``data`` (the code of ``module``; None: a notebook) looks up definitions of by a computed name: (the
+    project modules whose every definition it may reach, with their submodules: ``getattr(models, name)``,
+    ``models.__dict__[arch]``, its own ``globals()``; the packages whose submodules it reaches only by the names
+    their ``__all__`` exports). None when it may be any module's (``import_module(name)``, ``__import__``, a
+    relative import's module, a notebook's own namespace)."""
+    modules: set = set()
+    exported: set = set()
+    own_package = None
+    if module is not None:
+        own_package = module if index.module_path(module) and index.module_path(module).endswith("__init__.py") else module.rpartition(".")[0]
+    if _OWN_PACKAGE_IMPORT.search(data):
+        if not own_package:
+            return None
+        (exported if _EXPORTS_READ.search(data) else modules).add(own_package)
+        data = _OWN_PACKAGE_IMPORT.sub(b"", data)
+    if _OWN_NAMESPACE.search(data):
+        if module is None:
+            return None
+        modules.add(f"{module}{_OWN}")
+        data = _OWN_NAMESPACE.sub(b"", data)
     if _DYNAMIC.search(data):
         return None
-    modules = set()
     for pattern in _BY_NAME_OF:
         for match in pattern.finditer(data):
-            module = _imported_module(data, match.group(1))
-            if module is not None and module.startswith("."):
+            imported = _imported_module(data, match.group(1))
+            if imported is not None and imported.startswith("."):
                 return None
-            if module is not None and _is_project_module(index, module):
-                modules.add(module)
-    return modules
+            if imported is not None and _is_project_module(index, imported):
+                modules.add(imported)
+    return modules, exported
 
 
 def _is_project_module(index: ProjectIndex, module: str) -> bool:
@@ -141,12 +165,16 @@ class _Words:
         # The same without imports and ``__all__``: uses of a function's or a class's name.
         self.uses: Counter = Counter()
         self.dynamic = False
-        # Modules whose definitions (theirs and their submodules') a computed name may reach.
+        # Modules whose definitions (theirs and their submodules') a computed name may reach; packages whose
+        # submodules it reaches only by the names their ``__all__`` exports.
         self.looked_up: set = set()
+        self.exported_from: set = set()
         # Per file: its module's last name (None: a notebook), its words and whether it star-imports; per word,
         # the files that use it without defining it (a module or notebook with its own ``def f`` calls its own
         # ``f``, not another module's of the same name).
+        self.index = index
         self.file_stems: list = []
+        self.file_modules: list = []
         self.file_words: list = []
         self.star_importers: set = set()
         # Files with ``from . import f`` (a name of their own package, whose module name they do not write).
@@ -158,6 +186,7 @@ class _Words:
             words = Counter(_WORD.findall(code))
             number = len(self.file_words)
             self.file_stems.append(None if module is None else module.rpartition(".")[2].encode("utf-8"))
+            self.file_modules.append(module)
             self.file_words.append(frozenset(words))
             if _STAR_IMPORT.search(code):
                 self.star_importers.add(number)
@@ -171,15 +200,18 @@ class _Words:
                 if count > 0 and word not in defined:
                     self.users.setdefault(word, []).append(number)
             if not self.dynamic:
-                modules = _looked_up_by_name(code, index)
-                self.dynamic = modules is None
-                self.looked_up |= modules or set()
+                found = _looked_up_by_name(code, index, module)
+                self.dynamic = found is None
+                if found is not None:
+                    self.looked_up |= found[0]
+                    self.exported_from |= found[1]
 
     def used_where_seen(self, name: bytes, module: Optional[str]) -> bool:
         """Whether a file other than its definers uses ``name`` where ``module``'s own ``name`` can be meant: a
-        file that names the module (an import of it or from it, ``-m``, a path, a string), or one that names a
-        module which names both (a re-export, followed on).  A local variable ``train`` in a script that never
-        imports ``engine`` calls no ``engine.train``."""
+        file that imports the module (as Python resolves the import from that file: a script's own folder
+        first), or one that imports a module which names both (a re-export, followed on); a notebook that names
+        the module. A local variable ``train`` in a script that never imports ``engine`` calls no
+        ``engine.train``, and ``utils.f`` in one program is not another program's ``utils.f``."""
         users = self.users.get(name)
         if not users:
             return False
@@ -187,30 +219,68 @@ class _Words:
             return True
         key = (module, name)
         if key not in self._seers:
-            self._seers[key] = self._seeing(module.rpartition(".")[2].encode("utf-8"), name)
+            self._seers[key] = self._seeing(module, name)
         seers = self._seers[key]
-        return any(number in seers for number in users)
+        return any(number in seers and self._may_mean(number, name, module) for number in users)
 
-    def _seeing(self, stem: bytes, name: bytes) -> frozenset:
+    def _may_mean(self, number: int, name: bytes, module: str) -> bool:
+        """Whether file ``number``'s ``name`` can be ``module``'s: not when the file imports that name from a
+        module that defines its own (``from lagrangian import Dynamics`` beside ``hamiltonian.Dynamics``)."""
+        importer = self.file_modules[number]
+        facts = self.index.module_facts(importer) if importer is not None else None
+        bound = facts.imports.get(name.decode("utf-8", "replace")) if facts is not None else None
+        if bound is None:
+            return True
+        found = self.index.locate(bound)
+        if found is None:
+            return True
+        own = self.index.module_path(module)
+        return own is None or os.path.abspath(found[0].path) == os.path.abspath(own)
+
+    def _seeing(self, module: str, name: bytes) -> frozenset:
         seers: set = set()
-        stems, pending = {stem}, [stem]
+        path = self.index.module_path(module)
+        if path is None:
+            return frozenset(self.package_importers)
+        files, pending = {os.path.abspath(path)}, [(os.path.abspath(path), module.rpartition(".")[2].encode("utf-8"))]
         while pending:
-            current = pending.pop()
+            current, stem = pending.pop()
             for number, words in enumerate(self.file_words):
-                if number in seers or current not in words:
+                if number in seers:
+                    continue
+                importer = self.file_modules[number]
+                if importer is None:
+                    if stem not in words:
+                        continue  # a notebook imports by the names it writes
+                elif current not in self.index.imported_files(importer):
                     continue
                 seers.add(number)
-                onward = self.file_stems[number]
-                if onward is not None and onward not in stems and (name in words or number in self.star_importers):
-                    stems.add(onward)
-                    pending.append(onward)
+                onward = self.index.module_path(importer) if importer is not None else None
+                if onward is not None and os.path.abspath(onward) not in files and (name in words or number in self.star_importers):
+                    files.add(os.path.abspath(onward))
+                    pending.append((os.path.abspath(onward), importer.rpartition(".")[2].encode("utf-8")))
         return frozenset(seers | self.package_importers)
 
     def may_look_up(self, module: Optional[str]) -> bool:
         """Whether a definition of ``module`` may be reached by a computed name."""
         if self.dynamic:
             return True
-        return module is not None and any(module == m or module.startswith(m + ".") for m in self.looked_up)
+        return module is not None and (
+            f"{module}{_OWN}" in self.looked_up or any(module == m or module.startswith(m + ".") for m in self.looked_up)
+        )
+
+    def imported_by_name(self, module: Optional[str]) -> bool:
+        """Whether ``module`` is a submodule of a package that imports its submodules by computed names."""
+        return module is not None and any(module.startswith(package + ".") for package in self.exported_from)
+
+    def exported_to_lookups(self, module: Optional[str], name: str) -> bool:
+        """Whether the top-level ``name`` of ``module`` is in its ``__all__`` and its package's ``__init__``
+        reaches its submodules' exports by computed names."""
+        if module is None or not any(module.startswith(package + ".") for package in self.exported_from):
+            return False
+        facts = self.index.module_facts(module)
+        exports = declared_all(facts) if facts is not None else None
+        return exports is not None and name in exports
 
 
 _STAR_IMPORT = re.compile(rb"\bimport[ \t]+\*")
@@ -253,6 +323,8 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
     words = _words(index)
     if words.may_look_up(index.module_of(context.path)):
         return False
+    if texts is _DEAD_MODULE and words.imported_by_name(index.module_of(context.path)):
+        texts = _used_text(_code_text(context.source.encode("utf-8", "replace"))), _used_text(_code_text(_disk_text(context, index)))
     if texts is _DEAD_MODULE:
         return True
     source, on_disk = texts
@@ -265,6 +337,8 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
             continue  # a method lives as long as its class; a hook is called by its name
         encoded = name.encode("utf-8")
         if words.used_where_seen(encoded, index.module_of(context.path)):
+            continue
+        if position == 0 and words.exported_to_lookups(index.module_of(context.path), name):
             continue
         here, definitions = _mentions(source, encoded), _definitions(source, encoded)
         if here > definitions:
@@ -395,7 +469,19 @@ def _library_self_test(context: "FileContext", index: ProjectIndex, module: Opti
     running = [statement for statement in facts.tree.body if _runs(statement, facts.qualify)]
     if not running or not all(_is_main_guard(statement) for statement in running):
         return False
+    if any(_reads_command_line(statement) for statement in running):
+        return False  # it parses a command line: a program someone runs, not a check of a module
     return os.path.dirname(os.path.abspath(context.path)) in _library_folders(index)
+
+
+def _reads_command_line(statement: ast.stmt) -> bool:
+    """``parser.parse_args()`` (or ``parse_known_args``) or ``sys.argv`` in ``statement``."""
+    for node in ast.walk(statement):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("parse_args", "parse_known_args"):
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "argv" and isinstance(node.value, ast.Name) and node.value.id == "sys":
+            return True
+    return False
 
 
 def _is_main_guard(statement: ast.stmt) -> bool:
