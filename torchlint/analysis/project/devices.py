@@ -9,8 +9,10 @@ lacks the GPU they were saved from. What the code shows about that (TL401 asks t
   True, which no command line turns off): it runs on machines without the GPU its
   checkpoints were saved from. A load is a sure hazard.
 - **The program requires a GPU** (it calls ``.cuda()`` or names a ``"cuda"`` device, with no such choice,
-  or the loading file builds a model with ``Net(...).cuda()`` unconditionally): it runs only where a GPU
-  is, and a checkpoint saved from ``cuda:0`` loads there; only one saved from another index fails.
+  or the loading file builds a model with ``Net(...).cuda()`` unconditionally, or one of its functions moves
+  what it makes to the GPU outside any ``if``: ``images, labels = images.cuda(), labels.cuda()`` in the batch
+  loop): it runs only where a GPU is, and a checkpoint saved from ``cuda:0`` loads there; only one saved from
+  another index fails.
 - **Nothing in the program mentions CUDA**: the file comes from elsewhere (a released checkpoint), and its
   device is unknown; a load is a hazard, unless the project writes that path from what it computes on the
   CPU.
@@ -67,6 +69,9 @@ class DeviceFacts:
     chooses: bool = False  # picks its device at run time, or offers a CPU run
     uses_cuda: bool = False  # puts tensors or modules on a GPU
     built_on_gpu: bool = False  # builds an object with ``Cls(...).cuda()`` on no condition
+    # moves a value to the GPU in a function's body, outside any ``if``/``try`` (``x, y = x.cuda(), y.cuda()``
+    # in the batch loop): the function cannot run without a GPU
+    moves_in_body: bool = False
 
 
 NO_DEVICE_FACTS = DeviceFacts()
@@ -98,7 +103,37 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
     for statement in _script_statements(tree):
         if isinstance(statement, (ast.Expr, ast.Assign)) and _moves_to_gpu(statement.value):
             built = True
-    return DeviceFacts(chooses, uses or built, built)
+    moved = any(_moves_everything_to_gpu(statement) for statement in _function_statements(tree))
+    return DeviceFacts(chooses, uses or built or moved, built, moved)
+
+
+def _function_statements(tree: ast.Module) -> Iterable[ast.stmt]:
+    """The statements of the module's functions (methods too) that no ``if``/``try``/``while`` makes optional; a
+    ``for`` over batches runs its body."""
+    pending: List[Tuple[ast.stmt, bool]] = [(statement, False) for statement in tree.body]
+    while pending:
+        statement, in_function = pending.pop()
+        if in_function:
+            yield statement
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            pending.extend((inner, True) for inner in statement.body)
+        elif isinstance(statement, ast.ClassDef):
+            pending.extend((inner, False) for inner in statement.body)
+        elif isinstance(statement, (ast.With, ast.For)) and in_function:
+            pending.extend((inner, True) for inner in statement.body)
+
+
+def _moves_everything_to_gpu(statement: ast.stmt) -> bool:
+    """``x = x.cuda()``, ``x, y = x.cuda(), y.cuda()``, ``model.cuda()``: every value the statement makes goes to
+    the GPU."""
+    if isinstance(statement, ast.Expr):
+        return _moves_to_gpu(statement.value)
+    if isinstance(statement, ast.Assign):
+        value = statement.value
+        if isinstance(value, ast.Tuple):
+            return bool(value.elts) and all(_moves_to_gpu(element) for element in value.elts)
+        return _moves_to_gpu(value)
+    return False
 
 
 def is_cuda_device_text(text: object) -> bool:
@@ -229,7 +264,7 @@ def device_policy(context: "FileContext") -> str:
     own imports when it is no module of the run's project)."""
     own = own_device_facts(context)
     # The loading file's own evidence first: its model built on the GPU, or its own choice of device.
-    if own.built_on_gpu:
+    if own.built_on_gpu or own.moves_in_body:
         return GPU_REQUIRED
     if own.chooses:
         return CHOSEN
