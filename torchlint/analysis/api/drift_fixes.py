@@ -687,8 +687,8 @@ def rename_import(statement: cst.ImportFrom, module: str, renames: Dict[str, str
         if new_last == alias.evaluated_name:
             continue
         if alias.asname is None:  # keep the local name the file uses
-            local = cst.AsName(name=cst.Name(alias.evaluated_name))
-            replacements.append(Replacement(alias, alias.with_changes(name=cst.Name(new_last), asname=local)))
+            # The name is replaced, not the alias: an alias node holds its comma, which its position leaves out.
+            replacements.append(Replacement(alias.name, f"{new_last} as {alias.evaluated_name}"))
         else:
             replacements.append(Replacement(alias.name, cst.Name(new_last)))
     return FixSpec(Applicability.SAFE, f"Import from `{new_module}`", tuple(replacements))
