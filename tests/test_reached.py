@@ -196,6 +196,34 @@ def test_a_call_from_a_notebook_of_the_project_keeps_its_level(tmp_path, capsys)
     assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["high"]}
 
 
+def test_a_module_only_notebooks_import_is_part_of_their_program(tmp_path, capsys):
+    # d23: models.py is star-imported by the notebooks only; its helper no cell names is one level lower, the
+    # one a cell calls keeps its level
+    notebook = {
+        "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
+                   "source": ["from helpers import *\n", "build(net)\n"]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    }
+    helpers = HELPER + "\n\ndef build(net):\n    init.kaiming_normal(net.weight)\n"
+    files = {"helpers.py": helpers, "data.py": "import torch\n", "explore.ipynb": json.dumps(notebook)}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium", "high"]}
+
+
+def test_a_package_looked_up_by_name_reaches_only_the_submodules_something_imports(tmp_path, capsys):
+    # d23: ``models.__dict__[arch]`` reaches what models/__init__.py imports, not a models/unused.py nothing imports
+    train = "import models\n\narch = input()\nnet = models.__dict__[arch]()\n"
+    files = {"models/__init__.py": "from .used import *\n", "models/used.py": HELPER, "models/unused.py": HELPER, "train.py": train}
+    assert levels(project(tmp_path, files), capsys) == {"models/used.py": ["high"], "models/unused.py": ["medium"]}
+
+
+def test_a_script_importing_a_module_its_package_lacks_never_runs(tmp_path, capsys):
+    # d23: train_dual.py imports models.dual_norm, which the repository does not hold: ModuleNotFoundError
+    script = "import torch.nn as nn\nfrom models.dual_norm import DualNorm\nimport torch.nn.init as init\n\n\ndef main():\n    init.kaiming_normal(nn.Linear(2, 2).weight)\n\n\nmain()\n"
+    present = script.replace("models.dual_norm", "models.layers")
+    files = {"models/__init__.py": "", "models/layers.py": "DualNorm = None\n", "train_dual.py": script, "train.py": present}
+    assert levels(project(tmp_path, files), capsys) == {"train_dual.py": ["medium"], "train.py": ["high"]}
+
+
 def test_a_module_no_file_imports_may_be_an_excerpt(tmp_path, capsys):
     # Definitions only, imported by nothing: the code that calls them may not be in the project.
     alone = {"helpers.py": HELPER, "train.py": "import torch.nn as nn\n\nnet = nn.Linear(2, 2)\n"}

@@ -696,11 +696,16 @@ class ProjectIndex:
             if path not in seen:
                 seen.add(path)
                 yield module, self._module_bytes(module, record=False)
+        for _, data in self._notebook_texts():
+            yield None, data
+
+    def _notebook_texts(self) -> Iterator[Tuple[str, bytes]]:
+        """Each notebook of the run with its code cells' text."""
         for path in self._file_list:
             if path.endswith(".ipynb"):
                 try:
                     with open(path, "rb") as handle:
-                        yield None, notebook_code(handle.read())
+                        yield path, notebook_code(handle.read())
                 except OSError:
                     continue
 
@@ -818,12 +823,15 @@ class ProjectIndex:
             for name, path in paths.items():
                 primary.setdefault(path, name)
             found = set()
-            for name, path in paths.items():
-                data = self._module_bytes(name, record=False)
-                for imported in map(self.canonical, _imported_modules(name, data, path)):
+            importers = [(name, path, self._module_bytes(name, record=False)) for name, path in paths.items()]
+            # A notebook imports too, from its own folder (``from models import *`` beside ``models.py``).
+            importers += [("__main__", path, data) for path, data in self._notebook_texts()]
+            for name, path, data in importers:
+                for written in _imported_modules(name, data, path):
+                    imported = self.canonical(self.resolve_from(path, written))
                     if imported != name and imported in paths:
                         found.add(imported)
-                        if primary[paths[imported]] != primary[path]:
+                        if primary[paths[imported]] != primary.get(path):
                             found.add(primary[paths[imported]])
             return frozenset(found)
 

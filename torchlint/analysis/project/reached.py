@@ -265,9 +265,13 @@ class _Words:
         """Whether a definition of ``module`` may be reached by a computed name."""
         if self.dynamic:
             return True
-        return module is not None and (
-            f"{module}{_OWN}" in self.looked_up or any(module == m or module.startswith(m + ".") for m in self.looked_up)
-        )
+        if module is None:
+            return False
+        if f"{module}{_OWN}" in self.looked_up or module in self.looked_up:
+            return True
+        # A submodule is an attribute of its package only once something imports it (``models.__dict__[arch]``
+        # does not reach a ``models/unused.py`` nothing imports).
+        return any(module.startswith(m + ".") for m in self.looked_up) and self.index.is_imported(module)
 
     def imported_by_name(self, module: Optional[str]) -> bool:
         """Whether ``module`` is a submodule of a package that imports its submodules by computed names."""
@@ -438,11 +442,42 @@ def _file_texts(context: "FileContext", index: ProjectIndex):
     """(the file's code as edited, as the project read it), comments, imports and ``__all__`` left out
     (:func:`_used_text`); :data:`_DEAD_MODULE` for a module that no part of the program reaches; None outside a
     program."""
-    if index.is_shadowed(context.path):
+    if index.is_shadowed(context.path) or _imports_a_missing_module(context, index):
         return _DEAD_MODULE
     if not _in_program(context, index):
         return _DEAD_MODULE if _dead_module(context, index) else None
     return _used_text(_code_text(context.source.encode("utf-8", "replace"))), _used_text(_code_text(_disk_text(context, index)))
+
+
+def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bool:
+    """The file's top level imports, on no condition, a module of one of the project's packages that the project
+    does not hold (``from models.dual_norm import X`` where ``models/`` has no ``dual_norm``): the import raises
+    ModuleNotFoundError and nothing after it runs."""
+    tree = context.ast_tree
+    if tree is None:
+        return False
+    for statement in tree.body:
+        if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            names = [statement.module]
+        elif isinstance(statement, ast.Import):
+            names = [alias.name for alias in statement.names]
+        else:
+            continue
+        for name in names:
+            package, dot, _ = name.rpartition(".")
+            if not dot or index.is_module(index.resolve_from(context.path, name)):
+                continue
+            holder = index.module_path(index.resolve_from(context.path, package))
+            if holder is None or not holder.endswith("__init__.py"):
+                continue
+            folder, stem = os.path.dirname(holder), name.rpartition(".")[2]
+            try:
+                present = any(entry == stem or entry.startswith(stem + ".") for entry in os.listdir(folder))
+            except OSError:
+                present = True
+            if not present:  # no source, extension, stub or folder of that name: nothing to import
+                return True
+    return False
 
 
 def _in_program(context: "FileContext", index: ProjectIndex) -> bool:

@@ -245,7 +245,7 @@ class DeprecatedTorchApi(ApiUseRule):
             | scan.regions_where(passes_deprecated_keyword)
             | scan.regions_where(lambda region: "saved_variables" in region.attributes)
             | scan.regions_calling_qualified(VARIABLE_CLASSES)
-            | (scan.regions_whose_text_matches(_STEP_WITH_ARGUMENT) if scan.mentions(("lr_scheduler",)) else frozenset())
+            | (scan.regions_whose_text_matches(_STEP_WITH_ARGUMENT) if "lr_scheduler" in scan.source else frozenset())
         ) or None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
