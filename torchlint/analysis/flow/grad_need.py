@@ -131,6 +131,8 @@ _NO_GRADIENT_SOURCES = frozenset({
     "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "randperm", "normal", "bernoulli",
     "multinomial", "arange", "linspace", "logspace", "ones", "zeros", "full", "ones_like", "zeros_like",
     "full_like", "eye", "tensor", "as_tensor", "empty", "poisson",
+    # the legacy constructors: ``torch.Tensor([args.noise_std])`` holds the numbers it is given
+    "Tensor", "FloatTensor", "DoubleTensor", "HalfTensor", "LongTensor", "IntTensor", "ByteTensor", "BoolTensor",
 })
 
 
