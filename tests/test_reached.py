@@ -132,6 +132,13 @@ def test_a_lookup_in_a_file_s_own_namespace_reaches_only_that_file(tmp_path, cap
     assert levels(project(tmp_path / "any", {"helpers.py": HELPER, "train.py": anywhere}), capsys) == {"helpers.py": ["high"]}
 
 
+def test_an_import_by_a_computed_name_under_a_literal_package_reaches_only_that_package(tmp_path, capsys):
+    # d24: ``import_module("datasets." + name)`` reaches the datasets package's modules, not the helpers
+    loader = IDLE + "import importlib\n\nmod = importlib.import_module('datasets.' + input())\n"
+    files = {"helpers.py": HELPER, "datasets/__init__.py": "", "datasets/cifar.py": HELPER, "train.py": loader}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"], "datasets/cifar.py": ["high"]}
+
+
 def test_a_package_that_imports_its_submodules_by_name_reaches_what_their_all_exports(tmp_path, capsys):
     # d22: ``import_module("." + name, package=__name__)`` then ``globals().update(... m.__all__)`` in the
     # package's __init__: a submodule's exported names are reached, the others only by their own uses

@@ -56,10 +56,15 @@ _OWN_NAMESPACE = re.compile(
     rb"\bglobals\s*\(\s*\)|\bsys\.modules\s*\[\s*__name__\s*\]|(?<![\w.])(?:eval|exec)\s*\(|(?<![\w.])(?:vars|locals)\s*\(\s*\)"
 )
 _OWN_PACKAGE_IMPORT = re.compile(rb"\bimport_module\s*\(\s*(?:f?['\"]\.[^)]*|[^)]*\bpackage\s*=\s*__name__[^)]*)\)")
-# Marks a module whose own namespace (not its submodules') is looked up, in _Words.looked_up.
+# Marks a module whose own namespace (not its submodules') is looked up, in _Words.looked_up; and a package whose
+# submodules are imported by computed names (each of them runs, whatever else imports it).
 _OWN = " (own namespace)"
+_IMPORTED = " (submodules imported)"
 _EXPORTS_READ = re.compile(rb"\.__all__\b|['\"]__all__['\"]")
 _DYNAMIC = re.compile(rb"\bimport_module\s*\(|\b__import__\s*\(|\brunpy\b|\bsys\.modules\b")
+# ``import_module("datasets." + name)``, ``import_module(f"models.{arch}")``: a submodule of the package the
+# literal names.
+_PREFIXED_IMPORT = re.compile(rb"\bimport_module\s*\(\s*f?['\"]([A-Za-z_][\w.]*)\.(?:['\"]\s*\+|\{)")
 _BY_NAME_OF = (
     re.compile(rb"\bgetattr\s*\(\s*([A-Za-z_][A-Za-z0-9_]*)\s*,\s*(?![\s\"'])"),
     re.compile(rb"(?<![\w.])([A-Za-z_][A-Za-z0-9_]*)\.__dict__\b"),
@@ -118,7 +123,9 @@ def _imported_module(data: bytes, name: bytes) -> Optional[str]:
     return None
 
 
-def _looked_up_by_name(data: bytes, index: ProjectIndex, module: Optional[str]) -> "Optional[Tuple[set, set]]":
+def _looked_up_by_name(
+    data: bytes, index: ProjectIndex, module: Optional[str], path: Optional[str] = None
+) -> "Optional[Tuple[set, set]]":
     """What ``data`` (the code of ``module``; None: a notebook) looks up definitions of by a computed name: (the
     project modules whose every definition it may reach, with their submodules: ``getattr(models, name)``,
     ``models.__dict__[arch]``, its own ``globals()``; the packages whose submodules it reaches only by the names
@@ -134,6 +141,10 @@ def _looked_up_by_name(data: bytes, index: ProjectIndex, module: Optional[str]) 
             return None
         (exported if _EXPORTS_READ.search(data) else modules).add(own_package)
         data = _OWN_PACKAGE_IMPORT.sub(b"", data)
+    for match in _PREFIXED_IMPORT.finditer(data):
+        package = match.group(1).decode("utf-8", "replace")
+        modules.add(f"{index.canonical(index.resolve_from(path, package)) if path else package}{_IMPORTED}")
+    data = _PREFIXED_IMPORT.sub(b"", data)
     if _OWN_NAMESPACE.search(data):
         if module is None:
             return None
@@ -200,7 +211,7 @@ class _Words:
                 if count > 0 and word not in defined:
                     self.users.setdefault(word, []).append(number)
             if not self.dynamic:
-                found = _looked_up_by_name(code, index, module)
+                found = _looked_up_by_name(code, index, module, index.module_path(module) if module is not None else None)
                 self.dynamic = found is None
                 if found is not None:
                     self.looked_up |= found[0]
@@ -267,7 +278,7 @@ class _Words:
             return True
         if module is None:
             return False
-        if f"{module}{_OWN}" in self.looked_up or module in self.looked_up:
+        if f"{module}{_OWN}" in self.looked_up or module in self.looked_up or self._imported_under_prefix(module):
             return True
         # A submodule is an attribute of its package only once something imports it (``models.__dict__[arch]``
         # does not reach a ``models/unused.py`` nothing imports).
@@ -275,7 +286,13 @@ class _Words:
 
     def imported_by_name(self, module: Optional[str]) -> bool:
         """Whether ``module`` is a submodule of a package that imports its submodules by computed names."""
-        return module is not None and any(module.startswith(package + ".") for package in self.exported_from)
+        return module is not None and (
+            any(module.startswith(package + ".") for package in self.exported_from) or self._imported_under_prefix(module)
+        )
+
+    def _imported_under_prefix(self, module: str) -> bool:
+        """``import_module("datasets." + name)`` somewhere, and ``module`` is under ``datasets``."""
+        return any(module.startswith(entry[: -len(_IMPORTED)] + ".") for entry in self.looked_up if entry.endswith(_IMPORTED))
 
     def exported_to_lookups(self, module: Optional[str], name: str) -> bool:
         """Whether the top-level ``name`` of ``module`` is in its ``__all__`` and its package's ``__init__``
