@@ -493,6 +493,7 @@ class ProjectIndex:
         self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
         self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
         self._imports: Dict[str, FrozenSet[str]] = {}
+        self._imported_files: Dict[str, FrozenSet[str]] = {}
         self._literal_savers: Dict[Tuple[str, str], Tuple[str, ...]] = {}
         self._bytes: Dict[str, bytes] = {}
         # key -> (value, the modules whose text or facts computing it read)
@@ -775,8 +776,14 @@ class ProjectIndex:
 
     def imported_files(self, module: str) -> FrozenSet[str]:
         """The files (absolute paths) of the project modules ``module``'s import lines name."""
-        modules = self._ensure()
-        return frozenset(os.path.abspath(modules[name]) for name in self.imports_of(module) if name in modules)
+        found = self._imported_files.get(module)
+        if found is None:
+            modules = self._ensure()
+            found = frozenset(os.path.abspath(modules[name]) for name in self.imports_of(module) if name in modules)
+            self._imported_files[module] = found
+        else:
+            self._read(module)  # an answer built on it rests on that module's text, cached or not
+        return found
 
     def program_of(self, module: str) -> FrozenSet[str]:
         """The modules that can run in one process with ``module``: every module that imports it (directly or
