@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, FrozenSet, Optional
+from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
@@ -134,8 +134,41 @@ def module_constructor(context: "FileContext", func: cst.BaseExpression) -> Opti
         return value if isinstance(value, cst.Call) else None
     if isinstance(func, cst.Name):
         found = named_call(context, func.value)
-        return found[0] if found is not None else _built_then_moved(context, func.value)
+        if found is not None:
+            return found[0]
+        moved = _built_then_moved(context, func.value)
+        if moved is not None:
+            return moved
+        possible = possible_constructors(context, func.value)
+        return possible[0] if len(possible) == 1 else None
     return None
+
+
+def possible_constructors(context: "FileContext", name: str) -> Tuple[cst.Call, ...]:
+    """The calls that may have built the module ``name`` holds where the engine stands, latest first, when every
+    binding that may reach builds one or moves one: ``if a: crit = nn.L1Loss()`` / ``else: crit = nn.BCELoss()``,
+    or ``sigmoid = nn.Sigmoid()`` bound in the one branch that uses it (a use runs only where some binding ran).
+    Empty when any binding that may reach is something else (a parameter, a loop target, an unpacking)."""
+    site = site_of(context.ancestors)
+    built: List[cst.Call] = []
+    for binding in bindings(site, name):
+        if binding.kind == "module" and site.function is not None and built:
+            continue  # the function binds the name: the module's binding is shadowed there
+        if binding.kind not in ("assign", "conditional", "module") or not isinstance(binding.value, cst.Call):
+            return ()
+        if _moves_name(binding.value, name):
+            continue  # ``crit = crit.cuda()``: the module an older binding built
+        value = unmoved(binding.value)
+        if not any(value is seen for seen in built):
+            built.append(value)
+    return tuple(built)
+
+
+def _moves_name(call: cst.Call, name: str) -> bool:
+    value: cst.BaseExpression = call
+    while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_MOVES:
+        value = value.func.value
+    return isinstance(value, cst.Name) and value.value == name
 
 
 def _built_then_moved(context: "FileContext", name: str) -> Optional[cst.Call]:

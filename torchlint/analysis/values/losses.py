@@ -27,7 +27,7 @@ from torchlint.analysis.values.fused import (
     log_softmax_call,
     peel_shape_ops,
 )
-from torchlint.analysis.model.ops import module_constructor, unmoved
+from torchlint.analysis.model.ops import module_constructor, possible_constructors, unmoved
 from torchlint.analysis.model.scope import assignments
 from torchlint.findings import ImportRequirement, Replacement
 from torchlint.walk_order import visit
@@ -69,8 +69,8 @@ class LossCall:
     ``form`` is "function" or "module"; for a module, ``constructor`` is the
     call that built it and ``built`` says where: "inline", "self" (an
     attribute set in the class, ``attribute`` names it), "local" (a name
-    assigned earlier in the function), "module" (a module-level name) or "param" (a parameter every caller
-    passes one built by the same class).
+    assigned earlier in the function), "module" (a module-level name), "branches" (one of the modules that
+    branches bind the name to) or "param" (a parameter every caller passes one built by the same class).
     """
 
     kind: str
@@ -137,6 +137,9 @@ def _constructor(context: "FileContext", func: cst.BaseExpression):
         found = named_call(context, func.value)
         if found is not None:
             return found[0], found[1], func.value
+        for possible in possible_constructors(context, func.value):
+            if context.qualified_name(possible.func) in LOSS_MODULES:
+                return possible, "branches", func.value  # one of several losses: no fix rewrites it
     return None, None, None
 
 
@@ -151,7 +154,7 @@ def _loss_holders(context: "FileContext", scope: cst.CSTNode) -> FrozenSet[str]:
             for target, value in assignments(body)
             if isinstance(target, cst.Name)
             and isinstance(value, cst.Call)
-            and LOSS_MODULES.get(context.qualified_name(value.func) or "") is not None
+            and LOSS_MODULES.get(context.qualified_name(unmoved(value).func) or "") is not None
         )
 
     return context.memoized("losses.holders", scope, compute)
@@ -276,8 +279,8 @@ def with_logits_replacements(context: "FileContext", loss: LossCall) -> Optional
     elif loss.built == "module":
         if references(context.module, loss.attribute) != 2:
             return None
-    elif loss.built == "param":
-        return None  # built by the callers, which may use it elsewhere
+    elif loss.built in ("param", "branches"):
+        return None  # built by the callers, or one of several modules the name may hold
     func = loss.constructor.func
     if isinstance(func, cst.Attribute):
         return (Replacement(func.attr, cst.Name(WITH_LOGITS_MODULE)),), ()
