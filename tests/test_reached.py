@@ -47,6 +47,16 @@ def test_a_helper_no_module_names_is_one_level_lower(tmp_path, capsys):
     assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": IDLE}), capsys) == {"helpers.py": ["medium"]}
 
 
+def test_the_measured_table_moves_the_level_found_and_unreached_code_stays_one_below(tmp_path, capsys, monkeypatch):
+    # A table that shows TL602's medium findings at high must not lift a high finding that sits in unreached code
+    # (lowered to medium) back to the default level.
+    from torchlint import rule
+
+    monkeypatch.setattr(rule, "measured_level_moves", lambda: {"TL602:medium": "high"})
+    found = levels(project(tmp_path, {"helpers.py": HELPER, "train.py": IDLE, "layers.py": ""}), capsys)
+    assert found == {"helpers.py": ["medium"]}
+
+
 def test_a_helper_another_module_calls_keeps_its_level(tmp_path, capsys):
     assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": CALLER}), capsys) == {"helpers.py": ["high"]}
 
@@ -229,6 +239,55 @@ def test_a_script_importing_a_module_its_package_lacks_never_runs(tmp_path, caps
     present = script.replace("models.dual_norm", "models.layers")
     files = {"models/__init__.py": "", "models/layers.py": "DualNorm = None\n", "train_dual.py": script, "train.py": present}
     assert levels(project(tmp_path, files), capsys) == {"train_dual.py": ["medium"], "train.py": ["high"]}
+
+
+def test_top_level_code_after_an_import_that_fails_never_runs(tmp_path, capsys):
+    script = "import torch.nn as nn\nfrom models.dual_norm import DualNorm\nimport torch.nn.init as init\n\ninit.kaiming_normal(nn.Linear(2, 2).weight)\n"
+    present = script.replace("models.dual_norm", "models.layers")
+    files = {"models/__init__.py": "", "models/layers.py": "DualNorm = None\n", "train_dual.py": script, "train.py": present}
+    assert levels(project(tmp_path, files), capsys) == {"train_dual.py": ["medium"], "train.py": ["high"]}
+
+
+# d25: three experiments side by side; the last commit moved ``dataset/`` out of one of them.
+SIBLING_SCRIPT = "import torch.nn as nn\nimport torch.nn.init as init\nfrom dataset.cifar import loaders\n\n\ndef main():\n    init.kaiming_normal(nn.Linear(2, 2).weight)\n\n\nmain()\n"
+
+
+def test_a_script_importing_a_package_only_a_sibling_folder_holds_never_runs(tmp_path, capsys):
+    files = {"kd/dataset/cifar.py": "loaders = None\n", "kd/train.py": SIBLING_SCRIPT, "fewshot/train.py": SIBLING_SCRIPT}
+    assert levels(project(tmp_path, files), capsys) == {"fewshot/train.py": ["medium"], "kd/train.py": ["high"]}
+
+
+@pytest.mark.parametrize("where", ["in the script", "in a launcher", "installed"])
+def test_a_path_the_project_sets_may_reach_a_sibling_folder(tmp_path, capsys, where):
+    files = {"kd/dataset/cifar.py": "loaders = None\n", "kd/train.py": SIBLING_SCRIPT, "fewshot/train.py": SIBLING_SCRIPT}
+    if where == "in the script":
+        files["fewshot/train.py"] = "import sys\nsys.path.append('../kd')\n" + SIBLING_SCRIPT
+    elif where == "in a launcher":
+        files["fewshot/run.sh"] = "PYTHONPATH=../kd python train.py\n"
+    else:
+        files["setup.py"] = "from setuptools import setup\nsetup(name='x')\n"
+    assert levels(project(tmp_path, files), capsys) == {"fewshot/train.py": ["high"], "kd/train.py": ["high"]}
+
+
+def test_a_package_above_the_script_is_found_when_it_runs_as_a_module(tmp_path, capsys):
+    files = {"dataset/cifar.py": "loaders = None\n", "experiments/train.py": SIBLING_SCRIPT}
+    assert levels(project(tmp_path, files), capsys) == {"experiments/train.py": ["high"]}
+
+
+def test_a_name_the_module_beside_the_script_does_not_define_fails_to_import(tmp_path, capsys):
+    # d25: ``from losses import CE_KL_PWCE_loss`` where losses.py defines no such name: ImportError at the top.
+    script = "import torch.nn as nn\nimport torch.nn.init as init\nfrom losses import {name}\n\n\ndef main():\n    init.kaiming_normal(nn.Linear(2, 2).weight)\n\n\nmain()\n"
+    losses = "import torch\n\nif torch.cuda.is_available():\n    FAST = True\n\n\nclass CE_loss:\n    pass\n\n\ndef setup():\n    global LATE\n    LATE = 1\n"
+    files = {"losses.py": losses, "broken.py": script.format(name="CE_KL_loss"), "fine.py": script.format(name="CE_loss, FAST"),
+             "late.py": script.format(name="LATE")}
+    assert levels(project(tmp_path, files), capsys) == {"broken.py": ["medium"], "fine.py": ["high"], "late.py": ["high"]}
+
+
+@pytest.mark.parametrize("module", ["from helpers import *\n", "def __getattr__(name):\n    return name\n", "globals()['X'] = 1\n"])
+def test_a_module_that_binds_names_no_statement_spells_may_define_any(tmp_path, capsys, module):
+    script = "import torch.nn as nn\nimport torch.nn.init as init\nfrom losses import CE_KL_loss\n\ninit.kaiming_normal(nn.Linear(2, 2).weight)\n"
+    files = {"helpers.py": "CE_KL_loss = None\n", "losses.py": module, "train.py": script}
+    assert levels(project(tmp_path, files), capsys) == {"train.py": ["high"]}
 
 
 def test_a_module_no_file_imports_may_be_an_excerpt(tmp_path, capsys):

@@ -63,6 +63,9 @@ class PendingReport:
     # top-level class, its body, the member): where the engine first computes positions.
     enclosing: Tuple[cst.CSTNode, ...] = ()
     confidence: Confidence = Confidence.HIGH
+    # Set when the code holding it is unreached (``confidence`` is then one level below what the analysis
+    # found): the measured table maps the level found, and the finding is shown one level below that.
+    found_unreached: Optional[Confidence] = None
 
 
 # The trigger every text holds: the rule's ast pre-pass alone decides where it runs.
@@ -136,8 +139,9 @@ class Rule:
     ) -> None:
         from torchlint.analysis.project.reached import unreached  # LibCST's: a warm run that only reads its cache needs neither
 
-        level = confidence or self.confidence
-        if unreached(self.context):
+        level = found = confidence or self.confidence
+        is_unreached = unreached(self.context)
+        if is_unreached:
             # Nothing in the project names the function or class holding it: it happens only if a user of the
             # project calls that code (analysis/project/reached.py).
             level = one_level_down(level)
@@ -148,7 +152,7 @@ class Rule:
         indents = self.context.current_indents() if fix is not None else ()
         enclosing = tuple(self.context.ancestors[1:4])
         self.reports.append(
-            PendingReport(self, node, message or self.message, fix, indents, enclosing, level)
+            PendingReport(self, node, message or self.message, fix, indents, enclosing, level, found if is_unreached else None)
         )
 
     @classmethod

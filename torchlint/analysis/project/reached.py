@@ -19,6 +19,10 @@ reach it keeps it alive:
   (``globals()[name]``, ``import_module``, ``eval``, a module imported relatively): every definition is;
 - a top-level function that Python or pytest calls by its name (module ``__getattr__``, ``test_*``).
 
+A file whose top level imports, on no condition, what cannot be imported from it (a module its package lacks, a
+package that lives only in a sibling folder of a script nothing puts on the path, a name the module beside it does
+not define) runs nothing after that import: its definitions and its top-level code are unreached.
+
 Only code of a program the project shows is judged: a file that another module imports, that runs code at its
 top level (a script: a ``__main__`` block, a call), or a notebook.  A module of definitions that no file imports
 or names is unreached as a whole when the project's modules import one another (a vendored optimizer nothing
@@ -332,7 +336,8 @@ def unreached(context: "FileContext") -> bool:
         return False
     owners = [node for node in context.ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
     if not owners:
-        return False
+        # A script's own top level runs unless an import at its top (imports come first) raises.
+        return context.memoized("reached.import-fails", context.module, lambda _: _imports_a_missing_module(context, index))
     return context.memoized("reached.unreached", owners[-1], lambda _: _unreached(context, index, owners))
 
 
@@ -467,11 +472,19 @@ def _file_texts(context: "FileContext", index: ProjectIndex):
 
 
 def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bool:
-    """The file's top level imports, on no condition, a module of one of the project's packages that the project
-    does not hold (``from models.dual_norm import X`` where ``models/`` has no ``dual_norm``): the import raises
-    ModuleNotFoundError and nothing after it runs."""
+    """The file's top level imports, on no condition, what cannot be imported from it, so the import raises and
+    nothing after it runs:
+
+    - a module of one of the project's packages that the project does not hold (``from models.dual_norm import
+      X`` where ``models/`` has no ``dual_norm``);
+    - a package the project holds only in other folders, from a script outside packages that nothing puts on
+      its path: Python finds ``dataset`` beside the script (or, run with ``-m``, in a folder above it), not in a
+      sibling folder, unless the file edits ``sys.path``, a launcher sets ``PYTHONPATH`` or the project installs;
+    - a name the project's module beside it does not define (``from losses import CE_loss`` where ``losses.py``
+      has no ``CE_loss``), when that module binds its names plainly (no star import, no module ``__getattr__``,
+      no writes through ``globals()``)."""
     tree = context.ast_tree
-    if tree is None:
+    if tree is None or context.path.endswith(NOTEBOOK_SUFFIX):
         return False
     for statement in tree.body:
         if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
@@ -481,6 +494,8 @@ def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bo
         else:
             continue
         for name in names:
+            if _beyond_reach(context, index, name):
+                return True
             package, dot, _ = name.rpartition(".")
             if not dot or index.is_module(index.resolve_from(context.path, name)):
                 continue
@@ -494,7 +509,178 @@ def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bo
                 present = True
             if not present:  # no source, extension, stub or folder of that name: nothing to import
                 return True
+        if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
+            if _names_not_defined(context, index, statement):
+                return True
     return False
+
+
+# A file that changes where imports are found, or says where a launcher should look.
+_PATH_EDITS = re.compile(rb"\bsys\.path\b|\bPYTHONPATH\b|\bsite\.addsitedir\b|\bimportlib\.util\.spec_from_file_location\b")
+_INSTALLERS = ("setup.py", "setup.cfg", "pyproject.toml")
+_LAUNCHERS = (".sh", ".bash", ".cfg", ".ini", ".toml", ".yaml", ".yml", ".env")
+
+
+def _beyond_reach(context: "FileContext", index: ProjectIndex, name: str) -> bool:
+    """``import first.rest`` in a script outside packages, where ``first`` is a package or module the project
+    holds, but neither beside the script nor in a folder above it, and nothing puts another folder on the path."""
+    folder = os.path.dirname(os.path.abspath(context.path))
+    if os.path.isfile(os.path.join(folder, "__init__.py")):
+        return False
+    first, dot, _ = name.partition(".")
+    holders = _placements(index).get(first)
+    if not dot or not holders or not index.is_module(name):
+        return False  # a bare name may be installed; ``dataset.cifar100`` as the project holds it is the project's
+    root = _project_root(index)
+    current = folder
+    while True:
+        if current in holders or any(os.path.exists(os.path.join(current, first + suffix)) for suffix in ("", ".py")):
+            return False
+        if current == root or os.path.dirname(current) == current:
+            break
+        current = os.path.dirname(current)
+    if _PATH_EDITS.search(_disk_text(context, index)):
+        return False
+    return not _project_sets_paths(index)
+
+
+def _placements(index: ProjectIndex) -> Dict[str, frozenset]:
+    """Each top-level name a file of the project can be imported by from some folder -> the folders that hold it
+    (``dataset`` -> the folders with a ``dataset/`` package or a ``dataset.py``)."""
+
+    def compute() -> Dict[str, frozenset]:
+        root = _project_root(index)
+        found: Dict[str, set] = {}
+        for path in index.files():
+            if not path.endswith(".py"):
+                continue
+            folder, file = os.path.split(os.path.abspath(path))
+            found.setdefault(file[:-3], set()).add(folder)
+            # Every folder above it is a package, or a namespace package without ``__init__.py``.
+            while folder != root and os.path.dirname(folder) != folder:
+                parent, package = os.path.split(folder)
+                found.setdefault(package, set()).add(parent)
+                folder = parent
+        return {name: frozenset(folders) for name, folders in found.items()}
+
+    return index.fact("reached.placements", compute)  # type: ignore[return-value]
+
+
+def _project_root(index: ProjectIndex) -> str:
+    def compute() -> str:
+        folders = [os.path.dirname(os.path.abspath(path)) for path in index.files()]
+        return os.path.commonpath(folders) if folders else ""
+
+    return index.fact("reached.root", compute)  # type: ignore[return-value]
+
+
+def _project_sets_paths(index: ProjectIndex) -> bool:
+    """The project installs (setup.py, pyproject.toml) or its code or launchers edit the import path."""
+
+    def compute() -> bool:
+        if any(_PATH_EDITS.search(data) for data in index.every_text()):
+            return True
+        root = _project_root(index)
+        for directory, subdirs, files in os.walk(root):
+            subdirs[:] = [d for d in subdirs if not d.startswith(".") and d not in ("node_modules", "__pycache__")]
+            for file in files:
+                if file in _INSTALLERS and (file != "pyproject.toml" or _declares_a_package(os.path.join(directory, file))):
+                    return True
+                if file.endswith(_LAUNCHERS) or file in ("Makefile", "Dockerfile"):
+                    try:
+                        with open(os.path.join(directory, file), "rb") as handle:
+                            if _PATH_EDITS.search(handle.read(1 << 20)):
+                                return True
+                    except OSError:
+                        return True
+        return False
+
+    return index.fact("reached.sets-paths", compute)  # type: ignore[return-value]
+
+
+def _declares_a_package(path: str) -> bool:
+    """A ``pyproject.toml`` that builds a package (not one that only configures tools, torchlint among them)."""
+    try:
+        with open(path, "rb") as handle:
+            return bool(re.search(rb"(?m)^\[(?:project|build-system|tool\.poetry|tool\.setuptools)\b", handle.read(1 << 20)))
+    except OSError:
+        return True
+
+
+def _names_not_defined(context: "FileContext", index: ProjectIndex, statement: ast.ImportFrom) -> bool:
+    """``from m import a, b`` where ``m`` is a module of the project, found from this file, whose top level binds
+    its names plainly and binds neither ``a`` nor a submodule ``a``: ImportError."""
+    module = index.canonical(index.resolve_from(context.path, statement.module or ""))
+    path = index.module_path(module)
+    if path is None or any(alias.name == "*" for alias in statement.names):
+        return False
+    folder = os.path.dirname(os.path.abspath(context.path))
+    beside = os.path.join(folder, *(statement.module or "").split("."))
+    if os.path.abspath(path) not in (beside + ".py", os.path.join(beside, "__init__.py")):
+        return False  # only the module Python finds beside the script is known to be the one imported
+    defined = _top_level_names(index, module)
+    if defined is None:
+        return False
+    package_folder = os.path.dirname(path) if path.endswith("__init__.py") else None
+    for alias in statement.names:
+        if alias.name in defined:
+            continue
+        if package_folder is not None and any(
+            os.path.exists(os.path.join(package_folder, alias.name + suffix)) for suffix in ("", ".py")
+        ):
+            continue
+        return True
+    return False
+
+
+_OPEN_NAMESPACE = re.compile(rb"\bglobals\s*\(|\b__getattr__\b|\bsys\.modules\b|(?<![\w.])(?:exec|setattr)\s*\(|\b__dict__\b")
+
+
+def _top_level_names(index: ProjectIndex, module: str) -> Optional[FrozenSet[str]]:
+    """Every name ``module``'s top level may bind, wherever in it (branches, ``try``, loops, ``global`` in a
+    function); None when it may bind names no statement spells (a star import, ``globals()``, ``__getattr__``)."""
+
+    def compute() -> Optional[FrozenSet[str]]:
+        data = index.module_bytes(module)
+        if _OPEN_NAMESPACE.search(data):
+            return None
+        try:
+            tree = ast.parse(data)
+        except (SyntaxError, ValueError):
+            return None
+        names: Set[str] = set()
+        pending = list(tree.body)
+        while pending:
+            node = pending.pop()
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+                continue
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for alias in node.names:
+                    if alias.name == "*":
+                        return None
+                    names.add(alias.asname or alias.name.partition(".")[0])
+                continue
+            for child in ast.walk(node):
+                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Store):
+                    names.add(child.id)
+                elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and child is not node:
+                    names.add(child.name)
+                elif isinstance(child, (ast.Import, ast.ImportFrom)):
+                    for alias in child.names:
+                        if alias.name == "*":
+                            return None
+                        names.add(alias.asname or alias.name.partition(".")[0])
+                elif isinstance(child, ast.alias):
+                    continue
+                elif isinstance(child, ast.ExceptHandler) and child.name:
+                    names.add(child.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Global):
+                names.update(node.names)
+        return frozenset(names)
+
+    return index.fact(f"reached.top-level-names:{module}", compute)  # type: ignore[return-value]
 
 
 def _in_program(context: "FileContext", index: ProjectIndex) -> bool:
