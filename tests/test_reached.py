@@ -274,6 +274,21 @@ def test_a_package_above_the_script_is_found_when_it_runs_as_a_module(tmp_path, 
     assert levels(project(tmp_path, files), capsys) == {"experiments/train.py": ["high"]}
 
 
+def test_a_module_in_a_folder_no_import_can_name_is_judged_as_its_own(tmp_path, capsys):
+    # d25: ``CIFAT-100KD/losses.py`` beside ``CIFAR100-FewShot/losses.py``: the bare name went to one of them,
+    # and a folder with a hyphen gives the other no importable name; each experiment's script finds its own.
+    files = {"exp-a/helpers.py": HELPER, "exp-a/train.py": CALLER, "exp-b/helpers.py": HELPER, "exp-b/train.py": IDLE,
+             "exp-b/layers.py": ""}
+    assert levels(project(tmp_path, files), capsys) == {"exp-a/helpers.py": ["high"], "exp-b/helpers.py": ["medium"]}
+
+
+def test_a_module_only_failing_scripts_import_never_runs(tmp_path, capsys):
+    script = "import torch.nn as nn\nfrom dataset.cifar import loaders\nfrom helpers import init_params\n\ninit_params(nn.Linear(2, 2))\n"
+    files = {"kd/dataset/cifar.py": "loaders = None\n", "kd/helpers.py": HELPER, "kd/train.py": script,
+             "fewshot/helpers.py": HELPER, "fewshot/train.py": script}
+    assert levels(project(tmp_path, files), capsys) == {"fewshot/helpers.py": ["medium"], "kd/helpers.py": ["high"]}
+
+
 def test_a_name_the_module_beside_the_script_does_not_define_fails_to_import(tmp_path, capsys):
     # d25: ``from losses import CE_KL_PWCE_loss`` where losses.py defines no such name: ImportError at the top.
     script = "import torch.nn as nn\nimport torch.nn.init as init\nfrom losses import {name}\n\n\ndef main():\n    init.kaiming_normal(nn.Linear(2, 2).weight)\n\n\nmain()\n"

@@ -540,12 +540,20 @@ class ProjectIndex:
                                 continue
                             for _ in packages:
                                 directory = os.path.dirname(directory)
+                            named = modules.get(name) == path
                             for _ in range(_NAMESPACE_LEVELS):
                                 directory, folder = os.path.split(directory)
-                                if not folder.isidentifier() or is_package_dir(os.path.join(directory, folder)):
+                                if not folder or is_package_dir(os.path.join(directory, folder)):
+                                    break
+                                if not folder.isidentifier():
+                                    if not named:
+                                        # ``CIFAT-100KD/losses.py`` beside a ``losses.py`` of another experiment
+                                        # folder that holds the bare name: no import spells this name, but the
+                                        # file needs one of its own (its scripts find it beside them).
+                                        modules.setdefault(f"{folder}.{name}", path)
                                     break
                                 name = f"{folder}.{name}"
-                                modules.setdefault(name, path)
+                                named = modules.setdefault(name, path) == path or named
                     # A script at the top of a package (a repository whose root holds an ``__init__.py``) has that
                     # folder as sys.path[0]: it imports the modules below it without the outer package's name
                     # (``processors.ner_seq`` for ``repo/processors/ner_seq.py``).  Those names are aliases of the

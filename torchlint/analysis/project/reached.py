@@ -466,12 +466,21 @@ def _file_texts(context: "FileContext", index: ProjectIndex):
     program."""
     if index.is_shadowed(context.path) or _imports_a_missing_module(context, index):
         return _DEAD_MODULE
+    module = index.module_of(context.path)
+    if module is not None and index.is_imported(module) and _imported_only_by_failing_files(index, module):
+        return _DEAD_MODULE
     if not _in_program(context, index):
         return _DEAD_MODULE if _dead_module(context, index) else None
     return _used_text(_code_text(context.source.encode("utf-8", "replace"))), _used_text(_code_text(_disk_text(context, index)))
 
 
 def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bool:
+    if context.path.endswith(NOTEBOOK_SUFFIX):
+        return False
+    return _import_fails(context.path, context.ast_tree, index)
+
+
+def _import_fails(path: str, tree: Optional[ast.Module], index: ProjectIndex) -> bool:
     """The file's top level imports, on no condition, what cannot be imported from it, so the import raises and
     nothing after it runs:
 
@@ -483,8 +492,7 @@ def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bo
     - a name the project's module beside it does not define (``from losses import CE_loss`` where ``losses.py``
       has no ``CE_loss``), when that module binds its names plainly (no star import, no module ``__getattr__``,
       no writes through ``globals()``)."""
-    tree = context.ast_tree
-    if tree is None or context.path.endswith(NOTEBOOK_SUFFIX):
+    if tree is None:
         return False
     for statement in tree.body:
         if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
@@ -494,12 +502,12 @@ def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bo
         else:
             continue
         for name in names:
-            if _beyond_reach(context, index, name):
+            if _beyond_reach(path, index, name):
                 return True
             package, dot, _ = name.rpartition(".")
-            if not dot or index.is_module(index.resolve_from(context.path, name)):
+            if not dot or index.is_module(index.resolve_from(path, name)):
                 continue
-            holder = index.module_path(index.resolve_from(context.path, package))
+            holder = index.module_path(index.resolve_from(path, package))
             if holder is None or not holder.endswith("__init__.py"):
                 continue
             folder, stem = os.path.dirname(holder), name.rpartition(".")[2]
@@ -510,7 +518,7 @@ def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bo
             if not present:  # no source, extension, stub or folder of that name: nothing to import
                 return True
         if isinstance(statement, ast.ImportFrom) and not statement.level and statement.module:
-            if _names_not_defined(context, index, statement):
+            if _names_not_defined(path, index, statement):
                 return True
     return False
 
@@ -521,10 +529,10 @@ _INSTALLERS = ("setup.py", "setup.cfg", "pyproject.toml")
 _LAUNCHERS = (".sh", ".bash", ".cfg", ".ini", ".toml", ".yaml", ".yml", ".env")
 
 
-def _beyond_reach(context: "FileContext", index: ProjectIndex, name: str) -> bool:
+def _beyond_reach(path: str, index: ProjectIndex, name: str) -> bool:
     """``import first.rest`` in a script outside packages, where ``first`` is a package or module the project
     holds, but neither beside the script nor in a folder above it, and nothing puts another folder on the path."""
-    folder = os.path.dirname(os.path.abspath(context.path))
+    folder = os.path.dirname(os.path.abspath(path))
     if os.path.isfile(os.path.join(folder, "__init__.py")):
         return False
     first, dot, _ = name.partition(".")
@@ -539,7 +547,8 @@ def _beyond_reach(context: "FileContext", index: ProjectIndex, name: str) -> boo
         if current == root or os.path.dirname(current) == current:
             break
         current = os.path.dirname(current)
-    if _PATH_EDITS.search(_disk_text(context, index)):
+    module = index.module_of(path)
+    if module is None or _PATH_EDITS.search(index.module_bytes(module)):
         return False
     return not _project_sets_paths(index)
 
@@ -607,21 +616,21 @@ def _declares_a_package(path: str) -> bool:
         return True
 
 
-def _names_not_defined(context: "FileContext", index: ProjectIndex, statement: ast.ImportFrom) -> bool:
+def _names_not_defined(path: str, index: ProjectIndex, statement: ast.ImportFrom) -> bool:
     """``from m import a, b`` where ``m`` is a module of the project, found from this file, whose top level binds
     its names plainly and binds neither ``a`` nor a submodule ``a``: ImportError."""
-    module = index.canonical(index.resolve_from(context.path, statement.module or ""))
-    path = index.module_path(module)
-    if path is None or any(alias.name == "*" for alias in statement.names):
+    module = index.canonical(index.resolve_from(path, statement.module or ""))
+    found = index.module_path(module)
+    if found is None or any(alias.name == "*" for alias in statement.names):
         return False
-    folder = os.path.dirname(os.path.abspath(context.path))
+    folder = os.path.dirname(os.path.abspath(path))
     beside = os.path.join(folder, *(statement.module or "").split("."))
-    if os.path.abspath(path) not in (beside + ".py", os.path.join(beside, "__init__.py")):
+    if os.path.abspath(found) not in (beside + ".py", os.path.join(beside, "__init__.py")):
         return False  # only the module Python finds beside the script is known to be the one imported
     defined = _top_level_names(index, module)
     if defined is None:
         return False
-    package_folder = os.path.dirname(path) if path.endswith("__init__.py") else None
+    package_folder = os.path.dirname(found) if found.endswith("__init__.py") else None
     for alias in statement.names:
         if alias.name in defined:
             continue
@@ -681,6 +690,42 @@ def _top_level_names(index: ProjectIndex, module: str) -> Optional[FrozenSet[str
         return frozenset(names)
 
     return index.fact(f"reached.top-level-names:{module}", compute)  # type: ignore[return-value]
+
+
+def _imported_only_by_failing_files(index: ProjectIndex, module: str, trail: FrozenSet[str] = frozenset()) -> bool:
+    """Every file that imports ``module`` raises at one of its top-level imports, or is itself a module (no
+    script) imported only by such files: ``distiller_zoo/KD.py`` of an experiment folder whose scripts all import
+    a ``dataset`` package the folder no longer holds. A notebook that imports it runs it."""
+    importers = _importers(index).get(os.path.abspath(index.module_path(module) or ""))
+    if not importers:
+        return False  # imported by a notebook only
+    for importer in importers:
+        if importer in trail:
+            continue
+        facts = index.module_facts(importer)
+        path = index.module_path(importer)
+        if facts is None or path is None:
+            return False
+        if _import_fails(path, facts.tree, index):
+            continue
+        if any(_runs(statement, facts.qualify) for statement in facts.tree.body):
+            return False
+        if not _imported_only_by_failing_files(index, importer, trail | {module}):
+            return False
+    return True
+
+
+def _importers(index: ProjectIndex) -> Dict[str, frozenset]:
+    """A module's file -> the project modules whose import lines name it."""
+
+    def compute() -> Dict[str, frozenset]:
+        found: Dict[str, set] = {}
+        for name in index.module_paths():
+            for imported in index.imported_files(name):
+                found.setdefault(imported, set()).add(name)
+        return {name: frozenset(importers) for name, importers in found.items()}
+
+    return index.fact("reached.importers", compute)  # type: ignore[return-value]
 
 
 def _in_program(context: "FileContext", index: ProjectIndex) -> bool:
