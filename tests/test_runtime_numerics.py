@@ -387,3 +387,31 @@ def test_standardising_a_constant_feature(request, dtype):
     value, (grad,) = forward_backward(good, x)
     assert finite(value, grad), pair.describe()
     same_forward(bad, good, torch.tensor([[1.0, 5.0], [2.0, 7.0], [4.0, 9.0]], dtype=dtype))
+
+
+ROOT_DIVISION = """
+import torch
+
+def root_unit_loss(x):
+    norm = x.pow(2).sum(1, keepdim=True).pow(1.0 / 2)
+    return x.div(norm)
+"""
+
+
+def test_a_root_divisor_is_fixed_by_clamping_the_roots_base_not_the_root():
+    """TL104 finds the division by a written-out norm without a fix of its own: clamping the root leaves the
+    root's infinite gradient at 0 (times the clamp's zero gradient: NaN); the root's TL103 fix clamps its base."""
+    x = torch.tensor([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], requires_grad=True)
+    clamped_root = x / x.pow(2).sum(1, keepdim=True).pow(0.5).clamp_min(1e-6)
+    clamped_root.sum().backward()
+    assert torch.isnan(x.grad).any()
+    pair = fix_and_exec(ROOT_DIVISION, ("TL103", "TL104"), unsafe=True, settings=config.Settings(
+        enabled=frozenset({"TL103", "TL104"}), confidence_floor=Confidence.LOW))
+    assert ".clamp_min(" not in pair.fixed_source.split("norm =")[1].split("\n")[1], pair.describe()
+    bad, good = pair.functions("root_unit_loss")
+    zero = torch.tensor([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]])
+    value, (grad,) = forward_backward(bad, zero)
+    assert torch.isnan(value[0]).all() and torch.isnan(grad).any()
+    value, (grad,) = forward_backward(good, zero)
+    assert finite(value, grad), pair.describe()
+    same_forward(bad, good, torch.tensor([[1.0, 2.0, 2.0], [3.0, 4.0, 0.5]]))

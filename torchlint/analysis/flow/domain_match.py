@@ -169,6 +169,13 @@ def classify_divisor(
             if found is not None:
                 return Divisor(found.kind, found.reduction, through_name=True, edge=found.edge)
         return None
+    root = _match(context, node, site)
+    if root is not None and root.kind in (SQRT, POW) and root.operand is not node:
+        # ``x.pow(2).sum(1).pow(1 / 2)``, ``torch.sqrt((d ** 2).sum(-1))``: a root of a magnitude is 0 where it is.
+        inner = classify_divisor(context, root.operand, None, site)
+        if inner is None or inner.kind not in ("magnitude", "count") or inner.edge is None:
+            return None
+        return Divisor("root", node, through_name=inner.through_name, edge=inner.edge)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Multiply):
         left = classify_divisor(context, node.left, None, site)
         right = classify_divisor(context, node.right, None, site)

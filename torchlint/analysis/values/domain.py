@@ -32,6 +32,9 @@ calls for:
                  (``mm(w, x) / w.sum(1)``) -> clamp to eps
     "normalize": ``x / x.norm(dim=d, keepdim=True)`` -> F.normalize
     "cosine":    ``(a * b).sum(d) / (a.norm(dim=d) * b.norm(dim=d))`` -> F.cosine_similarity
+    "root":      a square or fractional root of a magnitude (``x.pow(2).sum(1).pow(1 / 2)``) -> no fix here:
+                 a clamp after the root keeps the root's infinite gradient at 0; the root's own finding
+                 (TL101, TL103) clamps its base
     "product":   a product of candidates otherwise -> clamp to eps
     "sum":       a sum of values of unknown sign: it can cancel to 0, but no clamp is
                  a correct fix (it may be negative) -> no fix
@@ -92,7 +95,7 @@ MASK_PREFIXES = ("mask", "valid", "keep", "visible", "selected", "is_", "has_")
 
 @dataclass(frozen=True)
 class Divisor:
-    kind: str  # "count", "magnitude", "normalize", "cosine", "product"
+    kind: str  # "count", "magnitude", "root", "normalize", "cosine", "product", "sum"
     # The reduction call (for "cosine" and "product": the product node).
     reduction: cst.BaseExpression
     # For "normalize": the tensor being normalised; for "cosine": (a, b) via cosine_operands.
@@ -291,6 +294,9 @@ REDUCTIONS = frozenset({
 })
 
 
+_ROOTS: FrozenSet[str] = frozenset({"sqrt", "pow"})
+
+
 def may_be_divisor(node: ast.expr, assigned: Optional[Dict[str, List[ast.expr]]], callee_names, depth: int = 0) -> bool:
     """The pre-pass's necessary condition for :func:`classify_divisor` on the ``ast`` of a divisor: a
     reduction (through reshapes, casts and indexing), a difference, a product of such, or a name that
@@ -308,10 +314,19 @@ def may_be_divisor(node: ast.expr, assigned: Optional[Dict[str, List[ast.expr]]]
         else:
             break
     if isinstance(node, ast.Call):
-        return not REDUCTIONS.isdisjoint(callee_names(node.func))
+        names = callee_names(node.func)
+        if not _ROOTS.isdisjoint(names) and depth < 4:
+            # A root of a reduction (``x.pow(2).sum(1).pow(0.5)``, ``torch.sqrt(v.sum())``) is 0 where it is:
+            # its base is the receiver of the method or the first argument of the function.
+            bases = ([node.func.value] if isinstance(node.func, ast.Attribute) else []) + node.args[:1]
+            if any(may_be_divisor(base, assigned, callee_names, depth + 1) for base in bases):
+                return True
+        return not REDUCTIONS.isdisjoint(names)
     if isinstance(node, ast.BinOp):
         if isinstance(node.op, ast.Sub):
             return True
+        if isinstance(node.op, ast.Pow) and depth < 4:
+            return may_be_divisor(node.left, assigned, callee_names, depth + 1)
         return isinstance(node.op, ast.Mult) and all(
             may_be_divisor(side, assigned, callee_names, depth) for side in (node.left, node.right)
         )

@@ -70,7 +70,11 @@ class UnguardedDivision(UnguardedOpRule):
     `F.cosine_similarity(a, b, dim=d, eps=...)`, which agrees with the manual
     formula to rounding. The eps is passed explicitly because the functions'
     own defaults (1e-12, 1e-8) round to 0 in float16. A sum of unknown sign has
-    no automatic fix: a clamp would turn a negative divisor positive. In
+    no automatic fix: a clamp would turn a negative divisor positive. Nor has a
+    root of a magnitude written out (`x.pow(2).sum(1).pow(1 / 2)`,
+    `torch.sqrt((d ** 2).sum(-1))`): a clamp after the root keeps the root's
+    infinite gradient at 0, and the root's own finding (TL101, TL103) clamps
+    its base, which guards the division too. In
     float16 the gradient of `x / max(|x|, eps)` at `x = 0` is `1 / eps`, which
     overflows for eps below about 2e-5: set `eps = 1e-4` for code that divides
     by norms in float16.
@@ -114,6 +118,8 @@ class UnguardedDivision(UnguardedOpRule):
         divisor = op.divisor
         if divisor.kind in ("sum", "difference"):
             return None  # a value of unknown sign: a clamp would turn a negative divisor positive
+        if divisor.kind == "root":
+            return None  # a clamp after the root keeps its infinite gradient at 0 (times the clamp's 0: NaN)
         eps = eps_text(self.context)
         if not operand_is_tensor(self.context, op):
             return None  # F.normalize, F.cosine_similarity and clamp_min take tensors only
