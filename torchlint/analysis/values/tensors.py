@@ -73,6 +73,8 @@ def is_tensor(context: "FileContext", node: cst.BaseExpression, ancestors: Optio
         if qualified in TENSOR_FUNCTIONS:
             return True
         prefix, _, last = qualified.rpartition(".")
+        if prefix == "torch.nn.init" and last.endswith("_") and not last.startswith("_"):
+            return True  # the in-place initialisers return the tensor they fill
         return prefix == "torch.nn.functional" and last not in _FUNCTIONAL_TUPLES and not last.startswith("_")
     if isinstance(func, cst.Attribute):
         if func.attr.value in NON_TENSOR_METHODS:
