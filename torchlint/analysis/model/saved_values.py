@@ -461,6 +461,9 @@ def refused_value(expr: ast.expr, scope: Scope, before: int, depth: int = 0) -> 
             return _fields(expr.value, scope, step)
         return _attribute(expr, scope, step)
     if isinstance(expr, ast.Subscript):
+        chosen = _element_of_literal(expr, scope, before, step)
+        if chosen is not None:
+            return chosen
         inner = refused_value(expr.value, scope, before, step)
         return Refused("numpy", _NUMPY_VALUES, _shown(expr)) if inner is not None and inner.itself("numpy") else None
     if isinstance(expr, ast.BinOp):
@@ -476,6 +479,35 @@ def refused_value(expr: ast.expr, scope: Scope, before: int, depth: int = 0) -> 
 
 
 _NUMPY_VALUES = "NumPy values"
+
+
+def _element_of_literal(expr: ast.Subscript, scope: Scope, before: int, depth: int) -> Optional[Refused]:
+    """An element picked from a dict, list or tuple written out (``{'FNN': Net(), 'CNN': CNet()}[name]``, also
+    through a name bound once to it) whose every element is a value of one refused kind: that value itself."""
+    container = expr.value
+    if isinstance(container, ast.Name):
+        bound = scope.single.get(container.id)
+        if bound is None or not scope.reaches(container.id, bound, before):
+            return None
+        container = bound
+    if isinstance(container, ast.Dict):
+        elements = list(container.values)
+    elif isinstance(container, (ast.List, ast.Tuple)):
+        elements = list(container.elts)
+    else:
+        return None
+    if not elements or any(element is None or isinstance(element, ast.Starred) for element in elements):
+        return None
+    found = [refused_value(element, scope, before, depth + 1) for element in elements]
+    if any(value is None or value.inside for value in found) or len({value.kind for value in found}) != 1:
+        return None
+    labels = {value.label for value in found}
+    label = found[0].label if len(labels) == 1 else _KIND_LABELS.get(found[0].kind)
+    return Refused(found[0].kind, label, _shown(expr)) if label is not None else None
+
+
+# How a message names a value of a kind when the code shows one of several (``{'a': Net(), 'b': CNet()}[k]``).
+_KIND_LABELS = {"module": "a whole module or optimizer", "numpy": _NUMPY_VALUES}
 
 
 def _first(found: Iterator[Optional[Refused]]) -> Optional[Refused]:
