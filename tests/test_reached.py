@@ -1,4 +1,4 @@
-"""Code nothing in the project names (analysis/project/reached.py): its findings sit one level lower, and every way
+"""Code nothing in the project names (analysis/project/reached.py): its findings are shown at `low`, and every way
 a project can still reach the code keeps them where the rule put them."""
 from __future__ import annotations
 
@@ -43,18 +43,18 @@ def project(tmp_path: Path, files: Dict[str, str]) -> Path:
     return tmp_path
 
 
-def test_a_helper_no_module_names_is_one_level_lower(tmp_path, capsys):
-    assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": IDLE}), capsys) == {"helpers.py": ["medium"]}
+def test_a_helper_no_module_names_is_shown_at_low(tmp_path, capsys):
+    assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": IDLE}), capsys) == {"helpers.py": ["low"]}
 
 
-def test_the_measured_table_moves_the_level_found_and_unreached_code_stays_one_below(tmp_path, capsys, monkeypatch):
+def test_the_measured_table_moves_the_level_found_and_unreached_code_is_shown_at_low(tmp_path, capsys, monkeypatch):
     # A table that shows TL602's medium findings at high must not lift a high finding that sits in unreached code
     # (lowered to medium) back to the default level.
     from torchlint import rule
 
     monkeypatch.setattr(rule, "measured_level_moves", lambda: {"TL602:medium": "high"})
     found = levels(project(tmp_path, {"helpers.py": HELPER, "train.py": IDLE, "layers.py": ""}), capsys)
-    assert found == {"helpers.py": ["medium"]}
+    assert found == {"helpers.py": ["low"]}
 
 
 def test_a_helper_another_module_calls_keeps_its_level(tmp_path, capsys):
@@ -65,7 +65,7 @@ def test_a_module_calling_its_own_helper_of_the_same_name_calls_no_other(tmp_pat
     # d16: three copies of one helper, each in its own folder; only a notebook's own copy is called
     own = "import torch.nn as nn\n\n\ndef init_params(net):\n    pass\n\n\nnet = nn.Linear(2, 2)\ninit_params(net)\n"
     files = {"helpers.py": HELPER, "train.py": IDLE, "other.py": own}
-    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["low"]}
     # a method of that name in a class is no copy: the call may be the helper's
     method = "from helpers import *\n\n\nclass Net:\n    def init_params(self):\n        pass\n\n\ninit_params(None)\n"
     files = {"helpers.py": HELPER, "train.py": IDLE, "other.py": method}
@@ -76,10 +76,10 @@ def test_a_module_hidden_by_a_package_of_its_name_never_runs(tmp_path, capsys):
     # d17: ``pkg/helpers.py`` beside ``pkg/helpers/__init__.py``: ``import pkg.helpers`` loads the package.
     caller = CALLER.replace("from helpers import", "from pkg.helpers import")
     files = {"pkg/__init__.py": "", "pkg/helpers.py": HELPER, "pkg/helpers/__init__.py": HELPER, "train.py": caller}
-    assert levels(project(tmp_path, files), capsys) == {"pkg/helpers.py": ["medium"], "pkg/helpers/__init__.py": ["high"]}
+    assert levels(project(tmp_path, files), capsys) == {"pkg/helpers.py": ["low"], "pkg/helpers/__init__.py": ["high"]}
 
 
-def test_a_helper_named_only_by_a_helper_nothing_calls_is_one_level_lower(tmp_path, capsys):
+def test_a_helper_named_only_by_a_helper_nothing_calls_is_shown_at_low(tmp_path, capsys):
     # d18: utils/weights_init.py (a folder without __init__.py, imported as ``from utils import weights_init``):
     # the init functions are named only by ``init_weights``, which nothing calls; ``init_model`` is used.
     helpers = HELPER + (
@@ -88,7 +88,7 @@ def test_a_helper_named_only_by_a_helper_nothing_calls_is_one_level_lower(tmp_pa
     )
     train = "import torch.nn as nn\nfrom utils import helpers\n\nnet = nn.Linear(2, 2)\nhelpers.init_model(net)\n"
     found = levels(project(tmp_path / "uncalled", {"utils/helpers.py": helpers, "train.py": train}), capsys)
-    assert found == {"utils/helpers.py": ["medium", "high"]}
+    assert found == {"utils/helpers.py": ["low", "high"]}
     called = train + "helpers.init_weights(net)\n"
     found = levels(project(tmp_path / "called", {"utils/helpers.py": helpers, "train.py": called}), capsys)
     assert found == {"utils/helpers.py": ["high", "high"]}
@@ -101,7 +101,7 @@ def test_a_self_test_of_a_library_module_nothing_imports_is_no_program(tmp_path,
         "models/__init__.py": "", "models/layers.py": MODEL, "models/variant.py": variant,
         "train.py": "from models.layers import build\n\nnet = build()\n",
     }
-    assert levels(project(tmp_path / "library", files), capsys) == {"models/variant.py": ["medium"]}
+    assert levels(project(tmp_path / "library", files), capsys) == {"models/variant.py": ["low"]}
     # a script beside the helper it imports (tools/run.py and tools/helpers.py) is a program of the project
     files = {"tools/helpers.py": MODEL, "tools/run.py": "from helpers import build\n" + variant, "train.py": "print(1)\n"}
     assert levels(project(tmp_path / "tools", files), capsys) == {"tools/run.py": ["high"]}
@@ -109,7 +109,7 @@ def test_a_self_test_of_a_library_module_nothing_imports_is_no_program(tmp_path,
 
 def test_a_comment_naming_the_helper_is_no_call(tmp_path, capsys):
     files = {"helpers.py": HELPER, "train.py": IDLE + "# init_params(net) is not needed here\n"}
-    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["low"]}
 
 
 def test_a_call_in_the_same_file_or_a_string_keeps_its_level(tmp_path, capsys):
@@ -130,14 +130,14 @@ def test_a_lookup_by_a_computed_name_may_reach_any_definition(tmp_path, capsys):
     files = {"helpers.py": HELPER, "train.py": "import helpers\n\nchoice = input()\ngetattr(helpers, choice)(None)\n"}
     assert levels(project(tmp_path / "computed", files), capsys) == {"helpers.py": ["high"]}
     files = {"helpers.py": HELPER, "train.py": "import torch.nn as nn\nimport helpers\n\nwidth = getattr(nn, 'Linear')\n"}
-    assert levels(project(tmp_path / "literal", files), capsys) == {"helpers.py": ["medium"]}
+    assert levels(project(tmp_path / "literal", files), capsys) == {"helpers.py": ["low"]}
 
 
 def test_a_lookup_in_a_file_s_own_namespace_reaches_only_that_file(tmp_path, capsys):
     # d22: ``getattr(sys.modules[__name__], name)`` and ``globals()`` in the training script look up the script's
     # own names; ``eval`` and ``import_module(name)`` may reach any module
     own = IDLE + "import sys\n\n\ndef build(name):\n    return getattr(sys.modules[__name__], name)\n\n\nprint(globals())\n"
-    assert levels(project(tmp_path / "own", {"helpers.py": HELPER, "train.py": own}), capsys) == {"helpers.py": ["medium"]}
+    assert levels(project(tmp_path / "own", {"helpers.py": HELPER, "train.py": own}), capsys) == {"helpers.py": ["low"]}
     anywhere = IDLE + "import importlib\n\nimportlib.import_module(input())\n"
     assert levels(project(tmp_path / "any", {"helpers.py": HELPER, "train.py": anywhere}), capsys) == {"helpers.py": ["high"]}
 
@@ -146,7 +146,7 @@ def test_an_import_by_a_computed_name_under_a_literal_package_reaches_only_that_
     # d24: ``import_module("datasets." + name)`` reaches the datasets package's modules, not the helpers
     loader = IDLE + "import importlib\n\nmod = importlib.import_module('datasets.' + input())\n"
     files = {"helpers.py": HELPER, "datasets/__init__.py": "", "datasets/cifar.py": HELPER, "train.py": loader}
-    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"], "datasets/cifar.py": ["high"]}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["low"], "datasets/cifar.py": ["high"]}
 
 
 def test_a_package_that_imports_its_submodules_by_name_reaches_what_their_all_exports(tmp_path, capsys):
@@ -160,7 +160,7 @@ def test_a_package_that_imports_its_submodules_by_name_reaches_what_their_all_ex
     train = "import torch.nn as nn\nimport models\n\nnet = nn.Linear(2, 2)\n"
     exported = "__all__ = ['init_params']\n" + HELPER
     files = {"models/__init__.py": init, "models/helpers.py": exported, "models/other.py": HELPER, "train.py": train}
-    assert levels(project(tmp_path, files), capsys) == {"models/helpers.py": ["high"], "models/other.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"models/helpers.py": ["high"], "models/other.py": ["low"]}
 
 
 def test_a_name_imported_from_another_module_is_not_this_module_s(tmp_path, capsys):
@@ -169,7 +169,7 @@ def test_a_name_imported_from_another_module_is_not_this_module_s(tmp_path, caps
     helpers = HELPER + "\n\ndef build():\n    pass\n"
     other = "def init_params(net):\n    pass\n"
     files = {"helpers.py": helpers, "other.py": other, "train.py": caller}
-    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["low"]}
 
 
 def test_a_script_that_parses_its_command_line_is_a_program_in_a_library_folder(tmp_path, capsys):
@@ -200,7 +200,7 @@ def test_a_method_lives_as_long_as_its_class(tmp_path, capsys):
     used = {"layers.py": layer, "train.py": "from layers import Masked\n\nnet = Masked(2, 2)\n"}
     assert levels(project(tmp_path / "used", used), capsys) == {"layers.py": ["high"]}
     unused = {"layers.py": layer, "train.py": IDLE}
-    assert levels(project(tmp_path / "unused", unused), capsys) == {"layers.py": ["medium"]}
+    assert levels(project(tmp_path / "unused", unused), capsys) == {"layers.py": ["low"]}
 
 
 def test_a_call_from_a_notebook_of_the_project_keeps_its_level(tmp_path, capsys):
@@ -214,7 +214,7 @@ def test_a_call_from_a_notebook_of_the_project_keeps_its_level(tmp_path, capsys)
 
 
 def test_a_module_only_notebooks_import_is_part_of_their_program(tmp_path, capsys):
-    # d23: models.py is star-imported by the notebooks only; its helper no cell names is one level lower, the
+    # d23: models.py is star-imported by the notebooks only; its helper no cell names is shown at low, the
     # one a cell calls keeps its level
     notebook = {
         "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
@@ -223,14 +223,14 @@ def test_a_module_only_notebooks_import_is_part_of_their_program(tmp_path, capsy
     }
     helpers = HELPER + "\n\ndef build(net):\n    init.kaiming_normal(net.weight)\n"
     files = {"helpers.py": helpers, "data.py": "import torch\n", "explore.ipynb": json.dumps(notebook)}
-    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium", "high"]}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["low", "high"]}
 
 
 def test_a_package_looked_up_by_name_reaches_only_the_submodules_something_imports(tmp_path, capsys):
     # d23: ``models.__dict__[arch]`` reaches what models/__init__.py imports, not a models/unused.py nothing imports
     train = "import models\n\narch = input()\nnet = models.__dict__[arch]()\n"
     files = {"models/__init__.py": "from .used import *\n", "models/used.py": HELPER, "models/unused.py": HELPER, "train.py": train}
-    assert levels(project(tmp_path, files), capsys) == {"models/used.py": ["high"], "models/unused.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"models/used.py": ["high"], "models/unused.py": ["low"]}
 
 
 def test_a_script_importing_a_module_its_package_lacks_never_runs(tmp_path, capsys):
@@ -238,14 +238,14 @@ def test_a_script_importing_a_module_its_package_lacks_never_runs(tmp_path, caps
     script = "import torch.nn as nn\nfrom models.dual_norm import DualNorm\nimport torch.nn.init as init\n\n\ndef main():\n    init.kaiming_normal(nn.Linear(2, 2).weight)\n\n\nmain()\n"
     present = script.replace("models.dual_norm", "models.layers")
     files = {"models/__init__.py": "", "models/layers.py": "DualNorm = None\n", "train_dual.py": script, "train.py": present}
-    assert levels(project(tmp_path, files), capsys) == {"train_dual.py": ["medium"], "train.py": ["high"]}
+    assert levels(project(tmp_path, files), capsys) == {"train_dual.py": ["low"], "train.py": ["high"]}
 
 
 def test_top_level_code_after_an_import_that_fails_never_runs(tmp_path, capsys):
     script = "import torch.nn as nn\nfrom models.dual_norm import DualNorm\nimport torch.nn.init as init\n\ninit.kaiming_normal(nn.Linear(2, 2).weight)\n"
     present = script.replace("models.dual_norm", "models.layers")
     files = {"models/__init__.py": "", "models/layers.py": "DualNorm = None\n", "train_dual.py": script, "train.py": present}
-    assert levels(project(tmp_path, files), capsys) == {"train_dual.py": ["medium"], "train.py": ["high"]}
+    assert levels(project(tmp_path, files), capsys) == {"train_dual.py": ["low"], "train.py": ["high"]}
 
 
 # d25: three experiments side by side; the last commit moved ``dataset/`` out of one of them.
@@ -254,7 +254,7 @@ SIBLING_SCRIPT = "import torch.nn as nn\nimport torch.nn.init as init\nfrom data
 
 def test_a_script_importing_a_package_only_a_sibling_folder_holds_never_runs(tmp_path, capsys):
     files = {"kd/dataset/cifar.py": "loaders = None\n", "kd/train.py": SIBLING_SCRIPT, "fewshot/train.py": SIBLING_SCRIPT}
-    assert levels(project(tmp_path, files), capsys) == {"fewshot/train.py": ["medium"], "kd/train.py": ["high"]}
+    assert levels(project(tmp_path, files), capsys) == {"fewshot/train.py": ["low"], "kd/train.py": ["high"]}
 
 
 @pytest.mark.parametrize("where", ["in the script", "in a launcher", "installed"])
@@ -279,14 +279,14 @@ def test_a_module_in_a_folder_no_import_can_name_is_judged_as_its_own(tmp_path, 
     # and a folder with a hyphen gives the other no importable name; each experiment's script finds its own.
     files = {"exp-a/helpers.py": HELPER, "exp-a/train.py": CALLER, "exp-b/helpers.py": HELPER, "exp-b/train.py": IDLE,
              "exp-b/layers.py": ""}
-    assert levels(project(tmp_path, files), capsys) == {"exp-a/helpers.py": ["high"], "exp-b/helpers.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"exp-a/helpers.py": ["high"], "exp-b/helpers.py": ["low"]}
 
 
 def test_a_module_only_failing_scripts_import_never_runs(tmp_path, capsys):
     script = "import torch.nn as nn\nfrom dataset.cifar import loaders\nfrom helpers import init_params\n\ninit_params(nn.Linear(2, 2))\n"
     files = {"kd/dataset/cifar.py": "loaders = None\n", "kd/helpers.py": HELPER, "kd/train.py": script,
              "fewshot/helpers.py": HELPER, "fewshot/train.py": script}
-    assert levels(project(tmp_path, files), capsys) == {"fewshot/helpers.py": ["medium"], "kd/helpers.py": ["high"]}
+    assert levels(project(tmp_path, files), capsys) == {"fewshot/helpers.py": ["low"], "kd/helpers.py": ["high"]}
 
 
 def test_a_name_the_module_beside_the_script_does_not_define_fails_to_import(tmp_path, capsys):
@@ -295,7 +295,7 @@ def test_a_name_the_module_beside_the_script_does_not_define_fails_to_import(tmp
     losses = "import torch\n\nif torch.cuda.is_available():\n    FAST = True\n\n\nclass CE_loss:\n    pass\n\n\ndef setup():\n    global LATE\n    LATE = 1\n"
     files = {"losses.py": losses, "broken.py": script.format(name="CE_KL_loss"), "fine.py": script.format(name="CE_loss, FAST"),
              "late.py": script.format(name="LATE")}
-    assert levels(project(tmp_path, files), capsys) == {"broken.py": ["medium"], "fine.py": ["high"], "late.py": ["high"]}
+    assert levels(project(tmp_path, files), capsys) == {"broken.py": ["low"], "fine.py": ["high"], "late.py": ["high"]}
 
 
 @pytest.mark.parametrize("module", ["from helpers import *\n", "def __getattr__(name):\n    return name\n", "globals()['X'] = 1\n"])
@@ -310,7 +310,7 @@ def test_a_module_no_file_imports_may_be_an_excerpt(tmp_path, capsys):
     alone = {"helpers.py": HELPER, "train.py": "import torch.nn as nn\n\nnet = nn.Linear(2, 2)\n"}
     assert levels(project(tmp_path, alone), capsys) == {"helpers.py": ["high"]}
     script = {"helpers.py": HELPER + "\n\nprint(nn.Linear(2, 2))\n"}  # runs code: a script
-    assert levels(project(tmp_path / "script", script), capsys) == {"helpers.py": ["medium"]}
+    assert levels(project(tmp_path / "script", script), capsys) == {"helpers.py": ["low"]}
 
 
 def test_a_text_linted_alone_is_never_judged_unreached():
@@ -331,8 +331,8 @@ def test_the_cache_drops_the_fact_when_any_file_of_the_project_changes(tmp_path,
             os.chdir(here)
         return [item["confidence"] for item in json.loads(capsys.readouterr().out)]
 
-    assert cached_levels() == ["medium"]
-    assert cached_levels() == ["medium"]  # warm
+    assert cached_levels() == ["low"]
+    assert cached_levels() == ["low"]  # warm
     notebook = {
         "cells": [{"cell_type": "code", "metadata": {}, "execution_count": None, "outputs": [],
                    "source": ["from helpers import init_params\n", "init_params(net)\n"]}],
@@ -341,7 +341,7 @@ def test_the_cache_drops_the_fact_when_any_file_of_the_project_changes(tmp_path,
     (root / "explore.ipynb").write_text(json.dumps(notebook), encoding="utf-8")  # a new file calls it
     assert cached_levels() == ["high"]
     (root / "explore.ipynb").unlink()
-    assert cached_levels() == ["medium"]
+    assert cached_levels() == ["low"]
     (root / "train.py").write_text(CALLER + "import layers\n", encoding="utf-8")  # an edited one does
     assert cached_levels() == ["high"]
 
@@ -352,16 +352,16 @@ MODEL = "import torch.nn as nn\n\n\ndef build():\n    return nn.Linear(2, 2)\n"
 TRAIN = "from model import build\n\nnet = build()\n"
 
 
-def test_a_module_nothing_imports_in_a_program_of_modules_is_one_level_lower(tmp_path, capsys):
+def test_a_module_nothing_imports_in_a_program_of_modules_is_shown_at_low(tmp_path, capsys):
     files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN}
-    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["low"]}
 
 
 def test_set_up_calls_at_the_top_level_make_no_script(tmp_path, capsys):
     # warnings.filterwarnings / torch.manual_seed configure the process: run alone, the module does nothing (d16)
     set_up = "import warnings\nimport torch\nwarnings.filterwarnings('ignore')\ntorch.manual_seed(0)\n"
     files = {"zoo.py": set_up + OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN}
-    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["low"]}
     # any other call at the top level runs something: the file is a script, its definitions judged by their names
     files["zoo.py"] = set_up + OPTIMIZER_ZOO + "\nZoo().build(None)\n"
     assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["high"]}
@@ -398,7 +398,7 @@ def test_a_dotted_path_to_a_module_keeps_its_level(tmp_path, capsys):
 def test_a_word_like_a_module_s_name_loads_nothing(tmp_path, capsys, mention):
     # d18: ``models/backbone.py`` kept 20 findings at `high` for the scripts' ``backbone = Backbone(...)``.
     files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN + mention}
-    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["low"]}
 
 
 def test_a_notebook_s_outputs_are_no_code(tmp_path, capsys):
@@ -409,7 +409,7 @@ def test_a_notebook_s_outputs_are_no_code(tmp_path, capsys):
         "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
     }
     files = {"zoo.py": OPTIMIZER_ZOO, "model.py": MODEL, "train.py": TRAIN, "explore.ipynb": json.dumps(notebook)}
-    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"zoo.py": ["low"]}
 
 
 def test_a_file_another_of_its_name_hides_is_known_by_its_folder(tmp_path, capsys):
@@ -419,7 +419,7 @@ def test_a_file_another_of_its_name_hides_is_known_by_its_folder(tmp_path, capsy
         "main.py": "from train import build\n\nnet = build()\n",
         "temp/attention/train.py": OPTIMIZER_ZOO,
     }
-    assert levels(project(tmp_path, files), capsys) == {"temp/attention/train.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"temp/attention/train.py": ["low"]}
 
 
 def test_a_folder_of_files_importing_none_of_each_other_judges_no_module(tmp_path, capsys):
@@ -438,7 +438,7 @@ def test_imports_and_all_name_a_helper_without_using_it(tmp_path, capsys):
     # named, a loss class only an import named).
     exported = HELPER.replace("import torch.nn.init as init\n", "import torch.nn.init as init\n\n__all__ = ['init_params']\n")
     imported = IDLE.replace("import helpers\n", "import helpers\nfrom helpers import init_params\n")
-    assert levels(project(tmp_path / "plumbing", {"helpers.py": exported, "train.py": imported}), capsys) == {"helpers.py": ["medium"]}
+    assert levels(project(tmp_path / "plumbing", {"helpers.py": exported, "train.py": imported}), capsys) == {"helpers.py": ["low"]}
     # imported under another name and called by it: used
     aliased = IDLE.replace("import helpers\n", "import helpers\nfrom helpers import init_params as initialise\n") + "initialise(net)\n"
     assert levels(project(tmp_path / "aliased", {"helpers.py": exported, "train.py": aliased}), capsys) == {"helpers.py": ["high"]}
@@ -447,7 +447,7 @@ def test_imports_and_all_name_a_helper_without_using_it(tmp_path, capsys):
 def test_a_class_naming_itself_is_not_used(tmp_path, capsys):
     layer = LAYER.replace("    def reset_parameters(self):\n", "    def __init__(self, n):\n        super(Masked, self).__init__(n, n)\n")
     files = {"layers.py": layer, "train.py": IDLE.replace("import layers\n", "import layers\nfrom layers import Masked\n")}
-    assert levels(project(tmp_path, files), capsys) == {"layers.py": ["medium"]}
+    assert levels(project(tmp_path, files), capsys) == {"layers.py": ["low"]}
 
 
 def test_a_computed_name_looked_up_in_one_module_reaches_only_its_definitions(tmp_path, capsys):
@@ -458,7 +458,7 @@ def test_a_computed_name_looked_up_in_one_module_reaches_only_its_definitions(tm
         "models/resnet.py": HELPER.replace("init_params", "resnet"),
         "train.py": "import sys\n\nimport helpers\nimport models\n\nnet = models.__dict__[sys.argv[1]]()\n",
     }
-    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["medium"], "models/resnet.py": ["high"]}
+    assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["low"], "models/resnet.py": ["high"]}
 
 
 def test_a_same_named_word_in_a_file_that_cannot_see_the_module_uses_nothing(tmp_path, capsys):
@@ -466,7 +466,7 @@ def test_a_same_named_word_in_a_file_that_cannot_see_the_module_uses_nothing(tmp
     local = "import torch.nn as nn\nimport helpers\n\ninit_params = nn.Linear(2, 2)\n"
     unrelated = "import torch.nn as nn\n\ninit_params = [nn.Linear(2, 2)]\nprint(init_params)\n"
     files = {"helpers.py": HELPER, "train.py": IDLE, "report.py": unrelated}
-    assert levels(project(tmp_path / "unseen", files), capsys) == {"helpers.py": ["medium"]}
+    assert levels(project(tmp_path / "unseen", files), capsys) == {"helpers.py": ["low"]}
     # The same word in a file that imports the module may be its helper.
     files = {"helpers.py": HELPER, "train.py": IDLE, "report.py": local.replace("init_params =", "x = helpers.init_params\ny =")}
     assert levels(project(tmp_path / "seen", files), capsys) == {"helpers.py": ["high"]}

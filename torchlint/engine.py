@@ -40,7 +40,6 @@ from torchlint.rule import (
     PendingReport,
     Rule,
     handler_names,
-    one_level_down,
 )
 from torchlint.source import LEGACY_ASYNC_STAND_IN, line_starts, python_syntax_error, readable_legacy_text, too_deeply_nested
 
@@ -321,8 +320,8 @@ def _apply_measured_levels(rules: Sequence[Rule], traversal: "_Traversal") -> No
 def _show_at_measured_levels(rule: Rule) -> None:
     for index, report in enumerate(rule.reports):
         if report.found_unreached is not None:
-            # The table measured the form as the analysis finds it; unreached code stays one level below that.
-            level = one_level_down(rule.shown_level(report.found_unreached))
+            # The table measured the form as the analysis finds it; unreached code is shown at low whatever it maps to.
+            level = Confidence.LOW
         else:
             level = rule.shown_level(report.confidence)
         if level is not report.confidence:

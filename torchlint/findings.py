@@ -41,9 +41,6 @@ class Confidence(str, enum.Enum):
 _CONFIDENCE_RANK = {Confidence.LOW: 0, Confidence.MEDIUM: 1, Confidence.HIGH: 2}
 
 
-def one_level_down(level: Confidence) -> Confidence:
-    """``high`` -> ``medium`` -> ``low`` (``low`` stays)."""
-    return {Confidence.HIGH: Confidence.MEDIUM}.get(level, Confidence.LOW)
 DEFAULT_CONFIDENCE_FLOOR = Confidence.HIGH
 
 

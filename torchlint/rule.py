@@ -38,7 +38,6 @@ from torchlint.findings import (
     NotebookCell,
     Finding,
     Diagnostic,
-    one_level_down,
 )
 
 # The shared types a rule imports from here with the base class.
@@ -63,8 +62,8 @@ class PendingReport:
     # top-level class, its body, the member): where the engine first computes positions.
     enclosing: Tuple[cst.CSTNode, ...] = ()
     confidence: Confidence = Confidence.HIGH
-    # Set when the code holding it is unreached (``confidence`` is then one level below what the analysis
-    # found): the measured table maps the level found, and the finding is shown one level below that.
+    # Set when the code holding it is unreached (``confidence`` is then ``low``): the level the analysis found,
+    # which the measured table maps before reachability lowers it.
     found_unreached: Optional[Confidence] = None
 
 
@@ -144,7 +143,7 @@ class Rule:
         if is_unreached:
             # Nothing in the project names the function or class holding it: it happens only if a user of the
             # project calls that code (analysis/project/reached.py).
-            level = one_level_down(level)
+            level = Confidence.LOW
         if fix is not None and fix.applicability is Applicability.NUMERICS and not level.at_least(DEFAULT_CONFIDENCE_FLOOR):
             # A numerics fix changes values at the domain edge: sure enough for --fix only where the finding
             # keeps the default level's promise; below it the same edit may change a correct program.
