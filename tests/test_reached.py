@@ -489,3 +489,15 @@ def test_a_name_imported_from_its_own_package_is_seen(tmp_path, capsys):
         "run.py": "import pkg.train\n",
     }
     assert levels(project(tmp_path, package), capsys) == {"pkg/__init__.py": ["high"]}
+
+
+def test_a_form_no_draw_has_read_stays_where_the_rule_put_it(tmp_path, measured_levels):
+    # TL206's medium findings are shown at high by the level table; a BCELoss an option picks among branches is a
+    # form no validation draw has read yet, so it stays at medium.
+    source = (Path(__file__).resolve().parent.parent / "fixtures/TL206/checker/bad_loss_chosen_by_option.py").read_text()
+    (tmp_path / "train.py").write_text(source, encoding="utf-8")
+    (tmp_path / "pyproject.toml").write_text("[tool.torchlint]\n", encoding="utf-8")
+    from cli_support import check_json
+
+    _, items, _ = check_json("--select", "TL206", "--confidence-level", "low", "--no-cache", ".", cwd=tmp_path)
+    assert [(item["line"], item["confidence"]) for item in items] == [(19, "medium"), (33, "medium")]

@@ -319,6 +319,8 @@ def _apply_measured_levels(rules: Sequence[Rule], traversal: "_Traversal") -> No
 
 def _show_at_measured_levels(rule: Rule) -> None:
     for index, report in enumerate(rule.reports):
+        if report.unmeasured:
+            continue  # a form new since the draws the table rests on: shown where the rule put it
         if report.found_unreached is not None:
             # The table measured the form as the analysis finds it; unreached code is shown at low whatever it maps to.
             level = Confidence.LOW

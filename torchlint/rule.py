@@ -65,6 +65,9 @@ class PendingReport:
     # Set when the code holding it is unreached (``confidence`` is then ``low``): the level the analysis found,
     # which the measured table maps before reachability lowers it.
     found_unreached: Optional[Confidence] = None
+    # A form no validation draw has read yet: the measured level table (which measured other forms of the rule)
+    # does not move it.
+    unmeasured: bool = False
 
 
 # The trigger every text holds: the rule's ast pre-pass alone decides where it runs.
@@ -135,6 +138,7 @@ class Rule:
         message: Optional[str] = None,
         fix: Optional[FixSpec] = None,
         confidence: Optional[Confidence] = None,
+        unmeasured: bool = False,
     ) -> None:
         from torchlint.analysis.project.reached import unreached  # LibCST's: a warm run that only reads its cache needs neither
 
@@ -151,7 +155,7 @@ class Rule:
         indents = self.context.current_indents() if fix is not None else ()
         enclosing = tuple(self.context.ancestors[1:4])
         self.reports.append(
-            PendingReport(self, node, message or self.message, fix, indents, enclosing, level, found if is_unreached else None)
+            PendingReport(self, node, message or self.message, fix, indents, enclosing, level, found if is_unreached else None, unmeasured)
         )
 
     @classmethod

@@ -181,12 +181,9 @@ def _built_then_moved(context: "FileContext", name: str) -> Optional[cst.Call]:
     if built.kind != "assign" or not isinstance(built.value, cst.Call):
         return None
     for move in moves:
-        value = move.value
-        if move.kind not in ("assign", "conditional") or not isinstance(value, cst.Call):
+        if move.kind not in ("assign", "conditional") or not isinstance(move.value, cst.Call):
             return None
-        while isinstance(value, cst.Call) and isinstance(value.func, cst.Attribute) and value.func.attr.value in MODULE_MOVES:
-            value = value.func.value
-        if not (isinstance(value, cst.Name) and value.value == name):
+        if not _moves_name(move.value, name):
             return None
     return built.value
 

@@ -176,15 +176,23 @@ class ActivationBeforeLoss(Rule):
             return
         kinds = WRONG_INPUTS[loss.kind]
         activation = activation_of(self.context, loss.input.value, kinds=kinds)
+        # A loss an option picks among branches: no validation draw has read one blind yet, so it stays at medium.
+        unmeasured = loss.built == "branches"
         if activation is not None:
             confidence = self._confidence(loss, Confidence.HIGH)
-            self.report(node, message=_message(loss.kind, activation.kind), fix=self._fix(loss, activation), confidence=confidence)
+            if unmeasured and confidence is Confidence.HIGH:
+                confidence = Confidence.MEDIUM
+            self.report(node, message=_message(loss.kind, activation.kind), fix=self._fix(loss, activation), confidence=confidence,
+                        unmeasured=unmeasured)
             return
         traced = trace_output(self.context, loss.input.value)
         if traced is None or traced.kind not in kinds:
             return
         message = f"{_message(loss.kind, traced.kind)} (the input is the output of {traced.origin}, which ends in {traced.kind})"
-        self.report(node, message=message, confidence=self._confidence(loss, Confidence.MEDIUM if traced.assumed else Confidence.HIGH))
+        confidence = self._confidence(loss, Confidence.MEDIUM if traced.assumed else Confidence.HIGH)
+        if unmeasured and confidence is Confidence.HIGH:
+            confidence = Confidence.MEDIUM
+        self.report(node, message=message, confidence=confidence, unmeasured=unmeasured)
 
     def _loss_passed_by_callers(self, node: cst.Call) -> Optional[LossCall]:
         """``loss_fn(preds, targets)`` with ``loss_fn`` a parameter every caller passes a loss module of one class."""
