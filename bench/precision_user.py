@@ -43,7 +43,7 @@ import os
 import subprocess
 import sys
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -78,6 +78,9 @@ class Repository:
         return self.name.replace("/", "+")
 
 
+OCCURRENCE_MARK = "#occurrence "
+
+
 @dataclass(frozen=True)
 class Finding:
     repo: str
@@ -89,9 +92,17 @@ class Finding:
     message: str
     text: str  # the flagged line, stripped
     fix: Optional[dict]  # check's JSON fix: applicability, message, edits
+    occurrence: int = 1  # the n-th finding of this rule on an identical line of the file
 
     @property
     def key(self) -> Key:
+        """Repository, file, rule and flagged line; a repeat of an identical line carries its ordinal, so a
+        verdict on one copy is not taken for another (an unused class repeating a used one)."""
+        text = self.text if self.occurrence == 1 else f"{self.text} {OCCURRENCE_MARK}{self.occurrence}"
+        return (self.repo, self.path, self.code, text)
+
+    @property
+    def shared_key(self) -> Key:
         return (self.repo, self.path, self.code, self.text)
 
 
@@ -226,7 +237,23 @@ def lint(torchlint: str, corpus: Path, repository: Repository) -> List[Finding]:
             repository.name, path, entry["line"], entry["column"], entry["code"], entry["confidence"],
             entry["message"], flagged_line(folder, entry), entry.get("fix"),
         ))
-    return findings
+    return numbered_occurrences(findings)
+
+
+def numbered_occurrences(findings: Sequence[Finding]) -> List[Finding]:
+    """The findings with each repeat of a (file, rule, line text) numbered in line order."""
+    seen: Counter = Counter()
+    numbered = []
+    for finding in sorted(findings, key=lambda f: (f.path, f.line, f.column, f.code)):
+        seen[finding.shared_key] += 1
+        numbered.append(replace(finding, occurrence=seen[finding.shared_key]))
+    return numbered
+
+
+def verdict_of(verdicts: Dict[Key, "Verdict"], finding: Finding) -> Optional["Verdict"]:
+    """The verdict read for this finding. Draws read before repeats were numbered (d1-d26) hold one verdict per
+    identical line; a repeat falls back to it, as those figures were made."""
+    return verdicts.get(finding.key) or verdicts.get(finding.shared_key)
 
 
 def read_verdicts(path: Path) -> Dict[Key, Verdict]:
@@ -273,7 +300,7 @@ def report(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], lines: int
     by_rule: Dict[str, Counter] = defaultdict(Counter)
     wrong_fixes = []
     for finding in findings:
-        verdict = verdicts.get(finding.key)
+        verdict = verdict_of(verdicts, finding)
         label = verdict.verdict if verdict else "unread"
         by_level[finding.confidence][label] += 1
         by_level[finding.confidence]["findings"] += 1
@@ -316,12 +343,12 @@ def report(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], lines: int
 
 def write_unread(path: Path, corpus: Path, findings: Sequence[Finding], verdicts: Dict[Key, Verdict]) -> int:
     """The findings with no verdict, numbered, each with 12 lines of context either side, for readers."""
-    unread = [finding for finding in findings if finding.key not in verdicts]
+    unread = [finding for finding in findings if verdict_of(verdicts, finding) is None]
     with path.open("w", encoding="utf-8") as handle:
         for number, finding in enumerate(unread, start=1):
             handle.write(f"## {number}. {finding.repo} {finding.path}:{finding.line}:{finding.column} "
                          f"{finding.code} [{finding.confidence}]\n{finding.message}\n")
-            handle.write(f"key: {finding.repo}\t{finding.path}\t{finding.code}\t{finding.text}\n")
+            handle.write("key: " + "\t".join(finding.key) + "\n")
             if finding.fix:
                 handle.write(f"fix ({finding.fix['applicability']}): {finding.fix['message']}\n")
                 for edit in finding.fix["edits"]:
@@ -355,7 +382,7 @@ def score(args) -> int:
     floor = default_floor()
     text = report(findings, verdicts, lines, len(repositories), floor)
     print(text)
-    matched = {finding.key for finding in findings}
+    matched = {key for finding in findings for key in (finding.key, finding.shared_key)}
     gone = [key for key in verdicts if key not in matched]
     if gone:
         print(f"{len(gone)} verdict rows match no finding any more:")
@@ -379,7 +406,7 @@ def measured(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], lines: i
     def tally(selected) -> dict:
         out = {}
         for level in LEVELS:
-            read = [verdicts[f.key] for f in selected if f.confidence == level and f.key in verdicts]
+            read = [v for f in selected if f.confidence == level for v in [verdict_of(verdicts, f)] if v]
             out[level] = {"read": len(read), "real": sum(v.verdict in ("real", "real*") for v in read)}
         return out
 

@@ -116,7 +116,8 @@ def lint_draw(name: str, corpus: Path, torchlint: str, label: str, rerun: bool) 
     lines = sum(precision_user.code_lines(root / r.folder) for r in repositories)
     cache = findings_path(corpus, name, label)
     if cache.exists() and not rerun:
-        return [Finding(**entry) for entry in json.loads(cache.read_text(encoding="utf-8"))], lines
+        return precision_user.numbered_occurrences(
+            [Finding(**entry) for entry in json.loads(cache.read_text(encoding="utf-8"))]), lines
     findings: List[Finding] = []
     for repository in repositories:
         findings += precision_user.lint(torchlint, root, repository)
@@ -288,7 +289,7 @@ def recall(sites: Sequence[HuntedSite], findings: Sequence[Finding], floor: str)
 def per_rule_levels(findings: Sequence[Finding], verdicts: Dict[Key, Verdict]) -> str:
     counts: Dict[Tuple[str, str], Counter] = defaultdict(Counter)
     for finding in findings:
-        verdict = verdicts.get(finding.key)
+        verdict = precision_user.verdict_of(verdicts, finding)
         counts[(finding.code, finding.confidence)][verdict.verdict if verdict else "unread"] += 1
     out = ["", "By rule and level (real+real* / read; unread):", "", "| rule | high | medium | low |", "|---|---|---|---|"]
     for code in sorted({code for code, _ in counts}):
@@ -307,7 +308,7 @@ def without_drift(findings: Sequence[Finding], verdicts: Dict[Key, Verdict], flo
     for finding in findings:
         if finding.code.startswith("TL6") or not precision_user.at_or_above(finding.confidence, floor):
             continue
-        verdict = verdicts.get(finding.key)
+        verdict = precision_user.verdict_of(verdicts, finding)
         counts[verdict.verdict if verdict else "unread"] += 1
     read = counts["real"] + counts["real*"] + counts["false"]
     return (f"\nDefault floor without the API drift rules (TL6xx): {counts['real'] + counts['real*']} of {read} read "
@@ -358,7 +359,7 @@ CALIBRATION = RESULTS / "calibration.md"
 def level_counts(findings: Sequence[Finding], verdicts: Dict[Key, Verdict]) -> Dict[Tuple[str, str], Counter]:
     counts: Dict[Tuple[str, str], Counter] = defaultdict(Counter)
     for finding in findings:
-        verdict = verdicts.get(finding.key)
+        verdict = precision_user.verdict_of(verdicts, finding)
         counts[(finding.code, finding.confidence)][verdict.verdict if verdict else "unread"] += 1
     return counts
 
