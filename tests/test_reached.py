@@ -501,3 +501,56 @@ def test_a_form_no_draw_has_read_stays_where_the_rule_put_it(tmp_path, measured_
 
     _, items, _ = check_json("--select", "TL206", "--confidence-level", "low", "--no-cache", ".", cwd=tmp_path)
     assert [(item["line"], item["confidence"]) for item in items] == [(19, "medium"), (33, "medium")]
+
+
+# A class with a helper method: ``Trainer().fit()`` runs; ``load`` is written nowhere else.
+TRAINER = (
+    "import torch.nn.init as init\n"
+    "\n"
+    "\n"
+    "class Trainer{bases}:\n"
+    "    def fit(self, net):\n"
+    "        return net\n"
+    "\n"
+    "    def load(self, net):\n"
+    "        init.kaiming_normal(net.weight)\n"
+)
+RUNNER = "import torch.nn as nn\nfrom trainer import Trainer\n\nTrainer().fit(nn.Linear(2, 2))\n"
+
+
+def test_a_method_the_project_never_names_is_shown_at_low(tmp_path, capsys):
+    # d19 and d25: a ``load_model`` method nothing calls, in a class the program uses
+    files = {"trainer.py": TRAINER.format(bases=""), "train.py": RUNNER}
+    assert levels(project(tmp_path / "plain", files), capsys) == {"trainer.py": ["low"]}
+    files = {"trainer.py": TRAINER.format(bases="(object)"), "train.py": RUNNER + "Trainer().load(None)\n"}
+    assert levels(project(tmp_path / "called", files), capsys) == {"trainer.py": ["high"]}
+
+
+def test_a_method_a_framework_or_a_computed_name_may_call_keeps_its_level(tmp_path, capsys):
+    # a base from outside the file may call its hooks by name (``training_step``, ``reset_parameters``)
+    framework = "import torch.nn as nn\n" + TRAINER.format(bases="(nn.Module)")
+    assert levels(project(tmp_path / "framework", {"trainer.py": framework, "train.py": RUNNER}), capsys) == {"trainer.py": ["high"]}
+    # ``getattr(self, "on_" + event)`` may reach any method
+    dispatch = RUNNER + "import sys\ngetattr(Trainer(), sys.argv[1])(None)\n"
+    files = {"trainer.py": TRAINER.format(bases=""), "train.py": dispatch}
+    assert levels(project(tmp_path / "dispatch", files), capsys) == {"trainer.py": ["high"]}
+    # a base class of the same file that calls ``self.load`` keeps its override alive
+    based = TRAINER.format(bases="(Base)").replace(
+        "class Trainer", "class Base:\n    def run(self):\n        self.load(None)\n\n\nclass Trainer"
+    )
+    runner = RUNNER + "Trainer().run()\n"
+    assert levels(project(tmp_path / "based", {"trainer.py": based, "train.py": runner}), capsys) == {"trainer.py": ["high"]}
+
+
+def test_a_module_path_in_an_import_is_no_use_of_a_class_of_that_name(tmp_path, capsys):
+    # d21: a notebook imports ``from student.Net import Net`` and never builds one (only commented out)
+    model = "import torch.nn.init as init\n\n\nclass Net:\n    def __init__(self, net):\n        init.kaiming_normal(net.weight)\n"
+    notebook = json.dumps({
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None,
+                   "source": ["from student.Net import Net\n", "# model = Net(layer)\n", "print(1)\n"]}],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    })
+    files = {"student/__init__.py": "", "student/Net.py": model, "run.ipynb": notebook}
+    assert levels(project(tmp_path / "idle", files), capsys) == {"student/Net.py": ["low"]}
+    files["run.ipynb"] = notebook.replace("# model = Net(layer)", "model = Net(layer)")
+    assert levels(project(tmp_path / "built", files), capsys) == {"student/Net.py": ["high"]}

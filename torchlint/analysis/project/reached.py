@@ -12,8 +12,12 @@ reach it keeps it alive:
   draw d12 judged 11 findings at ``high`` false in an ``init_params`` only ``__all__`` names and a loss class
   only an import names);
 - a decorator (a registry, a command line, a test framework or a compiler calls it);
-- a method: only through its class (an override is called by its base class: ``reset_parameters``,
-  ``training_step``), so a method is unreached when its class is;
+- a method: through its class (an override is called by its base class: ``reset_parameters``,
+  ``training_step``), so a method is unreached when its class is; and when the project writes its name
+  nowhere but in ``def`` lines, its class inherits from no class outside its file (no framework calls its hooks)
+  and nothing looks an attribute up by a computed name (``getattr(obj, name)``);
+- an import's module path names a file, not the function or class of the same name in it (``from
+  models.ResNet import ResNet`` alone uses nothing);
 - a lookup by a computed name: of a project module (``module.__dict__[name]``, ``getattr(module, name)``,
   ``vars(module)``): that module's definitions and its submodules' are taken as reached; of any module
   (``globals()[name]``, ``import_module``, ``eval``, a module imported relatively): every definition is;
@@ -85,19 +89,22 @@ def _code_text(data: bytes) -> bytes:
 
 
 # Plumbing that names a definition without using it: the names a ``from ... import`` binds as they are (an
-# ``as`` alias keeps both words: the alias is how it is used), and the strings of ``__all__``.
-_FROM_IMPORT = re.compile(rb"^([ \t]*from[ \t]+[\w.]+[ \t]+import[ \t]+)(\([^)]*\)|[^\n]*(?:\\\n[^\n]*)*)", re.M)
+# ``as`` alias keeps both words: the alias is how it is used), the strings of ``__all__``, and module paths (an
+# import statement's module names a file, never a function or class of that name: ``from models.ResNet import
+# ResNet`` uses no ``ResNet``).
+_FROM_IMPORT = re.compile(rb"^([ \t]*from[ \t]+)([\w.]+)([ \t]+import[ \t]+)(\([^)]*\)|[^\n]*(?:\\\n[^\n]*)*)", re.M)
+_PLAIN_IMPORT = re.compile(rb"^([ \t]*import[ \t]+)([\w.]+(?:[ \t]+as[ \t]+\w+)?(?:[ \t]*,[ \t]*[\w.]+(?:[ \t]+as[ \t]+\w+)?)*)", re.M)
 _EXPORTS = re.compile(rb"^[ \t]*__all__[ \t]*\+?=[ \t]*[\[(][^\])]*[\])]", re.M)
 _IMPORTED_AS = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*[ \t]+as[ \t]+[A-Za-z_][A-Za-z0-9_]*")
 
 
 def _kept_aliases(match: "re.Match[bytes]") -> bytes:
-    return match.group(1) + b" ".join(_IMPORTED_AS.findall(match.group(2)))
+    return match.group(1) + match.group(3) + b" ".join(_IMPORTED_AS.findall(match.group(4)))
 
 
 def _used_text(code: bytes) -> bytes:
     """Code without its plumbing: a definition that only imports and ``__all__`` name is used nowhere."""
-    return _FROM_IMPORT.sub(_kept_aliases, _EXPORTS.sub(b"", code))
+    return _PLAIN_IMPORT.sub(lambda m: m.group(1), _FROM_IMPORT.sub(_kept_aliases, _EXPORTS.sub(b"", code)))
 
 
 def _plumbing_words(code: bytes) -> Counter:
@@ -107,8 +114,11 @@ def _plumbing_words(code: bytes) -> Counter:
         removed.update(_WORD.findall(match.group(0)))
     for match in _FROM_IMPORT.finditer(code):
         removed.update(_WORD.findall(match.group(2)))
-        for kept in _IMPORTED_AS.findall(match.group(2)):
+        removed.update(_WORD.findall(match.group(4)))
+        for kept in _IMPORTED_AS.findall(match.group(4)):
             removed.subtract(_WORD.findall(kept))
+    for match in _PLAIN_IMPORT.finditer(code):
+        removed.update(_WORD.findall(match.group(2)))
     return removed
 
 
@@ -178,9 +188,12 @@ class _Words:
 
     def __init__(self, index: ProjectIndex) -> None:
         self.counts: Counter = Counter()
+        # How often each name is defined by a ``def`` (methods included): a method named nowhere else is called nowhere.
+        self.defined: Counter = Counter()
         # The same without imports and ``__all__``: uses of a function's or a class's name.
         self.uses: Counter = Counter()
         self.dynamic = False
+        self.computed_attributes = False
         # Modules whose definitions (theirs and their submodules') a computed name may reach; packages whose
         # submodules it reaches only by the names their ``__all__`` exports.
         self.looked_up: set = set()
@@ -209,12 +222,15 @@ class _Words:
             if _PACKAGE_IMPORT.search(code):
                 self.package_importers.add(number)
             self.counts.update(words)
+            self.defined.update(_ANY_DEF.findall(code))
             words.subtract(_plumbing_words(code))
             self.uses.update(words)
             defined = set(_DEFINED.findall(code))
             for word, count in words.items():
                 if count > 0 and word not in defined:
                     self.users.setdefault(word, []).append(number)
+            if not self.computed_attributes and _COMPUTED_ATTRIBUTE.search(code):
+                self.computed_attributes = True
             if not self.dynamic:
                 found = _looked_up_by_name(code, index, module, index.module_path(module) if module is not None else None)
                 self.dynamic = found is None
@@ -360,8 +376,12 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
             continue
         name = node.name.value
         parent = _owning_class(owners, position)
-        if isinstance(node, cst.FunctionDef) and (parent is not None or _CALLED_BY_NAME.match(name)):
-            continue  # a method lives as long as its class; a hook is called by its name
+        if isinstance(node, cst.FunctionDef) and parent is not None:
+            if _method_never_named(context, words, parent, name):
+                return True
+            continue  # else a method lives as long as its class
+        if isinstance(node, cst.FunctionDef) and _CALLED_BY_NAME.match(name):
+            continue  # a hook is called by its name
         encoded = name.encode("utf-8")
         if words.used_where_seen(encoded, index.module_of(context.path)):
             continue
@@ -875,6 +895,43 @@ def _runs_at_top_level(context: "FileContext") -> bool:
                 if isinstance(small, cst.Expr) and isinstance(value, cst.Call) and not _sets_up(context.qualified_name(value.func)):
                     return True
     return False
+
+
+# Any ``def`` (a method's too), and a lookup of an attribute by a computed name (``getattr(self, "on_" + event)``),
+# which may reach any method.
+_ANY_DEF = re.compile(rb"\bdef[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
+_COMPUTED_ATTRIBUTE = re.compile(rb"\bgetattr\s*\(\s*[^,]+?,\s*+(?!['\"][^'\"]*['\"]\s*[,)])|\b(?:methodcaller|attrgetter)\s*\(\s*+(?!['\"])")
+
+
+def _method_never_named(context: "FileContext", words: "_Words", owner: cst.ClassDef, name: str) -> bool:
+    """A method whose name the project writes nowhere but in ``def`` lines, of a class that inherits from no
+    class outside this file (a framework may call its own hooks by name: ``training_step``, ``reset_parameters``),
+    in a project that never looks an attribute up by a computed name: nothing calls it."""
+    if name.startswith("__") or words.dynamic or words.computed_attributes:
+        return False
+    encoded = name.encode("utf-8")
+    if words.counts.get(encoded, 0) > words.defined.get(encoded, 0):
+        return False
+    return _inherits_only_from_this_file(context, owner, frozenset())
+
+
+def _inherits_only_from_this_file(context: "FileContext", owner: cst.ClassDef, trail: frozenset) -> bool:
+    """Whether every base of ``owner`` is ``object`` or a class this file defines at its top level (followed)."""
+    if owner.keywords:
+        return False  # a metaclass may call anything
+    for base in owner.bases:
+        if isinstance(base.value, cst.Name) and base.value.value == "object":
+            continue
+        if not isinstance(base.value, cst.Name) or base.value.value in trail:
+            return False
+        local = next(
+            (statement for statement in context.module.body
+             if isinstance(statement, cst.ClassDef) and statement.name.value == base.value.value),
+            None,
+        )
+        if local is None or not _inherits_only_from_this_file(context, local, trail | {base.value.value}):
+            return False
+    return True
 
 
 def _owning_class(owners, position: int) -> Optional[cst.ClassDef]:
