@@ -95,6 +95,8 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
             given = argument(node, 0, "input")
             return known_rank(context, given.value, ancestors, depth + 1) if given is not None else None
         return None
+    if isinstance(func, cst.Name) and qualified is None:
+        return called_function_rank(context, func.value, node, ancestors)
     is_self_module = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
     if isinstance(func, cst.Attribute) and not is_self_module:
         method = func.attr.value
@@ -204,7 +206,7 @@ def _methods_rank(modules: Sequence[object], method: str, shape: CallShape, elem
     return 0 if found else None
 
 
-def _known_parameters(method: ast.FunctionDef, shape: CallShape) -> Dict[str, object]:
+def _known_parameters(method: ast.FunctionDef, shape: CallShape, receiver: int = 1) -> Dict[str, object]:
     """The parameters whose value a call of this shape fixes: a literal keyword it passes, or a constant
     default it leaves (``self`` is the receiver, not a positional argument)."""
     if shape is None:
@@ -214,7 +216,7 @@ def _known_parameters(method: ast.FunctionDef, shape: CallShape) -> Dict[str, ob
     names = [a.arg for a in arguments.posonlyargs + arguments.args]
     defaults = dict(zip(names[len(names) - len(arguments.defaults):], arguments.defaults))
     defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None})
-    passed = set(names[: positional + 1]) | {name for name, _ in keywords}
+    passed = set(names[: positional + receiver]) | {name for name, _ in keywords}
     known = {name: value.value for name, value in defaults.items() if name not in passed and isinstance(value, ast.Constant)}
     known.update({name: value for name, value in keywords if value is not _NOT_KNOWN and value != _NOT_KNOWN})
     return known
@@ -255,7 +257,7 @@ def _ast_zero_dim(
     if isinstance(node, ast.BinOp) and isinstance(node.op, _AST_ELEMENTWISE):
         sides = (node.left, node.right)
         zero = [_ast_zero_dim(side, function, facts, depth + 1, defaults) for side in sides]
-        numbers = [isinstance(side, ast.Constant) and isinstance(side.value, (int, float)) for side in sides]
+        numbers = [_ast_number(side, function, defaults) for side in sides]
         return any(zero) and all(z or n for z, n in zip(zero, numbers))
     if isinstance(node, ast.IfExp):
         test = node.test
@@ -270,12 +272,14 @@ def _ast_zero_dim(
         qualified = facts.qualify(func) or ""
         if qualified.startswith("torch.") and qualified[len("torch."):] in FULL_REDUCTIONS:
             return len(node.args) == 1 and not node.keywords
+        if isinstance(func, ast.Call) and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+            # ``nn.KLDivLoss()(log_p, q)``: a loss module built and called at once
+            built = facts.qualify(func.func) or ""
+            if built.startswith("torch.nn.") and built.endswith("Loss") and built.rsplit(".", 1)[-1] not in _NOT_SCALAR_LOSSES:
+                return len(func.args) <= 1 and _ast_reduces(func.keywords)
+            return False
         if qualified.startswith("torch.nn.functional.") and is_functional_loss_name(qualified.rsplit(".", 1)[-1]):
-            keywords = {keyword.arg: keyword.value for keyword in node.keywords}
-            if "size_average" in keywords or "reduce" in keywords:
-                return False
-            reduction = keywords.get("reduction")
-            return reduction is None or (isinstance(reduction, ast.Constant) and reduction.value in REDUCING)
+            return _ast_reduces(node.keywords)
         return False
     if isinstance(node, ast.Name):
         # every binding of the name in the function is a plain assignment of a 0-dim value
@@ -290,6 +294,61 @@ def _ast_zero_dim(
                 return False  # augmented, annotated, a loop or ``with`` target, a walrus
         return bool(values) and all(_ast_zero_dim(value, function, facts, depth + 1, defaults) for value in values)
     return False
+
+
+def _ast_number(node: ast.expr, function: ast.FunctionDef, defaults: Dict[str, object]) -> bool:
+    """A Python number: a numeric literal, a parameter the call leaves a number (``T=20.0``), arithmetic of those."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Name):
+        value = defaults.get(node.id)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and not _rebinds(function, node.id)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        return _ast_number(node.operand, function, defaults)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, _AST_ELEMENTWISE + (ast.Pow,)):
+        return _ast_number(node.left, function, defaults) and _ast_number(node.right, function, defaults)
+    return False
+
+
+def _ast_reduces(keywords: Sequence[ast.keyword]) -> bool:
+    """A loss call's (or constructor's) keywords leave one number: no legacy flag, a reducing ``reduction``."""
+    given = {keyword.arg: keyword.value for keyword in keywords}
+    if None in given or "size_average" in given or "reduce" in given:
+        return False
+    reduction = given.get("reduction")
+    return reduction is None or (isinstance(reduction, ast.Constant) and reduction.value in REDUCING)
+
+
+def _bound_only_by_its_def(ancestors: Sequence[cst.CSTNode], name: str) -> bool:
+    """Every binding of ``name`` that reaches the use is a top-level ``def`` of the file."""
+    found = bindings(site_of(ancestors), name)
+    return bool(found) and all(
+        isinstance(binding.node, cst.FunctionDef) and bool(ancestors) and binding.node in ancestors[0].children
+        for binding in found
+    )
+
+
+def called_function_rank(context: "FileContext", name: str, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> Optional[int]:
+    """The rank of what ``call`` returns when ``name`` (its callee, or the function a caller passes for it) is, where
+    ``ancestors`` read it, a top-level function of the file: 0 when it returns a 0-dim value."""
+    if has_star_args(call) or not _bound_only_by_its_def(ancestors, name):
+        return None
+    return function_return_rank(context, name, _call_shape(call))
+
+
+def function_return_rank(context: "FileContext", name: str, shape: CallShape = None) -> Optional[int]:
+    """0 when ``name`` is a top-level function of the file that returns a 0-dim value on every ``return`` (a loss,
+    a full reduction, arithmetic of those with numbers, the numbers a call of ``shape`` passes or leaves at their
+    defaults): ``loss = distillation(out, y, teacher, T=20.0, alpha=0.7)``."""
+    facts = file_facts(context)
+    function = facts.functions.get(name) if facts is not None else None
+    if function is None:
+        return None
+    returned = _returned_values(function)
+    known = _known_parameters(function, shape, receiver=0)
+    if not returned or not all(_ast_zero_dim(value, function, facts, 0, known) for value in returned):
+        return None
+    return 0
 
 
 def _rebinds(function: ast.FunctionDef, name: str) -> bool:

@@ -8,10 +8,10 @@ import libcst as cst
 from torchlint.analysis.api.api_drift import ZERO_DIM_INDEX_RAISES_SINCE, ZERO_DIM_INDEX_WARNS_SINCE, effective_target, version_text
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.model.ast_names import every_node
-from torchlint.analysis.flow.callers import constructor_passed_by_callers
+from torchlint.analysis.flow.callers import arguments_from_callers, constructor_passed_by_callers
 from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
-from torchlint.analysis.values.ranks import known_rank, scalar_loss_module, zero_dim_on_some_path
+from torchlint.analysis.values.ranks import called_function_rank, known_rank, scalar_loss_module, zero_dim_on_some_path
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
@@ -150,7 +150,14 @@ class ZeroDimIndex(Rule):
             call = definition.value if definition is not None else None
         if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name) or has_star_args(call):
             return False
-        return scalar_loss_module(self.context, constructor_passed_by_callers(self.context, call.func.value))
+        if scalar_loss_module(self.context, constructor_passed_by_callers(self.context, call.func.value)):
+            return True
+        # ``train(model, loader, distillation)``: every caller passes a function of the file that returns one number
+        passed = arguments_from_callers(self.context, self.context.ancestors, call.func.value)
+        return bool(passed) and all(
+            isinstance(value, cst.Name) and called_function_rank(self.context, value.value, call, site) == 0
+            for value, site in passed
+        )
 
     @staticmethod
     def _fix(node: cst.Subscript, base: cst.BaseExpression, through_data: bool) -> FixSpec:
