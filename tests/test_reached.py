@@ -554,3 +554,33 @@ def test_a_module_path_in_an_import_is_no_use_of_a_class_of_that_name(tmp_path, 
     assert levels(project(tmp_path / "idle", files), capsys) == {"student/Net.py": ["low"]}
     files["run.ipynb"] = notebook.replace("# model = Net(layer)", "model = Net(layer)")
     assert levels(project(tmp_path / "built", files), capsys) == {"student/Net.py": ["high"]}
+
+
+def _all_levels(project: Path, capsys) -> Dict[str, List[str]]:
+    found: Dict[str, List[str]] = {}
+    for code in ("TL601", "TL602"):
+        for item in project_findings(project, code, capsys):
+            found.setdefault(f"{item['path'].removeprefix('./')}:{item['line']}:{code}", []).append(item["confidence"])
+    return found
+
+
+def test_a_file_python_does_not_compile_runs_nothing_but_its_syntax_error_is_shown(tmp_path, capsys):
+    # d27: train.py writes ``x.cuda(async=True)`` (a SyntaxError since Python 3.7) and is the only builder of a
+    # model whose init calls ``init.kaiming_normal``; its own Variable lines never run either
+    legacy = (
+        "import torch\nfrom torch.autograd import Variable\nfrom helpers import init_params\n\n\n"
+        "def step(x):\n    x = x.cuda(async=True)\n    return Variable(x)\n\n\n"
+        "if __name__ == '__main__':\n    init_params(torch.nn.Linear(2, 2))\n    step(torch.ones(1))\n"
+    )
+    found = _all_levels(project(tmp_path / "legacy", {"helpers.py": HELPER, "train.py": legacy}), capsys)
+    assert found == {"helpers.py:7:TL602": ["low"], "train.py:7:TL601": ["high"], "train.py:8:TL602": ["low"]}
+    # a script that imports a module Python does not compile dies at that import; the module's syntax error
+    # still breaks the run
+    importer = "import torch.nn as nn\nfrom legacy import step\nfrom helpers import init_params\n\ninit_params(nn.Linear(2, 2))\n"
+    files = {"helpers.py": HELPER, "legacy.py": legacy.split("\n\nif __name__")[0] + "\n", "train.py": importer}
+    found = _all_levels(project(tmp_path / "imported", files), capsys)
+    assert found == {"helpers.py:7:TL602": ["low"], "legacy.py:7:TL601": ["high"], "legacy.py:8:TL602": ["low"]}
+    # the same program written for Python 3 keeps every level
+    modern = {name: text.replace("async=True", "non_blocking=True") for name, text in files.items()}
+    found = _all_levels(project(tmp_path / "modern", modern), capsys)
+    assert found == {"helpers.py:7:TL602": ["high"], "legacy.py:8:TL602": ["low"]}  # Variable: low by the rule

@@ -228,6 +228,7 @@ def lint_text(
     context = file_context(path, source, module, settings)
     context.line_map = line_map
     context.ast_tree = plan.tree if plan is not None else None
+    context.compiles = legacy is None
     rules = []
     for rule_class in rule_classes:
         try:

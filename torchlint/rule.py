@@ -139,11 +139,14 @@ class Rule:
         fix: Optional[FixSpec] = None,
         confidence: Optional[Confidence] = None,
         unmeasured: bool = False,
+        at_compile_time: bool = False,
     ) -> None:
-        from torchlint.analysis.project.reached import unreached  # LibCST's: a warm run that only reads its cache needs neither
+        """``at_compile_time``: the failure is the file's own syntax (it breaks every run that imports or runs the
+        file, before any line of it runs), so only a file no run compiles is unreached."""
+        from torchlint.analysis.project.reached import never_compiled, unreached  # LibCST's: a warm run that only reads its cache needs neither
 
         level = found = confidence or self.confidence
-        is_unreached = unreached(self.context)
+        is_unreached = never_compiled(self.context) if at_compile_time else unreached(self.context)
         if is_unreached:
             # Nothing in the project names the function or class holding it: it happens only if a user of the
             # project calls that code (analysis/project/reached.py).

@@ -49,6 +49,8 @@ class FileContext:
         self.line_map: List[int] = []
         # The whole file read by ``ast`` when the pre-pass parsed it (set by the engine), else None.
         self.ast_tree: Optional[ast.Module] = None
+        # False when Python does not compile the text as written (``x.cuda(async=True)``, read with a stand-in).
+        self.compiles = True
         self.settings = settings
         self.imports = ImportTable.from_module(module)
         # The nodes enclosing the one being visited, outermost first (maintained by the engine).

@@ -870,6 +870,12 @@ class ProjectIndex:
         """Whether ``module`` is a module of the project (known from file names: nothing is parsed)."""
         return self.canonical(module) in self._ensure()
 
+    def compiles(self, module: str) -> bool:
+        """Whether Python 3.7+ compiles the module's text: one of torch 0.3 days (``x.cuda(async=True)``) is read
+        for its findings (source.readable_legacy_text) but raises SyntaxError when run or imported."""
+        data = self._module_bytes(module)
+        return b"async" not in data or readable_legacy_text(data.decode("utf-8", "replace")) is None
+
     def module_facts(self, module: str) -> Optional[_ModuleFacts]:
         """Imports and top-level definitions of project module ``module`` (None outside the project)."""
         return self._module_facts(module)

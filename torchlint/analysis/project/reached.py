@@ -25,7 +25,9 @@ reach it keeps it alive:
 
 A file whose top level imports, on no condition, what cannot be imported from it (a module its package lacks, a
 package that lives only in a sibling folder of a script nothing puts on the path, a name the module beside it does
-not define) runs nothing after that import: its definitions and its top-level code are unreached.
+not define, a project module Python 3.7+ does not compile: ``x.cuda(async=True)``) runs nothing after that import:
+its definitions and its top-level code are unreached. A file that does not compile runs and uses nothing; only the
+findings that name its syntax error stay where the rule put them (they break every run that imports or runs it).
 
 Only code of a program the project shows is judged: a file that another module imports, that runs code at its
 top level (a script: a ``__main__`` block, a call), or a notebook.  A module of definitions that no file imports
@@ -211,6 +213,8 @@ class _Words:
         self.users: Dict[bytes, list] = {}
         self._seers: Dict[tuple, frozenset] = {}
         for module, data in index.every_file_text():
+            if module is not None and b"async" in data and not index.compiles(module):
+                data = b""  # it raises SyntaxError when run or imported: it uses nothing
             code = _code_text(data)
             words = Counter(_WORD.findall(code))
             number = len(self.file_words)
@@ -351,11 +355,33 @@ def unreached(context: "FileContext") -> bool:
     index = context.project
     if index is None or context.path in ("", "-"):
         return False
+    if not context.compiles:
+        return True  # read with a stand-in for ``async=``: Python does not compile the file, no line of it runs
     owners = [node for node in context.ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
     if not owners:
         # A script's own top level runs unless an import at its top (imports come first) raises.
         return context.memoized("reached.import-fails", context.module, lambda _: _imports_a_missing_module(context, index))
     return context.memoized("reached.unreached", owners[-1], lambda _: _unreached(context, index, owners))
+
+
+def never_compiled(context: "FileContext") -> bool:
+    """Whether no run of the project even compiles the file: nothing imports, runs or names it (a syntax error
+    in it breaks every run that imports or runs it, whatever line it sits on or whichever import fails first)."""
+    index = context.project
+    if index is None or context.path in ("", "-"):
+        return False
+
+    def compute(_) -> bool:
+        if index.is_shadowed(context.path):
+            return True
+        module = index.module_of(context.path)
+        if (module is not None and index.is_imported(module)) or context.path.endswith(NOTEBOOK_SUFFIX):
+            return False
+        if _runs_at_top_level(context) and not _library_self_test(context, index, module):
+            return False
+        return _dead_module(context, index)
+
+    return context.memoized("reached.never-compiled", context.module, compute)
 
 
 def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
@@ -488,7 +514,10 @@ def _file_texts(context: "FileContext", index: ProjectIndex):
     if index.is_shadowed(context.path) or _imports_a_missing_module(context, index):
         return _DEAD_MODULE
     module = index.module_of(context.path)
-    if module is not None and index.is_imported(module) and _imported_only_by_failing_files(index, module):
+    if (
+        module is not None and index.is_imported(module) and _imported_only_by_failing_files(index, module)
+        and not _runs_at_top_level(context)  # a script its importers fail to import still runs on its own
+    ):
         return _DEAD_MODULE
     if not _in_program(context, index):
         return _DEAD_MODULE if _dead_module(context, index) else None
@@ -525,6 +554,9 @@ def _import_fails(path: str, tree: Optional[ast.Module], index: ProjectIndex) ->
         for name in names:
             if _beyond_reach(path, index, name):
                 return True
+            resolved = index.resolve_from(path, name)
+            if index.is_module(resolved) and not index.compiles(resolved):
+                return True  # importing it raises SyntaxError
             package, dot, _ = name.rpartition(".")
             if not dot or index.is_module(index.resolve_from(path, name)):
                 continue
@@ -727,7 +759,7 @@ def _imported_only_by_failing_files(index: ProjectIndex, module: str, trail: Fro
         path = index.module_path(importer)
         if facts is None or path is None:
             return False
-        if _import_fails(path, facts.tree, index):
+        if not index.compiles(importer) or _import_fails(path, facts.tree, index):
             continue
         if any(_runs(statement, facts.qualify) for statement in facts.tree.body):
             return False

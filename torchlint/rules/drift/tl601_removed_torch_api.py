@@ -138,7 +138,11 @@ class RemovedTorchApi(ApiUseRule):
         """``def load(self, async=False)``: a parameter of that name does not parse either; no fix (its callers
         would need the same rename)."""
         if node.name.value == LEGACY_ASYNC_STAND_IN:
-            self.report(node.name, "`async` has been a reserved word since Python 3.7: this parameter makes the whole file fail to import; rename it (and its callers' keyword)")
+            self.report(
+                node.name,
+                "`async` has been a reserved word since Python 3.7: this parameter makes the whole file fail to import; rename it (and its callers' keyword)",
+                at_compile_time=True,
+            )
 
     def visit_Arg(self, node: cst.Arg) -> None:
         """``x.cuda(async=True)``: the file was read with a stand-in for ``async`` (torchlint/source.py)."""
@@ -157,4 +161,5 @@ class RemovedTorchApi(ApiUseRule):
             "`async=` has been a syntax error since Python 3.7 (`async` is a reserved word): the whole file fails to "
             "import; torch 0.4 renamed the argument `non_blocking`",
             fix,
+            at_compile_time=True,
         )
