@@ -241,3 +241,22 @@ def test_real_flake8_finds_the_dataset_in_another_module(tmp_path):
     completed = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=300)
     assert completed.returncode == 1, completed.stderr
     assert completed.stdout.split() == ["./proj/train.py:8:TL403"]
+
+
+def test_every_call_of_a_function_is_found_by_name_attribute_and_alias(tmp_path):
+    # calls.arguments_passed asks modules_calling for the modules that write ``name(``, then each module's calls
+    # of that callee (indexed once per module); a module that only mentions the name is not parsed for it
+    from torchlint.analysis.model.calls import arguments_passed
+
+    (tmp_path / "lib.py").write_text("def build(size=3):\n    return size\n")
+    (tmp_path / "direct.py").write_text("from lib import build\nbuild(4)\nbuild (size=5)\n")
+    (tmp_path / "attribute.py").write_text("import lib\nlib.build(6)\n")
+    (tmp_path / "alias.py").write_text("from lib import build as make\nfrom lib import build\nmake(7)\nbuild()\n")
+    (tmp_path / "mention.py").write_text("NAME = 'build'\nrebuild(1)\n")
+    index = project_index.ProjectIndex([str(p) for p in tmp_path.glob("*.py")])
+    # (a module is listed under each name it goes by: its file's and its folder-qualified one)
+    assert {f.module.rpartition(".")[2] for f in index.modules_calling("build")} == {"alias", "attribute", "direct", "lib"}
+    facts = index.module_facts("lib")
+    passed = arguments_passed(facts, facts.functions["build"], "size")
+    values = {ast.literal_eval(value) for _, _, value in passed}
+    assert values == {3, 4, 5, 6, 7}  # build() leaves the default

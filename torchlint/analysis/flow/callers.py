@@ -296,19 +296,28 @@ def enclosing_function(ancestors: Sequence[cst.CSTNode]) -> Optional[cst.Functio
     return None
 
 
-def function_of_parameter(ancestors: Sequence[cst.CSTNode], name: str) -> Optional[cst.FunctionDef]:
+def function_of_parameter(
+    ancestors: Sequence[cst.CSTNode], name: str, context: Optional["FileContext"] = None
+) -> Optional[cst.FunctionDef]:
     """The function whose parameter ``name`` is where the engine stands: the innermost ``def``, or an enclosing
     one that a nested ``def`` reads it from when the inner ones bind no ``name`` (``def closure():`` inside
-    ``train(criterion)`` calling ``criterion(out, y)``); None when a class, a lambda or a binding comes first."""
+    ``train(criterion)`` calling ``criterion(out, y)``); None when a class, a lambda or a binding comes first.
+    With ``context``, each body's bound names are read once per file."""
     for node in reversed(ancestors):
         if isinstance(node, (cst.ClassDef, cst.Lambda)):
             return None
         if isinstance(node, cst.FunctionDef):
             if any(param.name.value == name for param in all_params(node.params)):
                 return node
-            if name in bound_names(node.body):
+            if name in _bound_in(context, node):
                 return None
     return None
+
+
+def _bound_in(context: Optional["FileContext"], function: cst.FunctionDef) -> Set[str]:
+    if context is None:
+        return bound_names(function.body)
+    return context.memoized("callers.bound-names", function, lambda f: bound_names(f.body))
 
 
 def arguments_from_callers(
@@ -317,8 +326,8 @@ def arguments_from_callers(
     """What each call in the file passes for parameter ``name`` of the function around ``ancestors`` (or of the one a
     nested ``def`` reads it from), each with the ancestors of its call (to read the value where it was written);
     None when the body rebinds the parameter, a call passes nothing known, or the file may call it otherwise."""
-    function = function_of_parameter(ancestors, name)
-    if function is None or name in bound_names(function.body):
+    function = function_of_parameter(ancestors, name, context)
+    if function is None or name in _bound_in(context, function):
         return None
     passed = arguments_at_calls(context, function, name)
     return [(value, list(site.ancestors)) for value, site in passed] if passed else None

@@ -131,9 +131,7 @@ def arguments_passed(
     callers = [facts] if project is None else project.modules_calling(function.name)
     found: List[Tuple[Any, ast.Call, ast.expr]] = []
     for caller in callers:
-        for node in ast.walk(caller.tree):
-            if not isinstance(node, ast.Call):
-                continue
+        for node in caller.calls_of(function.name):
             own = isinstance(node.func, ast.Name) and node.func.id == function.name and caller.path == facts.path
             if not own and caller.qualify(node.func) != qualified:
                 continue

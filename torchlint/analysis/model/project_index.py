@@ -158,6 +158,7 @@ class _ModuleFacts:
         # Facts other analyses computed about this module's definitions, kept as long as the module is.
         self.memo: Dict[object, object] = {}
         self.tree = tree
+        self._calls: Optional[Dict[str, List[ast.Call]]] = None
 
         def relative_base(stmt: ast.ImportFrom) -> Optional[str]:
             return resolve_relative(module, is_package, stmt.level, stmt.module)
@@ -183,6 +184,24 @@ class _ModuleFacts:
                         assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else None)
         self.values = {name: values[0] for name, values in assigned.items() if len(values) == 1 and values[0] is not None}
 
+
+    def calls_of(self, name: str) -> List[ast.Call]:
+        """The module's calls whose callee is written ``name`` or ``x.name``, or by a local name an import binds
+        to something called ``name`` (``from m import f as g``: ``g(...)``); the tree is walked once per module."""
+        if self._calls is None:
+            calls: Dict[str, List[ast.Call]] = {}
+            for node in ast.walk(self.tree):
+                if isinstance(node, ast.Call):
+                    func = node.func
+                    last = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+                    if last is not None:
+                        calls.setdefault(last, []).append(node)
+            self._calls = calls
+        found = list(self._calls.get(name, ()))
+        for local, qualified in self.imports.items():
+            if local != name and qualified.rpartition(".")[2] == name:
+                found.extend(self._calls.get(local, ()))
+        return found
     def stars(self) -> Optional[StarImports]:
         """What this module's ``from m import *`` statements bind, through the project's modules (None without any)."""
         if not self.star_modules:
@@ -266,6 +285,10 @@ def notebook_code(data: bytes) -> bytes:
         ).encode("utf-8", "replace")
     except (ValueError, AttributeError, TypeError, KeyError):
         return data
+
+
+# A word followed by ``(``, as a call writes it (``f(``, ``obj.f (``); not preceded by a word character.
+_CALLED_WORD = re.compile(rb"(?<![\w])([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
 def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
@@ -873,8 +896,11 @@ class ProjectIndex:
     def compiles(self, module: str) -> bool:
         """Whether Python 3.7+ compiles the module's text: one of torch 0.3 days (``x.cuda(async=True)``) is read
         for its findings (source.readable_legacy_text) but raises SyntaxError when run or imported."""
-        data = self._module_bytes(module)
-        return b"async" not in data or readable_legacy_text(data.decode("utf-8", "replace")) is None
+        def compute() -> bool:
+            data = self._module_bytes(module)
+            return b"async" not in data or readable_legacy_text(data.decode("utf-8", "replace")) is None
+
+        return bool(self.fact(f"compiles:{self.canonical(module)}", compute))
 
     def module_facts(self, module: str) -> Optional[_ModuleFacts]:
         """Imports and top-level definitions of project module ``module`` (None outside the project)."""
@@ -986,14 +1012,22 @@ class ProjectIndex:
         """The modules of the project whose text calls ``name(...)`` (by that name or as an attribute), parsed;
         the others are not."""
         self._read(EVERY_FILE)  # which modules call it rests on every one of them
-        pattern = re.compile(rb"(?<![\w])%s\s*\(" % re.escape(name.encode("utf-8")))
+        callers = self.fact("modules-calling", self._modules_by_called_word).get(name.encode("utf-8"), ())
         found = []
-        for module in sorted(self._ensure()):
-            if pattern.search(self._module_bytes(module, record=False)):
-                facts = self._module_facts(module)
-                if facts is not None:
-                    found.append(facts)
+        for module in callers:
+            facts = self._module_facts(module)
+            if facts is not None:
+                found.append(facts)
         return found
+
+    def _modules_by_called_word(self) -> Dict[bytes, Tuple[str, ...]]:
+        """Each word written before ``(`` somewhere in the project -> the modules that write it so, in order:
+        read once per index (a scan per name asked read the whole project each time)."""
+        found: Dict[bytes, List[str]] = {}
+        for module in sorted(self._ensure()):
+            for word in set(_CALLED_WORD.findall(self._module_bytes(module, record=False))):
+                found.setdefault(word, []).append(module)
+        return {word: tuple(modules) for word, modules in found.items()}
 
     def is_shadowed(self, path: str) -> bool:
         """Whether ``path`` is a module that a package of the same name hides (``loss.py`` beside ``loss/``):

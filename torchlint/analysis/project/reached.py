@@ -745,27 +745,58 @@ def _top_level_names(index: ProjectIndex, module: str) -> Optional[FrozenSet[str
     return index.fact(f"reached.top-level-names:{module}", compute)  # type: ignore[return-value]
 
 
-def _imported_only_by_failing_files(index: ProjectIndex, module: str, trail: FrozenSet[str] = frozenset()) -> bool:
+def _imported_only_by_failing_files(index: ProjectIndex, module: str) -> bool:
     """Every file that imports ``module`` raises at one of its top-level imports, or is itself a module (no
     script) imported only by such files: ``distiller_zoo/KD.py`` of an experiment folder whose scripts all import
     a ``dataset`` package the folder no longer holds. A notebook that imports it runs it."""
     importers = _importers(index).get(os.path.abspath(index.module_path(module) or ""))
     if not importers:
         return False  # imported by a notebook only
-    for importer in importers:
-        if importer in trail:
-            continue
-        facts = index.module_facts(importer)
-        path = index.module_path(importer)
+    return index.fact(f"reached.imported-only-by-failing:{module}", lambda: _no_live_importer(index, importers))  # type: ignore[return-value]
+
+
+def _no_live_importer(index: ProjectIndex, importers: frozenset) -> bool:
+    """Whether none of ``importers`` runs its top-level imports: a module is live when its imports succeed and it
+    runs code at its top level, or no module imports it (a script, a notebook's module), or a live module
+    imports it. Walked up the importers once per question, each module judged once (a module on the walk's own
+    path counts as not live there; such an answer is not kept)."""
+    every_importer = _importers(index)
+    known: Dict[str, bool] = {}
+    walking: Set[str] = set()
+
+    def live(name: str) -> Tuple[bool, bool]:
+        """(live, sure): ``sure`` is False when the answer assumed a module on the path not live."""
+        if name in known:
+            return known[name], True
+        if name in walking:
+            return False, False
+        facts, path = index.module_facts(name), index.module_path(name)
         if facts is None or path is None:
-            return False
-        if not index.compiles(importer) or _import_fails(path, facts.tree, index):
-            continue
-        if any(_runs(statement, facts.qualify) for statement in facts.tree.body):
-            return False
-        if not _imported_only_by_failing_files(index, importer, trail | {module}):
-            return False
-    return True
+            known[name] = True
+            return True, True
+        if not index.compiles(name) or _import_fails(path, facts.tree, index):
+            known[name] = False
+            return False, True
+        above = every_importer.get(os.path.abspath(path))
+        if not above or any(_runs(statement, facts.qualify) for statement in facts.tree.body):
+            known[name] = True
+            return True, True
+        walking.add(name)
+        sure = True
+        try:
+            for importer in sorted(above):
+                found, certain = live(importer)
+                if found:
+                    known[name] = True
+                    return True, True
+                sure = sure and certain
+        finally:
+            walking.discard(name)
+        if sure:
+            known[name] = False
+        return False, sure
+
+    return not any(live(importer)[0] for importer in sorted(importers))
 
 
 def _importers(index: ProjectIndex) -> Dict[str, frozenset]:
