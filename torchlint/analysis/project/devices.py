@@ -276,12 +276,13 @@ def device_policy(context: "FileContext") -> str:
         modules = sorted(_imported_project_modules(context))
     else:
         modules = sorted(project.program_of(module))
-    facts = [module_device_facts(context, name) for name in modules]
-    if any(fact.chooses for fact in facts):
-        return CHOSEN
-    if own.uses_cuda or any(fact.uses_cuda for fact in facts):
-        return GPU_REQUIRED
-    return UNSEEN
+    uses_cuda = own.uses_cuda
+    for name in modules:  # read one module at a time: the first that chooses its device answers
+        fact = module_device_facts(context, name)
+        if fact.chooses:
+            return CHOSEN
+        uses_cuda = uses_cuda or fact.uses_cuda
+    return GPU_REQUIRED if uses_cuda else UNSEEN
 
 
 def _imported_project_modules(context: "FileContext") -> Iterable[str]:
