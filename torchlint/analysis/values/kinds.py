@@ -96,6 +96,8 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
             return "unknown"
         kinds = set()
         for binding in bindings(site, node.value):
+            if _writes_an_element(binding, node.value):
+                continue  # ``state['step'] = 0``, ``x[mask] = 0``: the container keeps its kind
             if binding.kind == "param":
                 kinds.add(_parameter_kind(binding.node, site))
             elif binding.value is not None and binding.kind in ("assign", "update", "inplace", "module", "conditional", "each"):
@@ -190,6 +192,30 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
         body = value_kind(context, node.body, site, again)
         return body if body == value_kind(context, node.orelse, site, again) else "unknown"
     return "unknown"
+
+
+def _writes_an_element(binding, name: str) -> bool:
+    """A binding that only writes into ``name`` (``name[key] = value``, also inside a branch): what it stores is an
+    element, not the container (an optimizer's ``state['exp_avg'] = torch.zeros_like(p)`` makes no tensor of
+    ``state``, whose ``state['step']`` is a number)."""
+    statement = binding.node
+    if binding.kind not in ("masked", "conditional") or not isinstance(statement, cst.Assign):
+        return False
+    return all(
+        isinstance(target.target, cst.Subscript)
+        for target in statement.targets
+        if name in _target_names(target.target)
+    ) and any(name in _target_names(target.target) for target in statement.targets)
+
+
+def _target_names(target: cst.BaseExpression) -> set:
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, cst.Subscript):
+        return _target_names(target.value)
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return set().union(*(_target_names(element.value) for element in target.elements)) if target.elements else set()
+    return set()
 
 
 def _parameter_kind(param: cst.Param, site: Site) -> str:
