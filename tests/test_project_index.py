@@ -260,3 +260,22 @@ def test_every_call_of_a_function_is_found_by_name_attribute_and_alias(tmp_path)
     passed = arguments_passed(facts, facts.functions["build"], "size")
     values = {ast.literal_eval(value) for _, _, value in passed}
     assert values == {3, 4, 5, 6, 7}  # build() leaves the default
+
+
+def test_a_call_that_leaves_a_required_parameter_out_passes_nothing(tmp_path):
+    # d28: a second script calls train_model(model, data, optimizer) without the ``args`` the saver stores; that
+    # call raises TypeError before the body runs, so what the other callers pass is what the body can hold
+    from torchlint.analysis.model.calls import arguments_passed
+
+    (tmp_path / "lib.py").write_text("def train(model, args, epochs=3):\n    return args\n")
+    (tmp_path / "run.py").write_text("from lib import train\nimport argparse\ntrain(None, argparse.Namespace())\n")
+    (tmp_path / "broken.py").write_text("from lib import train\ntrain(None)\n")
+    index = project_index.ProjectIndex([str(p) for p in tmp_path.glob("*.py")])
+    facts = index.module_facts("lib")
+    passed = arguments_passed(facts, facts.functions["train"], "args")
+    assert {ast.unparse(value) for _, _, value in passed} == {"argparse.Namespace()"}
+    # a call that passes it twice stays unknown
+    (tmp_path / "twice.py").write_text("from lib import train\ntrain(None, 1, args=2)\n")
+    index = project_index.ProjectIndex([str(p) for p in tmp_path.glob("*.py")])
+    facts = index.module_facts("lib")
+    assert arguments_passed(facts, facts.functions["train"], "args") is None

@@ -116,7 +116,8 @@ def arguments_passed(
 ) -> Optional[List[Tuple[Any, ast.Call, ast.expr]]]:
     """What every call of the top-level ``function`` of module ``facts`` (project_index._ModuleFacts) in the project passes for ``parameter``
     (its default where a call omits it), with the calling module and the call; None when a call passes ``*args``
-    or ``**kwargs`` or gives the parameter nothing. Modules are found by the text ``name(`` (only they are
+    or ``**kwargs`` or gives the parameter twice. A call that leaves a required parameter out raises TypeError
+    before the body runs: it passes nothing and is left out. Modules are found by the text ``name(`` (only they are
     parsed) and a call counts when its callee resolves to the function (imports, aliases, the module's own
     name)."""
     arguments = function.args
@@ -142,6 +143,8 @@ def arguments_passed(
                 given.append(node.args[positional.index(parameter)])
             if not given and parameter in defaults:
                 given.append(defaults[parameter])
+            if not given:
+                continue  # a required parameter left out: the call raises TypeError and never runs the body
             if len(given) != 1:
                 return None
             found.append((caller, node, given[0]))
