@@ -584,3 +584,29 @@ def test_a_file_python_does_not_compile_runs_nothing_but_its_syntax_error_is_sho
     modern = {name: text.replace("async=True", "non_blocking=True") for name, text in files.items()}
     found = _all_levels(project(tmp_path / "modern", modern), capsys)
     assert found == {"helpers.py:7:TL602": ["high"], "legacy.py:8:TL602": ["low"]}  # Variable: low by the rule
+
+
+def _notebook(*cells: str) -> str:
+    return json.dumps({
+        "cells": [{"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": None, "source": [cell]} for cell in cells],
+        "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    })
+
+
+def test_a_notebook_stops_at_an_import_its_package_cannot_satisfy(tmp_path, capsys):
+    # d29: notebooks/experiments.ipynb imports FNO.fno_2d_time; FNO/ (a folder without __init__.py) never held it
+    use = "import torch.nn as nn\nimport torch.nn.init as init\ninit.kaiming_normal(nn.Linear(2, 2).weight)\n"
+    files = {
+        "FNO/PyTorch/fno.py": "X = 1\n",
+        "notebooks/run.ipynb": _notebook(use, "from FNO.fno_2d_time import FNO2DTime\n", use),
+    }
+    found = _all_levels(project(tmp_path / "missing", files), capsys)
+    assert found == {"notebooks/run.ipynb:3:TL602": ["high", "low"]}  # the cell before the import runs, the one after does not
+    # the module there: every cell runs
+    files["FNO/fno_2d_time.py"] = "FNO2DTime = object\n"
+    found = _all_levels(project(tmp_path / "present", files), capsys)
+    assert found == {"notebooks/run.ipynb:3:TL602": ["high", "high"]}
+    # a top-level module of that name may hold anything: nothing is said
+    files = {"FNO.py": "fno_2d_time = None\n", "notebooks/run.ipynb": _notebook(use, "from FNO.fno_2d_time import FNO2DTime\n", use)}
+    found = _all_levels(project(tmp_path / "module", files), capsys)
+    assert found == {"notebooks/run.ipynb:3:TL602": ["high", "high"]}

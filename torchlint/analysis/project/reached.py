@@ -26,7 +26,8 @@ reach it keeps it alive:
 A file whose top level imports, on no condition, what cannot be imported from it (a module its package lacks, a
 package that lives only in a sibling folder of a script nothing puts on the path, a name the module beside it does
 not define, a project module Python 3.7+ does not compile: ``x.cuda(async=True)``) runs nothing after that import:
-its definitions and its top-level code are unreached. A file that does not compile runs and uses nothing; only the
+its definitions and its top-level code are unreached. A notebook run from the top stops at such an import too:
+what comes after it is unreached, what comes before it runs. A file that does not compile runs and uses nothing; only the
 findings that name its syntax error stay where the rule put them (they break every run that imports or runs it).
 
 Only code of a program the project shows is judged: a file that another module imports, that runs code at its
@@ -357,11 +358,40 @@ def unreached(context: "FileContext") -> bool:
         return False
     if not context.compiles:
         return True  # read with a stand-in for ``async=``: Python does not compile the file, no line of it runs
+    if context.path.endswith(NOTEBOOK_SUFFIX) and _after_a_failing_notebook_import(context, index):
+        return True
     owners = [node for node in context.ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
     if not owners:
         # A script's own top level runs unless an import at its top (imports come first) raises.
         return context.memoized("reached.import-fails", context.module, lambda _: _imports_a_missing_module(context, index))
     return context.memoized("reached.unreached", owners[-1], lambda _: _unreached(context, index, owners))
+
+
+def _after_a_failing_notebook_import(context: "FileContext", index: ProjectIndex) -> bool:
+    """A notebook run from the top stops at an import that cannot succeed from its folder (a module its package
+    lacks, a package only another folder holds): nothing after that statement runs, definitions included."""
+    failing = context.memoized("reached.notebook-failing-import", context.module, lambda _: _first_failing_import(context, index))
+    if failing is None or len(context.ancestors) < 2:
+        return False
+    top = context.ancestors[1]
+    position = next((number for number, statement in enumerate(context.module.body) if statement is top), None)
+    return position is not None and position > failing
+
+
+def _first_failing_import(context: "FileContext", index: ProjectIndex) -> Optional[int]:
+    """The position in the notebook's code of its first unconditional import that :func:`_import_fails`."""
+    for position, statement in enumerate(context.module.body):
+        if not isinstance(statement, cst.SimpleStatementLine) or not any(
+            isinstance(small, (cst.Import, cst.ImportFrom)) for small in statement.body
+        ):
+            continue
+        try:
+            tree = ast.parse(context.module.code_for_node(statement).strip())
+        except (SyntaxError, ValueError):
+            continue
+        if _import_fails(context.path, tree, index):
+            return position
+    return None
 
 
 def never_compiled(context: "FileContext") -> bool:
@@ -552,7 +582,7 @@ def _import_fails(path: str, tree: Optional[ast.Module], index: ProjectIndex) ->
         else:
             continue
         for name in names:
-            if _beyond_reach(path, index, name):
+            if _beyond_reach(path, index, name) or _nowhere_in_its_package(path, index, name):
                 return True
             resolved = index.resolve_from(path, name)
             if index.is_module(resolved) and not index.compiles(resolved):
@@ -604,6 +634,34 @@ def _beyond_reach(path: str, index: ProjectIndex, name: str) -> bool:
     if module is None or _PATH_EDITS.search(index.module_bytes(module)):
         return False
     return not _project_sets_paths(index)
+
+
+def _nowhere_in_its_package(path: str, index: ProjectIndex, name: str) -> bool:
+    """``import pkg.sub`` where ``pkg`` is a package folder of the project (with or without ``__init__.py``) in the
+    importing file's folder or a folder above it (so it is the ``pkg`` Python finds, not an installed one), and no
+    folder of that name holds ``sub``: a notebook's ``from FNO.fno_2d_time import X`` below an ``FNO/`` that never
+    had it. A top-level module of that name (``pkg.py``) may hold anything: then nothing is said."""
+    first, dot, rest = name.partition(".")
+    folders = _placements(index).get(first)
+    if not dot or not folders:
+        return False
+    here = os.path.dirname(os.path.abspath(path))
+    if not any(here == folder or here.startswith(folder.rstrip(os.sep) + os.sep) for folder in folders):
+        return False  # a folder elsewhere (a vendored copy) does not hide what is installed
+    parts = rest.split(".")
+    for folder in folders:
+        base = os.path.join(folder, first)
+        if not os.path.isdir(base):
+            return False  # ``first.py``: a module, whose attributes are not files
+        target = os.path.join(base, *parts)
+        if os.path.isdir(target) or any(os.path.exists(target + suffix) for suffix in (".py", ".pyi", ".so", ".pyd")):
+            return False
+        try:
+            if any(entry.startswith(parts[-1] + ".") for entry in os.listdir(os.path.dirname(target))):
+                return False  # an extension module (``sub.cpython-311-x86_64-linux-gnu.so``)
+        except OSError:
+            return False
+    return True
 
 
 def _placements(index: ProjectIndex) -> Dict[str, frozenset]:
