@@ -184,7 +184,6 @@ class _ModuleFacts:
                         assigned.setdefault(name, []).append(node.value if isinstance(target, ast.Name) else None)
         self.values = {name: values[0] for name, values in assigned.items() if len(values) == 1 and values[0] is not None}
 
-
     def calls_of(self, name: str) -> List[ast.Call]:
         """The module's calls whose callee is written ``name`` or ``x.name``, or by a local name an import binds
         to something called ``name`` (``from m import f as g``: ``g(...)``); the tree is walked once per module."""
@@ -202,6 +201,7 @@ class _ModuleFacts:
             if local != name and qualified.rpartition(".")[2] == name:
                 found.extend(self._calls.get(local, ()))
         return found
+
     def stars(self) -> Optional[StarImports]:
         """What this module's ``from m import *`` statements bind, through the project's modules (None without any)."""
         if not self.star_modules:

@@ -588,7 +588,7 @@ def _import_fails(path: str, tree: Optional[ast.Module], index: ProjectIndex) ->
             if index.is_module(resolved) and not index.compiles(resolved):
                 return True  # importing it raises SyntaxError
             package, dot, _ = name.rpartition(".")
-            if not dot or index.is_module(index.resolve_from(path, name)):
+            if not dot or index.is_module(resolved):
                 continue
             holder = index.module_path(index.resolve_from(path, package))
             if holder is None or not holder.endswith("__init__.py"):

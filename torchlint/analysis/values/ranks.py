@@ -198,9 +198,7 @@ def _methods_rank(modules: Sequence[object], method: str, shape: CallShape, elem
         for class_node in facts.class_nodes.values():
             for statement in class_node.body:
                 if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and statement.name == method:
-                    returned = _returned_values(statement)
-                    defaults = _known_parameters(statement, shape)
-                    if not returned or not all(_ast_zero_dim(value, statement, facts, 0, defaults, element) for value in returned):
+                    if not _returns_zero_dim(statement, facts, _known_parameters(statement, shape), element):
                         return None
                     found = True
     return 0 if found else None
@@ -322,8 +320,9 @@ def _ast_reduces(keywords: Sequence[ast.keyword]) -> bool:
 def _bound_only_by_its_def(ancestors: Sequence[cst.CSTNode], name: str) -> bool:
     """Every binding of ``name`` that reaches the use is a top-level ``def`` of the file."""
     found = bindings(site_of(ancestors), name)
-    return bool(found) and all(
-        isinstance(binding.node, cst.FunctionDef) and bool(ancestors) and binding.node in ancestors[0].children
+    module = ancestors[0] if ancestors and isinstance(ancestors[0], cst.Module) else None
+    return module is not None and bool(found) and all(
+        isinstance(binding.node, cst.FunctionDef) and any(binding.node is statement for statement in module.body)
         for binding in found
     )
 
@@ -344,11 +343,15 @@ def function_return_rank(context: "FileContext", name: str, shape: CallShape = N
     function = facts.functions.get(name) if facts is not None else None
     if function is None:
         return None
+    return 0 if _returns_zero_dim(function, facts, _known_parameters(function, shape, receiver=0)) else None
+
+
+def _returns_zero_dim(
+    function: ast.FunctionDef, facts, known: Dict[str, object], element: Optional[Tuple[int, int]] = None
+) -> bool:
+    """Every ``return`` of ``function`` gives a 0-dim value (of the tuple's ``element``), ``known`` parameters fixed."""
     returned = _returned_values(function)
-    known = _known_parameters(function, shape, receiver=0)
-    if not returned or not all(_ast_zero_dim(value, function, facts, 0, known) for value in returned):
-        return None
-    return 0
+    return bool(returned) and all(_ast_zero_dim(value, function, facts, 0, known, element) for value in returned)
 
 
 def _rebinds(function: ast.FunctionDef, name: str) -> bool:
