@@ -131,6 +131,7 @@ from torchlint.analysis.flow.flow_events import (
     Site,
     StepCall,
 )
+from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
 from torchlint.walk_order import visit
 
@@ -1388,7 +1389,8 @@ def flow_for(
 ) -> FunctionFlow:
     """The (cached, per file) flow of ``function``."""
     table = _flow_cache.setdefault(context, {})
-    key = id(function)
+    # a flow read with naming conventions and one read without them are two flows (conventions.disabled)
+    key = (id(function), conventions.active())
     flow = table.get(key)
     if flow is None:
         flow = table[key] = FunctionFlow(context, function, class_def)
