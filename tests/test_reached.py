@@ -107,6 +107,26 @@ def test_a_self_test_of_a_library_module_nothing_imports_is_no_program(tmp_path,
     assert levels(project(tmp_path / "tools", files), capsys) == {"tools/run.py": ["high"]}
 
 
+def test_the_top_level_of_a_module_that_never_runs_is_unreached(tmp_path, capsys):
+    # d30: src/trainer/amp_trainer.py beside the trainers the package's __init__ imports; nothing imports it, and
+    # its top level only imports and defines, so its deprecated import never runs either
+    trainer = "from torch.cuda.amp import GradScaler\n\n\nclass AmpTrainer:\n    def __init__(self):\n        self.scaler = GradScaler()\n"
+    files = {
+        "trainers/__init__.py": "from trainers.plain import PlainTrainer\n",
+        "trainers/plain.py": "class PlainTrainer:\n    pass\n",
+        "trainers/amp.py": trainer,
+        "train.py": "from trainers import PlainTrainer\n\nPlainTrainer()\n",
+    }
+    assert levels(project(tmp_path / "unused", files), capsys) == {"trainers/amp.py": ["low", "low"]}
+    # imported, or run on its own (its ``__main__`` block), its top level runs
+    imported = dict(files, **{"trainers/__init__.py": "from trainers.plain import PlainTrainer\nfrom trainers.amp import AmpTrainer\n"})
+    # (the class it defines is imported and never built: its method stays unreached)
+    assert levels(project(tmp_path / "imported", imported), capsys) == {"trainers/amp.py": ["high", "low"]}
+    script = dict(files, **{"trainers/amp.py": trainer + "\n\nif __name__ == '__main__':\n    AmpTrainer()\n"})
+    # (a self-test of a library module: what only it builds stays unreached, test_a_self_test_of_a_library_module...)
+    assert levels(project(tmp_path / "script", script), capsys) == {"trainers/amp.py": ["high", "low"]}
+
+
 def test_a_comment_naming_the_helper_is_no_call(tmp_path, capsys):
     files = {"helpers.py": HELPER, "train.py": IDLE + "# init_params(net) is not needed here\n"}
     assert levels(project(tmp_path, files), capsys) == {"helpers.py": ["low"]}

@@ -362,9 +362,26 @@ def unreached(context: "FileContext") -> bool:
         return True
     owners = [node for node in context.ancestors if isinstance(node, (cst.FunctionDef, cst.ClassDef))]
     if not owners:
-        # A script's own top level runs unless an import at its top (imports come first) raises.
-        return context.memoized("reached.import-fails", context.module, lambda _: _imports_a_missing_module(context, index))
+        # A script's own top level runs unless an import at its top (imports come first) raises; a module that
+        # no part of the program imports or runs runs none of its top level either (its imports included).
+        return context.memoized("reached.import-fails", context.module, lambda _: _imports_a_missing_module(context, index)) or (
+            context.memoized("reached.module-never-runs", context.module, lambda _: _module_never_runs(context, index))
+        )
     return context.memoized("reached.unreached", owners[-1], lambda _: _unreached(context, index, owners))
+
+
+def _module_never_runs(context: "FileContext", index: ProjectIndex) -> bool:
+    """A module that runs nothing of its own when run (definitions and imports only, no ``__main__`` block) and
+    that no part of the program reaches."""
+    module = index.module_of(context.path)
+    facts = index.module_facts(module) if module is not None else None
+    if facts is None or any(_runs(statement, facts.qualify) for statement in facts.tree.body):
+        return False  # run as a script, its top level runs, whoever imports it
+    texts = context.memoized("reached.file", context.module, lambda _: _file_texts(context, index))
+    if texts is not _DEAD_MODULE:
+        return False
+    words = _words(index)
+    return not words.may_look_up(module) and not words.imported_by_name(module)
 
 
 def _after_a_failing_notebook_import(context: "FileContext", index: ProjectIndex) -> bool:
