@@ -4,7 +4,7 @@
     python bench/validate.py DRAW --packet DIR [--parts K] [--label L ...] [--codes CODE ...] [--levels LEVEL ...]
     python bench/validate.py DRAW --record FILE [FILE ...]
     python bench/validate.py --measured DRAW [DRAW ...] [--label L]
-    python bench/validate.py --calibrate DRAW [DRAW ...] [--label L] [--write]
+    python bench/validate.py --calibrate DRAW [DRAW ...] [--label L] [--prior TABLE.md] [--write]
 
 A draw (``bench/draw.py``) is read twice, blind, by readers with fresh eyes:
 
@@ -29,7 +29,9 @@ findings beside the corpus, and prints the figures; ``--write`` records them in
 (``torchlint/data/measured_precision.json``, read by ``torchlint rule CODE``) from the named draws
 together: validation draws only. ``--calibrate`` applies the decision rule to draws that have become
 calibration: it lints them with the level table off and writes the table (``--write``:
-``torchlint/data/level_calibration.json`` and ``bench/results/draws/calibration.md``).
+``torchlint/data/level_calibration.json`` and ``bench/results/draws/calibration.md``). ``--prior`` adds the
+counts of an earlier calibration's table (draws whose corpora are no longer at hand, read with the tree of
+their day) to each form's counts before the rule is applied.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ import datetime
 import json
 import math
 import os
+import re
 import sys
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -405,9 +408,32 @@ def shown_level(found: str, counts: Counter) -> str:
     return "low"
 
 
-def calibrate(names: Sequence[str], label: str, torchlint: str, corpus: Path, rerun: bool, write: bool) -> int:
+_PRIOR_ROW = re.compile(r"^\| (TL\d+) (high|medium|low) \| (\d+) \| (\d+) \|.*\| (\d+) \| \w+ \|$")
+_PRIOR_TITLE = re.compile(r"^# Calibration: the decision rule on draws (.+)$")
+
+
+def prior_counts(path: Path) -> Tuple[List[str], Dict[Tuple[str, str], Counter]]:
+    """The draws and per-form counts (read, real or real*, unread) of an earlier calibration table."""
+    draws: List[str] = []
+    counts: Dict[Tuple[str, str], Counter] = defaultdict(Counter)
+    for line in path.read_text(encoding="utf-8").splitlines():
+        title = _PRIOR_TITLE.match(line)
+        if title:
+            draws = [name.strip() for name in title.group(1).split(",")]
+        row = _PRIOR_ROW.match(line)
+        if row:
+            code, level, read, real, unread = row.groups()
+            counts[(code, level)].update(real=int(real), false=int(read) - int(real), unread=int(unread))
+    if not draws or not counts:
+        raise SystemExit(f"{path}: no calibration table (title and form rows) in it")
+    return draws, counts
+
+
+def calibrate(names: Sequence[str], label: str, torchlint: str, corpus: Path, rerun: bool, write: bool,
+              prior: Optional[Path] = None) -> int:
     """Lint the calibration draws at the levels the analysis finds (the level table off), and show each form
-    at the level the decision rule gives it; ``write`` records the table and its evidence."""
+    at the level the decision rule gives it; ``write`` records the table and its evidence. ``prior``: an
+    earlier table whose counts join this one's."""
     findings: List[Finding] = []
     verdicts: Dict[Key, Verdict] = {}
     lines = repositories = 0
@@ -426,14 +452,25 @@ def calibrate(names: Sequence[str], label: str, torchlint: str, corpus: Path, re
         else:
             os.environ[LEVEL_TABLE_VARIABLE] = previous
     counts = level_counts(findings, verdicts)
+    drawn = list(names)
+    prior_note = ""
+    command = f"`python bench/validate.py --calibrate {' '.join(names)} --label {label}`"
+    if prior is not None:
+        earlier, earlier_counts = prior_counts(prior)
+        for form, counted in earlier_counts.items():
+            counts.setdefault(form, Counter()).update(counted)
+        drawn = earlier + drawn
+        command = command[:-1] + f" --prior {prior.relative_to(BENCH.parent) if prior.is_absolute() else prior}`"
+        prior_note = (f" The counts of draws {', '.join(earlier)} come from {prior.name}, read with the tree of their "
+                      "day (their corpora are not kept), and are added to each form's.")
     moves = {}
-    out = [f"# Calibration: the decision rule on draws {', '.join(names)}", "",
-           f"`python bench/validate.py --calibrate {' '.join(names)} --label {label}`", "",
-           f"{repositories} repositories, {lines:,} lines; every finding at the level the analysis found it "
+    out = [f"# Calibration: the decision rule on draws {', '.join(drawn)}", "",
+           command, "",
+           f"{repositories} repositories, {lines:,} lines linted now; every finding at the level the analysis found it "
            "(the level table off), against the verdicts read blind. A form whose share of real findings cannot "
            "reach 0.90 (the upper end of its one-sided 90% Wilson interval is below it) is shown at `medium` "
            "when it is found at `high`, and one that cannot reach 0.50 at `low`; a form whose share is sure to "
-           "keep a higher level's promise (the lower end reaches it) is shown at that level.", "",
+           "keep a higher level's promise (the lower end reaches it) is shown at that level." + prior_note, "",
            "| form | read | real or real* | share | lower bound | upper bound | unread | shown at |",
            "|---|---:|---:|---:|---:|---:|---:|---|"]
     for (code, level) in sorted(counts, key=lambda k: (k[0], precision_user.LEVELS.index(k[1]))):
@@ -453,8 +490,8 @@ def calibrate(names: Sequence[str], label: str, torchlint: str, corpus: Path, re
     if write:
         CALIBRATION.write_text(text, encoding="utf-8")
         table = {
-            "note": (f"The decision rule applied to calibration draws {', '.join(names)} ({repositories} repositories, "
-                     f"{lines:,} lines, read blind): a form (CODE:level found) whose real share cannot reach 0.90 "
+            "note": (f"The decision rule applied to calibration draws {', '.join(drawn)} (of them, {repositories} "
+                     f"repositories and {lines:,} lines linted with this tree; read blind): a form (CODE:level found) whose real share cannot reach 0.90 "
                      "(the upper end of its one-sided 90% Wilson interval) is shown at medium, one that cannot reach "
                      "0.50 at low, where torchlint trace can confirm it; one sure to keep a higher promise (the lower "
                      "end reaches it) is shown there. Evidence: "
@@ -484,12 +521,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--measured", action="store_true")
     parser.add_argument("--calibrate", action="store_true",
                         help="apply the decision rule to the named calibration draws (with --write: the level table)")
+    parser.add_argument("--prior", type=Path,
+                        help="with --calibrate: an earlier calibration table whose counts join the draws'")
     args = parser.parse_args(argv)
     labels = args.label or ["after"]
     if args.measured:
         return measured(args.draws, labels[0], args.corpus)
     if args.calibrate:
-        return calibrate(args.draws, labels[0], args.torchlint, args.corpus, args.rerun, args.write)
+        return calibrate(args.draws, labels[0], args.torchlint, args.corpus, args.rerun, args.write, args.prior)
     if len(args.draws) != 1:
         parser.error("one draw at a time, except with --measured")
     name = args.draws[0]
