@@ -98,3 +98,24 @@ def test_the_file_context_and_the_prepass_resolve_through_a_project_star_import(
 def test_a_class_whose_base_comes_through_a_star_import():
     facts = project_index.facts_of_source("from torch.nn import *\n\n\nclass Net(Module):\n    pass\n", "m.py")
     assert facts.classes["Net"].bases == ("torch.nn.Module",)
+
+
+def test_a_model_class_reached_through_a_star_import_reaches_its_activation(tmp_path, capsys):
+    # d31: ``from dcgan import *`` brings the Discriminator whose Sequential ends in nn.Sigmoid; the pre-pass read
+    # only the names a file imports one by one, so it skipped the file where nn.BCELoss takes that output
+    from fixture_support import project_findings
+
+    (tmp_path / "nets.py").write_text(
+        "import torch.nn as nn\n\n\nclass Discriminator(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.main = nn.Sequential(nn.Linear(4, 1), nn.Sigmoid())\n\n"
+        "    def forward(self, x):\n        return self.main(x).view(-1)\n",
+        encoding="utf-8",
+    )
+    train = (
+        "import torch\nimport torch.nn as nn\n{imports}\n\nnet = Discriminator()\ncriterion = nn.BCELoss()\n"
+        "loss = criterion(net(torch.randn(8, 4)), torch.ones(8))\nloss.backward()\n"
+    )
+    for imports in ("from nets import *", "from nets import Discriminator"):
+        (tmp_path / "train.py").write_text(train.format(imports=imports), encoding="utf-8")
+        found = [(item["path"].removeprefix("./"), item["line"]) for item in project_findings(tmp_path, "TL206", capsys)]
+        assert found == [("train.py", 7)], imports

@@ -235,7 +235,7 @@ class ActivationBeforeLoss(Rule):
 
 def _imports_an_activation(scan) -> bool:
     """Whether a project module this file imports a called or subclassed name from (a model class, a builder,
-    an instance), or imports whole, reaches an activation's name in its text or its imports' texts: another
+    an instance), or imports whole or with ``*``, reaches an activation's name in its text or its imports' texts: another
     module's activation reaches the file's code only through one of those."""
     project = active_project()
     if project is None:
@@ -256,7 +256,8 @@ def _imports_an_activation(scan) -> bool:
         called = qualified.rsplit(".", 1)[-1] in used or module == qualified
         if called and project.is_module(module) and project.reaches_words(module, words):
             return True  # read from the text alone: the rule parses the module if its analysis gets there
-    return False
+    # ``from models import *`` binds every public name of the module: its classes are reached as if imported
+    return any(project.is_module(module) and project.reaches_words(module, words) for module in facts.star_modules)
 
 
 def _message(loss_kind: str, activation_kind: str) -> str:
