@@ -318,6 +318,32 @@ def test_a_name_the_module_beside_the_script_does_not_define_fails_to_import(tmp
     assert levels(project(tmp_path, files), capsys) == {"broken.py": ["low"], "fine.py": ["high"], "late.py": ["high"]}
 
 
+def test_importing_a_module_whose_own_import_fails_fails_too(tmp_path, capsys):
+    # d31: ``from model import CLIP`` runs model.py's ``from utils import set_requires_grad, l2_norm``, and utils.py
+    # defines no l2_norm: the script dies at its own import of model, whatever it does after
+    script = "import torch.nn as nn\nimport torch.nn.init as init\nfrom model import Net\n\ninit.kaiming_normal(nn.Linear(2, 2).weight)\n"
+    model = "from utils import {names}\n\n\nclass Net:\n    pass\n"
+    utils = "def set_requires_grad(m, flag):\n    pass\n"
+    broken = {"utils.py": utils, "model.py": model.format(names="set_requires_grad, l2_norm"), "train.py": script}
+    assert levels(project(tmp_path / "broken", broken), capsys) == {"train.py": ["low"]}
+    fine = dict(broken, **{"model.py": model.format(names="set_requires_grad")})
+    assert levels(project(tmp_path / "fine", fine), capsys) == {"train.py": ["high"]}
+    # modules that import each other: the cycle itself fails nothing
+    cycle = dict(fine, **{"utils.py": utils + "\nimport model\n"})
+    assert levels(project(tmp_path / "cycle", cycle), capsys) == {"train.py": ["high"]}
+
+
+def test_an_annotation_python_never_evaluates_runs_nothing(tmp_path, capsys):
+    # d31: ``-> torch.cuda.amp.GradScaler`` under ``from __future__ import annotations``, read as a use of the API
+    body = "import torch.nn.init as init\n\n\ndef init_params(net) -> init.kaiming_normal:\n    {local}\n    return net\n\n\ninit_params(None)\n"
+    postponed = {"train.py": "from __future__ import annotations\n" + body.format(local="pass")}
+    assert levels(project(tmp_path / "postponed", postponed), capsys) == {"train.py": ["low"]}
+    evaluated = {"train.py": body.format(local="pass")}
+    assert levels(project(tmp_path / "evaluated", evaluated), capsys) == {"train.py": ["high"]}
+    local = {"train.py": "import torch.nn.init as init\n\n\ndef f():\n    x: init.kaiming_normal = None\n    return x\n\n\nf()\n"}
+    assert levels(project(tmp_path / "local", local), capsys) == {"train.py": ["low"]}
+
+
 @pytest.mark.parametrize("module", ["from helpers import *\n", "def __getattr__(name):\n    return name\n", "globals()['X'] = 1\n"])
 def test_a_module_that_binds_names_no_statement_spells_may_define_any(tmp_path, capsys, module):
     script = "import torch.nn as nn\nimport torch.nn.init as init\nfrom losses import CE_KL_loss\n\ninit.kaiming_normal(nn.Linear(2, 2).weight)\n"

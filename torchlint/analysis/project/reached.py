@@ -44,6 +44,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import threading
 from collections import Counter
 from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set, Tuple
 
@@ -352,7 +353,10 @@ def _definitions(data: bytes, name: bytes) -> int:
 
 
 def unreached(context: "FileContext") -> bool:
-    """Whether the code the context is at sits in a function or class that nothing in the project names."""
+    """Whether the code the context is at sits in a function or class that nothing in the project names, or in an
+    annotation Python never evaluates."""
+    if _in_unevaluated_annotation(context):
+        return True
     index = context.project
     if index is None or context.path in ("", "-"):
         return False
@@ -382,6 +386,34 @@ def _module_never_runs(context: "FileContext", index: ProjectIndex) -> bool:
         return False
     words = _words(index)
     return not words.may_look_up(module) and not words.imported_by_name(module)
+
+
+def _in_unevaluated_annotation(context: "FileContext") -> bool:
+    """An annotation no run evaluates: a local variable's (``x: T = v`` in a function body), or any once the module
+    postpones them (``from __future__ import annotations``); what it names is never looked up, let alone called."""
+    ancestors = context.ancestors
+    for position, node in enumerate(ancestors):
+        if not isinstance(node, cst.Annotation):
+            continue
+        holder = ancestors[position - 1] if position else None
+        if isinstance(holder, cst.AnnAssign) and any(isinstance(outer, cst.FunctionDef) for outer in ancestors[:position - 1]):
+            return True
+        return context.memoized("reached.postponed-annotations", context.module, lambda module: _postpones_annotations(module))
+    return False
+
+
+def _postpones_annotations(module: cst.Module) -> bool:
+    for statement in module.body:
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if (
+                isinstance(small, cst.ImportFrom) and isinstance(small.module, cst.Name) and small.module.value == "__future__"
+                and not isinstance(small.names, cst.ImportStar)
+                and any(isinstance(alias.name, cst.Name) and alias.name.value == "annotations" for alias in small.names)
+            ):
+                return True
+    return False
 
 
 def _after_a_failing_notebook_import(context: "FileContext", index: ProjectIndex) -> bool:
@@ -604,6 +636,8 @@ def _import_fails(path: str, tree: Optional[ast.Module], index: ProjectIndex) ->
             resolved = index.resolve_from(path, name)
             if index.is_module(resolved) and not index.compiles(resolved):
                 return True  # importing it raises SyntaxError
+            if index.is_module(resolved) and _module_import_fails(index, resolved):
+                return True  # importing it runs its own top-level imports, and one of them raises
             package, dot, _ = name.rpartition(".")
             if not dot or index.is_module(resolved):
                 continue
@@ -621,6 +655,30 @@ def _import_fails(path: str, tree: Optional[ast.Module], index: ProjectIndex) ->
             if _names_not_defined(path, index, statement):
                 return True
     return False
+
+
+_ASKING = threading.local()  # .modules: those whose import this thread is judging (an import cycle counts as succeeding)
+
+
+def _module_import_fails(index: ProjectIndex, module: str) -> bool:
+    """Importing the project's ``module`` raises at one of its own top-level imports (:func:`_import_fails`, which
+    follows the modules those import in turn): ``from model import CLIP`` where ``model.py`` imports a name
+    ``utils.py`` does not define."""
+    asking = _ASKING.__dict__.setdefault("modules", set())
+    if module in asking:
+        return False
+
+    def compute() -> bool:
+        facts, path = index.module_facts(module), index.module_path(module)
+        if facts is None or path is None:
+            return False
+        asking.add(module)
+        try:
+            return _import_fails(path, facts.tree, index)
+        finally:
+            asking.discard(module)
+
+    return index.fact(f"reached.module-import-fails:{module}", compute)  # type: ignore[return-value]
 
 
 # A file that changes where imports are found, or says where a launcher should look.
