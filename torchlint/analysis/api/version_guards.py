@@ -18,7 +18,8 @@ function's stub, or a bare ``except:``), in such a handler (the fallback for old
 ``except AttributeError: scaler = torch.cuda.amp.GradScaler()``), or in either branch of an ``if`` (or conditional
 expression) whose test reads a version (``torch.__version__``, ``TORCH_VERSION``,
 ``is_torch_greater_than("2.0")``) or probes torch for a name (``hasattr(torch, "symeig")``,
-``getattr(torch.linalg, "eigh", None)``).  ``except Exception`` around a training loop is not a
+``getattr(torch.linalg, "eigh", None)``), or after such an ``if`` that always returns or raises (its implicit
+``else``).  ``except Exception`` around a training loop is not a
 guard: it swallows the break, it does not plan for it; nor is ``getattr(outputs, "loss", None)``.
 """
 from __future__ import annotations
@@ -51,7 +52,29 @@ def is_version_guarded(context: "FileContext") -> bool:
             return True  # the fallback for the releases where the try's API is missing
         if isinstance(node, (cst.If, cst.IfExp)) and child is not node.test and _asks_for_release(context, node.test):
             return True
+        if isinstance(node, (cst.IndentedBlock, cst.Module)) and child is not None and _after_a_release_exit(context, node.body, child):
+            return True
     return False
+
+
+def _after_a_release_exit(context: "FileContext", body, statement: cst.CSTNode) -> bool:
+    """``statement`` follows, in the same block, an ``if`` that asks for the release and always returns or raises
+    (``if hasattr(torch.amp, "GradScaler"): return torch.amp.GradScaler(...)``): it is that ``if``'s else branch."""
+    for earlier in body:
+        if earlier is statement:
+            return False
+        if isinstance(earlier, cst.If) and earlier.orelse is None and _always_leaves(earlier.body) and _asks_for_release(context, earlier.test):
+            return True
+    return False
+
+
+def _always_leaves(block: cst.BaseSuite) -> bool:
+    last = block.body[-1] if isinstance(block, cst.IndentedBlock) and block.body else None
+    if isinstance(block, cst.SimpleStatementSuite):
+        last = block
+    if not isinstance(last, (cst.SimpleStatementLine, cst.SimpleStatementSuite)) or not last.body:
+        return False
+    return isinstance(last.body[-1], (cst.Return, cst.Raise))
 
 
 def _asks_for_release(context: "FileContext", test: cst.BaseExpression) -> bool:
