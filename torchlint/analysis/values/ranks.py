@@ -255,7 +255,7 @@ def _ast_zero_dim(
     if isinstance(node, ast.BinOp) and isinstance(node.op, _AST_ELEMENTWISE):
         sides = (node.left, node.right)
         zero = [_ast_zero_dim(side, function, facts, depth + 1, defaults) for side in sides]
-        numbers = [_ast_number(side, function, defaults) for side in sides]
+        numbers = [_ast_number(side, function, defaults, facts) for side in sides]
         return any(zero) and all(z or n for z, n in zip(zero, numbers))
     if isinstance(node, ast.IfExp):
         test = node.test
@@ -280,7 +280,8 @@ def _ast_zero_dim(
             return _ast_reduces(node.keywords)
         return False
     if isinstance(node, ast.Name):
-        # every binding of the name in the function is a plain assignment of a 0-dim value
+        # every binding of the name in the function is a plain assignment of a 0-dim value, or an elementwise update
+        # by a number or a 0-dim value (``kld /= batch_size * 784`` keeps the shape it had)
         values = []
         for statement in own_nodes(function):
             if isinstance(statement, ast.Assign):
@@ -288,24 +289,63 @@ def _ast_zero_dim(
                     if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
                         return False  # unpacked or chained
                     values.append(statement.value)
+            elif isinstance(statement, ast.AugAssign) and _stores(statement.target, node.id):
+                by = statement.value
+                if not isinstance(statement.op, _AST_ELEMENTWISE) or not (
+                    _ast_number(by, function, defaults, facts) or _ast_zero_dim(by, function, facts, depth + 1, defaults)
+                ):
+                    return False
             elif any(_stores(target, node.id) for target in _binding_targets(statement)):
-                return False  # augmented, annotated, a loop or ``with`` target, a walrus
+                return False  # annotated, a loop or ``with`` target, a walrus
         return bool(values) and all(_ast_zero_dim(value, function, facts, depth + 1, defaults) for value in values)
     return False
 
 
-def _ast_number(node: ast.expr, function: ast.FunctionDef, defaults: Dict[str, object]) -> bool:
-    """A Python number: a numeric literal, a parameter the call leaves a number (``T=20.0``), arithmetic of those."""
+def _ast_number(node: ast.expr, function: ast.FunctionDef, defaults: Dict[str, object], facts=None) -> bool:
+    """A Python number: a numeric literal, a parameter the call leaves a number (``T=20.0``), a module constant
+    (``batch_size = 128`` at the top level, never rebound), arithmetic of those."""
     if isinstance(node, ast.Constant):
         return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
     if isinstance(node, ast.Name):
-        value = defaults.get(node.id)
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and not _rebinds(function, node.id)
+        if _rebinds(function, node.id):
+            return False
+        if node.id in defaults:
+            value = defaults[node.id]
+            return isinstance(value, (int, float)) and not isinstance(value, bool)
+        return facts is not None and not _is_parameter(function, node.id) and _module_number(facts, node.id)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        return _ast_number(node.operand, function, defaults)
+        return _ast_number(node.operand, function, defaults, facts)
     if isinstance(node, ast.BinOp) and isinstance(node.op, _AST_ELEMENTWISE + (ast.Pow,)):
-        return _ast_number(node.left, function, defaults) and _ast_number(node.right, function, defaults)
+        return _ast_number(node.left, function, defaults, facts) and _ast_number(node.right, function, defaults, facts)
     return False
+
+
+def _is_parameter(function: ast.FunctionDef, name: str) -> bool:
+    arguments = function.args
+    every = arguments.posonlyargs + arguments.args + arguments.kwonlyargs + [a for a in (arguments.vararg, arguments.kwarg) if a]
+    return any(argument.arg == name for argument in every)
+
+
+def _module_number(facts, name: str) -> bool:
+    """``name`` is bound only at the module's top level, each time to a numeric literal, and no function declares it
+    ``global``."""
+    tree = getattr(facts, "tree", None)
+    if tree is None:
+        return False
+    found = False
+    for statement in tree.body:
+        if isinstance(statement, ast.Assign) and any(_stores(target, name) for target in statement.targets):
+            value = statement.value
+            if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name) or not (
+                isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
+            ):
+                return False
+            found = True
+        elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
+            isinstance(inner, ast.Name) and inner.id == name and isinstance(inner.ctx, ast.Store) for inner in ast.walk(statement)
+        ):
+            return False  # a loop, ``with`` or conditional binding at the top level
+    return found and not any(isinstance(inner, ast.Global) and name in inner.names for inner in ast.walk(tree))
 
 
 def _ast_reduces(keywords: Sequence[ast.keyword]) -> bool:
