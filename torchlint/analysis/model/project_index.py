@@ -176,6 +176,13 @@ class _ModuleFacts:
             if isinstance(node, ast.ClassDef):
                 self.classes[node.name] = self._class(node)
                 self.class_nodes[node.name] = node
+            elif isinstance(node, (ast.If, ast.Try)):
+                # a class a script defines in its ``if __name__ == "__main__":`` block (or another top-level block)
+                # is a module-level name where it runs, when no other statement binds that name
+                for inner in _guarded(node):
+                    if isinstance(inner, ast.ClassDef) and _bound_once(tree, inner.name):
+                        self.classes[inner.name] = self._class(inner)
+                        self.class_nodes[inner.name] = inner
             elif isinstance(node, ast.FunctionDef):
                 self.functions[node.name] = node
             elif isinstance(node, ast.Assign):
@@ -264,6 +271,20 @@ def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
 
 
 _dotted = ast_dotted_name
+
+
+def _bound_once(tree: ast.Module, name: str) -> bool:
+    """Whether the module's top level (its ``if``/``try`` blocks included) binds ``name`` in one statement only."""
+    count = 0
+    for node in tree.body:
+        for statement in _guarded(node):
+            if isinstance(statement, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                count += statement.name == name
+            elif isinstance(statement, (ast.Import, ast.ImportFrom)):
+                count += any((alias.asname or alias.name.split(".", 1)[0]) == name for alias in statement.names)
+            else:
+                count += any(isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Store) for n in ast.walk(statement))
+    return count == 1
 
 
 def _target_names(target: ast.expr) -> Iterable[str]:
