@@ -185,3 +185,17 @@ def test_tl604_message_matches_what_the_flag_loaded(tmp_path, capsys):
     messages = {finding["line"]: finding["message"] for finding in json.loads(capsys.readouterr().out)}
     assert "IMAGENET1K_V1` loads the same weights" in messages[3]
     assert "`weights=None` builds the same untrained model" in messages[4] and "IMAGENET1K_V1" not in messages[4]
+
+
+def test_tl616_leaves_numpys_range_indexers_alone():
+    # d32: ``np.mgrid[a : b : (b - a) / 400]`` reads a float step as a range; ``//`` would make the step 0
+    from fixture_support import all_rules_settings, checker_target
+    from torchlint import engine
+
+    text = (
+        "import numpy as np\nimport torch\n\n\ndef grid(x, n):\n"
+        "    xx, yy = np.mgrid[0 : 1 + 1 / 10 : 1 / 400, -1 : 1 : 2 / 400]\n"
+        "    return xx, yy, x[:, : n / 2]\n"
+    )
+    found = engine.lint_text(text, "plots.py", all_rules_settings(checker_target(text))).findings
+    assert sorted((f.location.line, f.code) for f in found if f.code == "TL616") == [(7, "TL616")]

@@ -21,6 +21,8 @@ MAX_DEPTH = 3
 _FLOAT_KEEPING = (cst.Add, cst.Subtract, cst.Multiply, cst.Modulo)
 # Label-based indexers: a float is a label there (``series.loc[: 2.5]``).
 _LABEL_INDEXERS = frozenset({"loc", "at"})
+# NumPy's index tricks read a slice as a range of numbers: a float step or bound is meant (``np.mgrid[0:1:0.1]``).
+_RANGE_INDEXERS = frozenset({"numpy.mgrid", "numpy.ogrid", "numpy.r_", "numpy.c_", "numpy.s_", "numpy.index_exp"})
 
 
 class TrueDivisionAsSize(Rule):
@@ -120,6 +122,8 @@ class TrueDivisionAsSize(Rule):
     def visit_Slice(self, node: cst.Slice) -> None:
         subscript = next((n for n in reversed(self.context.ancestors) if isinstance(n, cst.Subscript)), None)
         if subscript is None or (isinstance(subscript.value, cst.Attribute) and subscript.value.attr.value in _LABEL_INDEXERS):
+            return
+        if self.context.qualified_name(subscript.value) in _RANGE_INDEXERS:
             return
         for bound in (node.lower, node.upper, node.step):
             if bound is not None:
