@@ -180,7 +180,7 @@ class _ModuleFacts:
                 # a class a script defines in its ``if __name__ == "__main__":`` block (or another top-level block)
                 # is a module-level name where it runs, when no other statement binds that name
                 for inner in _guarded(node):
-                    if isinstance(inner, ast.ClassDef) and _bound_once(tree, inner.name):
+                    if isinstance(inner, ast.ClassDef) and bound_once(tree, inner.name):
                         self.classes[inner.name] = self._class(inner)
                         self.class_nodes[inner.name] = inner
             elif isinstance(node, ast.FunctionDef):
@@ -273,7 +273,7 @@ def _guarded(node: ast.stmt) -> Iterable[ast.stmt]:
 _dotted = ast_dotted_name
 
 
-def _bound_once(tree: ast.Module, name: str) -> bool:
+def bound_once(tree: ast.Module, name: str) -> bool:
     """Whether the module's top level (its ``if``/``try`` blocks included) binds ``name`` in one statement only."""
     count = 0
     for node in tree.body:

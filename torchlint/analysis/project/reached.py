@@ -664,7 +664,9 @@ def _module_import_fails(index: ProjectIndex, module: str) -> bool:
     """Importing the project's ``module`` raises at one of its own top-level imports (:func:`_import_fails`, which
     follows the modules those import in turn): ``from model import CLIP`` where ``model.py`` imports a name
     ``utils.py`` does not define."""
-    asking = _ASKING.__dict__.setdefault("modules", set())
+    asking = getattr(_ASKING, "modules", None)
+    if asking is None:
+        asking = _ASKING.modules = set()
     if module in asking:
         return False
 

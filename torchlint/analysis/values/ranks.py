@@ -32,7 +32,7 @@ from torchlint.analysis.model.bindings import reaching_definition
 from torchlint.analysis.model.calls import NOT_A_LITERAL, argument, has_star_args, keyword_arg, literal_value, positional_args
 from torchlint.analysis.model.ops import module_constructor, unmoved
 from torchlint.analysis.model.ast_names import own_nodes
-from torchlint.analysis.model.project_index import file_facts
+from torchlint.analysis.model.project_index import bound_once, file_facts
 from torchlint.analysis.model.dataflow import bindings, site_of, unpack_position
 from torchlint.analysis.values.kinds import TENSOR_METHODS, value_kind
 from torchlint.analysis.values.losses import is_functional_loss_name, is_loss_call
@@ -327,25 +327,12 @@ def _is_parameter(function: ast.FunctionDef, name: str) -> bool:
 
 
 def _module_number(facts, name: str) -> bool:
-    """``name`` is bound only at the module's top level, each time to a numeric literal, and no function declares it
-    ``global``."""
-    tree = getattr(facts, "tree", None)
-    if tree is None:
+    """``name`` is bound once at the module's top level (its blocks included), to a numeric literal, and no
+    function declares it ``global``."""
+    value = getattr(facts, "values", {}).get(name)
+    if not (isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)):
         return False
-    found = False
-    for statement in tree.body:
-        if isinstance(statement, ast.Assign) and any(_stores(target, name) for target in statement.targets):
-            value = statement.value
-            if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name) or not (
-                isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and not isinstance(value.value, bool)
-            ):
-                return False
-            found = True
-        elif not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
-            isinstance(inner, ast.Name) and inner.id == name and isinstance(inner.ctx, ast.Store) for inner in ast.walk(statement)
-        ):
-            return False  # a loop, ``with`` or conditional binding at the top level
-    return found and not any(isinstance(inner, ast.Global) and name in inner.names for inner in ast.walk(tree))
+    return bound_once(facts.tree, name) and not any(isinstance(inner, ast.Global) and name in inner.names for inner in ast.walk(facts.tree))
 
 
 def _ast_reduces(keywords: Sequence[ast.keyword]) -> bool:
