@@ -337,3 +337,91 @@ def test_the_readme_example_shows_a_real_run(tmp_path):
     proc = run(tmp_path, sys.executable, "-m", "torchlint", "trace", "train.py")
     stderr = proc.stderr.decode()
     assert proc.stdout.decode() + stderr[stderr.index("torchlint trace:") :] == shown
+
+
+# -- mixed precision ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("deferred", [False, True], ids=["read-at-once", "read-later"])
+def test_the_scalers_overflow_is_counted_and_a_root_of_zero_is_still_the_birth(tmp_path, deferred):
+    folder = project(tmp_path, "mixed_precision")
+    alone = plain(folder, "train.py", "sqrt")
+    proc, report = trace(folder, "train.py", "sqrt", env={"TORCHLINT_TRACE_DEFERRED": "1" if deferred else "0"})
+    assert proc.returncode == 0 and proc.stdout == alone.stdout
+    first = report["first_nonfinite"]
+    assert (first["line"], first["phase"], first["op"], first["kind"], first["backward_calls"]) == (
+        line_of(folder, "train.py", "torch.sqrt(out.float()"),
+        "backward",
+        "SqrtBackward0",
+        "inf",
+        9,
+    )
+    run_record = report["run"]
+    # Steps 0-8 overflow the scale (halved each time down to 2**15, whose gradients fit float16) and step 9's
+    # Inf is the root's: 10 skipped steps, 9 of them the scale's overflow, all 12 counted as steps.
+    assert (run_record["optimizer_steps"], run_record["scaler_skipped_steps"], run_record["scaler_overflows"]) == (12, 10, 9)
+    assert run_record["first_overflow"]["step"] == 0 and run_record["first_overflow"]["phase"] == "backward"
+
+
+def test_without_a_planted_hazard_the_scalers_overflow_is_no_nonfinite_value(tmp_path):
+    folder = project(tmp_path, "mixed_precision")
+    proc, report = trace(folder, "train.py")
+    assert proc.returncode == 0
+    assert report["first_nonfinite"] is None and report["run"]["scaler_overflows"] == 9
+    text = run(folder, sys.executable, "-m", "torchlint", "trace", "train.py").stderr.decode()
+    assert "first non-finite value: none" in text and "(9 skipped by GradScaler)" in text
+    assert "overflow skipped by GradScaler: 9 scaled backward passes" in text
+
+
+def test_a_forward_overflow_under_autocast_is_a_birth(tmp_path):
+    folder = project(tmp_path, "mixed_precision")
+    _, report = trace(folder, "train.py", "forward")
+    first = report["first_nonfinite"]
+    assert (first["line"], first["phase"], first["kind"], first["step"]) == (line_of(folder, "train.py", "out * 1e5 * 1e5"), "forward", "inf", 9)
+
+
+# -- several ranks ------------------------------------------------------------------------------
+
+
+def torchrun(folder: Path, *arguments: str) -> Tuple[subprocess.CompletedProcess, Dict[int, dict]]:
+    """``torchrun --nproc-per-node 2 -m torchlint trace --output-file t.json ARGUMENTS``: the launcher's process
+    and each rank's JSON report (``t.rank0.json``, ``t.rank1.json``)."""
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "torchlint", "trace"]
+    proc = run(folder, *command, "--output-file", "t.json", *arguments)
+    assert proc.returncode == 0, proc.stderr.decode()[-3000:]
+    assert not (folder / "t.json").exists()
+    return proc, {rank: json.loads((folder / f"t.rank{rank}.json").read_text(encoding="utf-8")) for rank in (0, 1)}
+
+
+def test_each_rank_reports_and_a_gradient_from_the_other_rank_is_no_birth(tmp_path):
+    folder = project(tmp_path, "two_ranks")
+    proc, reports = torchrun(folder, "train.py")
+    born, received = reports[1]["first_nonfinite"], reports[0]["first_nonfinite"]
+    line = line_of(folder, "train.py", ".sqrt()")
+    assert (born["op"], born["line"], born["backward_calls"], born.get("from_other_rank")) == ("SqrtBackward0", line, 2, None)
+    assert (received["phase"], received["op"], received["from_other_rank"]) == ("collective", "gradient all-reduce", True)
+    assert received["line"] == line_of(folder, "train.py", "loss.backward()") and received["step"] == 2
+    assert (reports[0]["run"]["rank"], reports[1]["run"]["rank"]) == (0, 1)
+    text = proc.stderr.decode()
+    assert "[rank 0] first non-finite value: nan from another rank, received through the gradient all-reduce" in text
+    assert "[rank 1] first non-finite value: inf in the gradient of SqrtBackward0" in text
+    report_lines = [line for line in text.splitlines() if "torchlint trace:" in line or "first non-finite" in line]
+    assert len(report_lines) == 4 and all(line.startswith(("[rank 0] ", "[rank 1] ")) for line in report_lines)
+
+
+def test_a_value_a_collective_brings_from_the_other_rank_is_named_at_the_collective(tmp_path):
+    folder = project(tmp_path, "two_ranks")
+    _, reports = torchrun(folder, "train.py", "metric")
+    born, received = reports[1]["first_nonfinite"], reports[0]["first_nonfinite"]
+    assert (born["phase"], born["line"]) == ("forward", line_of(folder, "train.py", "hits / hits.sum()"))
+    assert (received["op"], received["from_other_rank"], received["line"]) == (
+        "torch.distributed.all_reduce",
+        True,
+        line_of(folder, "train.py", "dist.all_reduce(statistic)"),
+    )
+
+
+def test_without_a_launcher_the_output_file_keeps_its_name(tmp_path):
+    folder = project(tmp_path, "clean")
+    proc = run(folder, sys.executable, "-m", "torchlint", "trace", "--output-file", "t.json", "train.py", env={"RANK": ""})
+    assert proc.returncode == 0 and (folder / "t.json").exists() and "[rank" not in proc.stderr.decode()

@@ -98,12 +98,28 @@ def run(args: argparse.Namespace) -> int:
         shutil.rmtree(folder, ignore_errors=True)
 
     shown = [dataclasses.replace(finding, path=display_path(finding.path)) for finding in findings]
-    report = TraceReport(shown, results, missing, diagnostics, args.max_steps)
+    rank = launcher_rank()
+    report = TraceReport(shown, results, missing, diagnostics, args.max_steps, rank=rank)
     if args.output_file:  # JSON there, text here
-        with open(args.output_file, "w", encoding="utf-8") as handle:
+        with open(rank_path(args.output_file, rank), "w", encoding="utf-8") as handle:
             handle.write(report.to_json())
     sys.stderr.write(report.to_json() if args.output_format == "json" and not args.output_file else report.to_text())
     return _exit_like(status)
+
+
+def launcher_rank() -> Optional[int]:
+    """This process's rank when a launcher started it as one of several (``torchrun``, ``accelerate launch``
+    and the like set ``RANK``); None otherwise."""
+    value = os.environ.get("RANK", "").strip()
+    return int(value) if value.isdigit() else None
+
+
+def rank_path(path: str, rank: Optional[int]) -> str:
+    """``t.json`` as rank 1 writes it: ``t.rank1.json`` (each rank its own report)."""
+    if rank is None:
+        return path
+    stem, suffix = os.path.splitext(path)
+    return f"{stem}.rank{rank}{suffix}"
 
 
 def _usage(message: str) -> int:

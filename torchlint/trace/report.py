@@ -27,8 +27,10 @@ class TraceReport:
         missing: Dict[int, str],
         diagnostics: Sequence[Diagnostic] = (),
         max_steps: Optional[int] = None,
+        rank: Optional[int] = None,
     ) -> None:
         self.findings = findings
+        self.rank = rank  # one rank of several: its report says so
         self.results = results or {}
         self.sites: Dict[str, Any] = self.results.get("sites", {})
         self.missing = missing
@@ -72,7 +74,8 @@ class TraceReport:
             item = finding_to_dict(finding)
             item.update(self.verdict(index))
             items.append(item)
-        document = {"findings": items, "first_nonfinite": self.first_nonfinite(), "run": self.run}
+        run = dict(self.run, rank=self.rank) if self.rank is not None else self.run
+        document = {"findings": items, "first_nonfinite": self.first_nonfinite(), "run": run}
         return json.dumps(document, indent=2) + "\n"
 
     # -- text -----------------------------------------------------------------------------------
@@ -87,6 +90,8 @@ class TraceReport:
         for index, finding in enumerate(self.findings):
             lines.append(f"{finding.path}:{finding.location.line}:{finding.location.column}: {finding.code} {self._finding_words(index)}")
         lines.append(self._first_words())
+        if self.run.get("scaler_overflows"):
+            lines.append(self._overflow_words())
         stopped = self.run.get("stopped")
         if stopped == "max-steps":
             lines.append(f"the run was stopped after {_count(self.max_steps or 0, 'step')} (--max-steps)")
@@ -96,6 +101,8 @@ class TraceReport:
             lines.append(f"not checked: {diagnostic.path}:{diagnostic.line}:{diagnostic.column}: {diagnostic.message}")
         for error in self.run.get("errors", []):
             lines.append(f"trace: internal error, the run went on: {error}")
+        if self.rank is not None:  # ranks print at once: every line says which one speaks
+            lines = [f"[rank {self.rank}] {line}" for text in lines for line in text.split("\n")]
         return "\n".join(lines) + "\n"
 
     def _run_words(self) -> str:
@@ -103,7 +110,10 @@ class TraceReport:
             return "no record of the run: it ended before it could be written"
         if not self.run.get("torch_imported"):
             return "the program never imported torch"
-        return f"{_count(self.run.get('optimizer_steps', 0), 'optimizer step')}, {_count(self.run.get('backward_calls', 0), 'backward pass', 'backward passes')}"
+        steps = _count(self.run.get("optimizer_steps", 0), "optimizer step")
+        if self.run.get("scaler_skipped_steps"):
+            steps += f" ({self.run['scaler_skipped_steps']} skipped by GradScaler)"
+        return f"{steps}, {_count(self.run.get('backward_calls', 0), 'backward pass', 'backward passes')}"
 
     def _finding_words(self, index: int) -> str:
         verdict = self.verdict(index)
@@ -143,7 +153,13 @@ class TraceReport:
             return "first non-finite value: none, every value and gradient stayed finite"
         phase = event.get("phase")
         op = event.get("op", "")
-        what = f"{event.get('kind')} in the gradient of {op}" if phase == "backward" else f"{event.get('kind')} from {op} ({phase})"
+        if event.get("from_other_rank"):
+            through = op if op.startswith("torch.") else f"the {op}"
+            what = f"{event.get('kind')} from another rank, received through {through}"
+        elif phase == "backward":
+            what = f"{event.get('kind')} in the gradient of {op}"
+        else:
+            what = f"{event.get('kind')} from {op} ({phase})"
         place = f"{event['path']}:{event['line']}" if event.get("path") else "outside the project's files"
         if event.get("in_backward_call"):
             place += " (the backward call; the forward line of this op is unknown)"
@@ -153,6 +169,16 @@ class TraceReport:
         if event.get("source"):
             line += f"\n    {event['source'].strip()}"
         return line
+
+
+    def _overflow_words(self) -> str:
+        first = self.run.get("first_overflow") or {}
+        place = f" at {display_path(first['path'])}:{first['line']}" if first.get("path") else ""
+        return (
+            f"overflow skipped by GradScaler: {_count(self.run['scaler_overflows'], 'scaled backward pass', 'scaled backward passes')} "
+            f"made Inf that the loss scale alone explains, and the scaler skipped their steps (first: {first.get('kind')} in the "
+            f"gradient of {first.get('op')}{place}); not counted as values born non-finite"
+        )
 
 
 def _count(number: int, word: str, plural: Optional[str] = None) -> str:

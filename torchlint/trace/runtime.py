@@ -96,6 +96,21 @@ _PASSTHROUGH_NODES = frozenset({
     "ReluBackward0", "ThresholdBackward0", "NegBackward0", "MaskedFillBackward0", "WhereBackward0",
 })
 _BACKWARD_CALLS = (torch.Tensor.backward, torch.autograd.backward, torch.autograd.grad)
+# Backward nodes whose gradient divides by, or takes a root or log of, a forward value: at its edge the
+# gradient is Inf/NaN whatever the loss scale.  Where a node cannot be recomputed on the unscaled gradient
+# (checks read later, on devices), an Inf such a node makes in a scaled backward pass is a birth; one made by
+# any other node is the scale's overflow.
+_SCALE_INDEPENDENT_NODES = frozenset({
+    "SqrtBackward0", "RsqrtBackward0", "PowBackward0", "PowBackward1", "PowBackward2", "DivBackward0",
+    "DivBackward1", "DivBackward2", "DivBackward3", "ReciprocalBackward0", "LogBackward0", "Log2Backward0",
+    "Log10Backward0", "Log1pBackward0", "AcosBackward0", "AsinBackward0", "AtanhBackward0", "AcoshBackward0",
+    "NormBackward0", "NormBackward1", "NormBackward2", "NormBackward3", "LinalgVectorNormBackward0",
+    "CdistBackward0", "StdBackward0", "VarBackward0", "ProdBackward0", "ProdBackward1", "CumprodBackward0",
+    "LgammaBackward0", "DigammaBackward0", "ErfinvBackward0", "LogitBackward0", "XlogyBackward0",
+    "BinaryCrossEntropyBackward0", "AngleBackward0", "SgnBackward0",
+})
+# The attribute a GradScaler's scaled output carries: the scale it was multiplied by.
+_SCALE_ATTRIBUTE = "_torchlint_loss_scale"
 # How the watch treats a call: check its output, pass it through, or watch the backward pass it runs.
 _CHECK, _PASS, _BACKWARD = "check", "pass", "backward"
 _HANDLE_TORCH_FUNCTION = getattr(torch.overrides.handle_torch_function, "__code__", None)
@@ -591,6 +606,11 @@ class Watch(TorchFunctionMode):
         self.stop_at_next_backward = False
         self.stop_after_backward = False
         self.backward_place: Optional[Dict[str, Any]] = None
+        # The loss scale of the backward pass running now (a GradScaler's scaled loss is its root), and the
+        # first Inf such a pass made that the scale alone explains, until the scaler's step tells whether it
+        # skipped the step (see _scaler_step).
+        self.scale: Optional[Tensor] = None
+        self.pending_overflow: Optional[Dict[str, Any]] = None
         self.errors = 0
         # Sequence number of each forward output's backward node, and the program's line that made it.
         self.node_numbers: List[int] = []
@@ -722,12 +742,15 @@ class Watch(TorchFunctionMode):
         if self.watching:
             try:
                 self.backward_place = self.locator.place(sys._getframe(1))
-                handles = self._hook_graph(_roots(func, args, kwargs))
+                roots = _roots(func, args, kwargs)
+                self.scale = next((getattr(root, _SCALE_ATTRIBUTE) for root in roots if hasattr(root, _SCALE_ATTRIBUTE)), None)
+                handles = self._hook_graph(roots)
             except Exception as exc:
                 self._internal(exc)
         try:
             result = func(*args, **kwargs)
         finally:
+            self.scale = None
             if _may_keep_graph(func, args, kwargs):
                 for handle in handles:
                     handle.remove()  # a later backward through this graph hooks it again
@@ -790,20 +813,23 @@ class Watch(TorchFunctionMode):
         in_nan, in_inf = _input_state([g for g in grad_outputs if isinstance(g, Tensor)])
         if not _born(nan, inf, in_nan, in_inf):
             return
+        if self.scale is not None and self.pending_overflow is not None and (in_nan or in_inf):
+            return  # what the scale's overflow became further down the same pass
         node = torch._C._current_autograd_node()
         name, number = (node.name(), node._sequence_nr()) if node is not None else ("backward", None)
         count = sum(int((~torch.isfinite(g.detach())).sum()) for g in made)
-        self._found(
-            {
-                "phase": "backward",
-                "op": name,
-                "kind": _kind_word(nan, inf),
-                "dtype": str(made[0].dtype).replace("torch.", ""),
-                "entries": count,
-                **self._node_place(number),
-                **self.recorder.moment(),
-            }
-        )
+        event = {
+            "phase": "backward",
+            "op": name,
+            "kind": _kind_word(nan, inf),
+            "dtype": str(made[0].dtype).replace("torch.", ""),
+            "entries": count,
+            **self._node_place(number),
+            **self.recorder.moment(),
+        }
+        if self.scale is not None and _scale_made(node, name, grad_outputs, self.scale):
+            return self._overflow(event)
+        self._found(event)
 
     def _gradient_deferred(self, grad_inputs, grad_outputs) -> None:
         made = [g for g in grad_inputs if isinstance(g, Tensor) and g.is_floating_point()]
@@ -811,15 +837,64 @@ class Watch(TorchFunctionMode):
         node = torch._C._current_autograd_node()
         name, number = (node.name(), node._sequence_nr()) if node is not None else ("backward", None)
         counts = self.recorder.counts()
+        scaled = self.scale is not None
         parts = [g.detach().sum(dtype=_sum_dtype(g)) for g in made + came]
-        self.deferred.add(parts, lambda values: self._gradient_values(values, len(made), name, number, counts))
+        self.deferred.add(parts, lambda values: self._gradient_values(values, len(made), name, number, counts, scaled))
 
-    def _gradient_values(self, values: List[float], produced: int, name: str, number: Optional[int], counts: Tuple[int, int]) -> None:
+    def _gradient_values(
+        self, values: List[float], produced: int, name: str, number: Optional[int], counts: Tuple[int, int], scaled: bool = False
+    ) -> None:
         made, came = values[:produced], values[produced:]
         if self.recorder.first_nonfinite is not None or all(_finite(s) for s in made) or not all(_finite(s) for s in came):
             return
         kind = "nan" if any(math.isnan(s) for s in made) else "inf"
-        self._found({"phase": "backward", "op": name, "kind": kind, **self._node_place(number), **self.recorder.moment(counts)})
+        event = {"phase": "backward", "op": name, "kind": kind, **self._node_place(number), **self.recorder.moment(counts)}
+        if scaled and name not in _SCALE_INDEPENDENT_NODES:
+            return self._overflow(event)
+        self._found(event)
+
+    # -- mixed precision -------------------------------------------------------------------------
+
+    def _overflow(self, event: Dict[str, Any]) -> None:
+        """An Inf of a scaled backward pass that the loss scale explains: held until the scaler's step."""
+        if self.pending_overflow is None:
+            self.pending_overflow = event
+
+    def scaler_step(self, scaler, optimizer, step: Callable[[], Any]) -> Any:
+        """``GradScaler.step``: run it, then count a step it skipped as a step, and settle the held overflow: a
+        skipped step was the scaler's answer to it (counted, not reported); a step taken means the Inf never
+        reached the parameters' gradients, so it was a value born non-finite after all."""
+        before = self.recorder.optimizer_steps
+        result = step()
+        try:
+            with _unwatched():
+                if self.deferred.pending:
+                    self.deferred.flush()  # the step has waited for the device already
+                skipped = scaler.is_enabled() and _scaler_found_inf(scaler, optimizer)
+        except TraceStopped:
+            raise
+        except Exception as exc:
+            self._internal(exc)
+            return result
+        held, self.pending_overflow = self.pending_overflow, None
+        if skipped:
+            self.recorder.scaler_skipped_steps += 1
+            if self.recorder.optimizer_steps == before:  # the optimizer never ran (its fused form counts itself)
+                self.recorder.optimizer_steps += 1
+            if held is not None:
+                self.recorder.scaler_overflows += 1
+                if self.recorder.first_overflow is None:
+                    self.recorder.first_overflow = held
+            maximum = self.plan.max_steps
+            if maximum is not None and self.recorder.optimizer_steps >= maximum:
+                self.recorder.stopped = STOPPED_MAX_STEPS
+                raise TraceStopped(STOPPED_MAX_STEPS)
+        elif held is not None:
+            self._found(held)
+            if self.stop_after_backward:
+                self.recorder.stopped = STOPPED_FIRST_NONFINITE
+                raise TraceStopped(STOPPED_FIRST_NONFINITE)
+        return result
 
     def _node_place(self, number: Optional[int]) -> Dict[str, Any]:
         """The program's line whose forward call made the backward node numbered ``number``."""
@@ -835,6 +910,14 @@ class Watch(TorchFunctionMode):
     def before_step(self, optimizer, args, kwargs) -> None:
         self.optimizer_seen = True
         self.stop_at_next_backward = False
+        if self.watching and _distributed():
+            try:
+                with _unwatched():
+                    self._check_received_gradients(optimizer)
+            except TraceStopped:
+                raise
+            except Exception as exc:
+                self._internal(exc)
         if len(args) > 1 or kwargs.get("closure") is not None:
             return  # args holds the optimizer; a closure (LBFGS) runs the program's passes: keep watching
         self.in_step = True
@@ -866,6 +949,55 @@ class Watch(TorchFunctionMode):
         if maximum is not None and self.recorder.optimizer_steps >= maximum:
             self.recorder.stopped = STOPPED_MAX_STEPS
             raise TraceStopped(STOPPED_MAX_STEPS)
+
+    def _check_received_gradients(self, optimizer) -> None:
+        """Before a step of a run with several ranks: a gradient that is Inf/NaN though no value of this rank's
+        passes was born so came from another rank, through the gradient all-reduce (DistributedDataParallel's
+        runs inside the backward pass, out of the watch's sight)."""
+        gradients = [
+            p.grad
+            for group in optimizer.param_groups
+            for p in group["params"]
+            if isinstance(p, Tensor) and isinstance(p.grad, Tensor) and p.grad.is_floating_point()
+        ]
+        if not gradients:
+            return
+        moment = self.recorder.moment()
+        place = self.backward_place or {}
+        if _FORCE_DEFERRED or not all(g.is_cpu for g in gradients):
+            parts = [g.detach().sum(dtype=_sum_dtype(g)) for g in gradients]
+            self.deferred.add(parts, lambda values: self._received_values(values, gradients, place, moment))
+            return
+        for gradient in gradients:
+            if not _finite(gradient.detach().sum().item()):
+                nan, inf = _nonfinite_kind(gradient)
+                return self._received("gradient all-reduce", _kind_word(nan, inf), gradient, place, moment)
+
+    def _received_values(self, values: List[float], gradients: List[Tensor], place, moment) -> None:
+        for value, gradient in zip(values, gradients):
+            if not _finite(value):
+                return self._received("gradient all-reduce", "nan" if math.isnan(value) else "inf", gradient, place, moment)
+
+    def _received(self, op: str, kind: str, tensor: Tensor, place, moment) -> None:
+        event = {"phase": "collective", "op": op, "kind": kind, "dtype": str(tensor.dtype).replace("torch.", ""), "from_other_rank": True}
+        self._found({**event, **(place or {}), **moment})
+
+    def collective(self, name: str, call: Callable[[], Any], own: Sequence[Tensor], received: Sequence[Tensor]) -> Any:
+        """A blocking ``torch.distributed`` collective: ``own`` finite before it and ``received`` Inf/NaN after it
+        means the value came from another rank."""
+        if not self.watching or self.recorder.first_nonfinite is not None or not all(t.is_cpu for t in (*own, *received)):
+            return call()
+        with _unwatched():
+            finite_before = all(_finite(t.detach().sum().item()) for t in own if t.is_floating_point())
+        result = call()
+        if finite_before:
+            with _unwatched():
+                for tensor in received:
+                    if tensor.is_floating_point() and not _finite(tensor.detach().sum().item()):
+                        nan, inf = _nonfinite_kind(tensor)
+                        self._received(f"torch.distributed.{name}", _kind_word(nan, inf), tensor, self.locator.place(sys._getframe(2)), self.recorder.moment())
+                        break
+        return result
 
     def _check_parameters(self, optimizer) -> None:
         """After a step: a parameter it made Inf/NaN (one sum per parameter; on devices, read later)."""
@@ -903,6 +1035,124 @@ class Watch(TorchFunctionMode):
         if born is not None:
             event["born"] = born  # False: the step met a gradient that was already Inf/NaN
         self._found(event)
+
+
+def _distributed() -> bool:
+    """Whether this process is one rank of several (``torch.distributed`` initialised)."""
+    try:
+        distributed = torch.distributed
+        return distributed.is_available() and distributed.is_initialized() and distributed.get_world_size() > 1
+    except Exception:
+        return False
+
+
+# torch.distributed's blocking collectives: name -> (the tensors this rank gives, the tensors it receives),
+# read from the call's arguments.
+def _first(args, kwargs, *names):
+    if args:
+        return args[0]
+    for name in names:
+        if name in kwargs:
+            return kwargs[name]
+    return None
+
+
+def _second(args, kwargs, *names):
+    if len(args) > 1:
+        return args[1]
+    for name in names:
+        if name in kwargs:
+            return kwargs[name]
+    return None
+
+
+def _tensors(value) -> List[Tensor]:
+    if isinstance(value, Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [item for item in value if isinstance(item, Tensor)]
+    return []
+
+
+_COLLECTIVES: Dict[str, Callable[[Any, Any], Tuple[List[Tensor], List[Tensor]]]] = {
+    "all_reduce": lambda a, k: (_tensors(_first(a, k, "tensor")),) * 2,
+    "broadcast": lambda a, k: ([], _tensors(_first(a, k, "tensor"))),
+    "reduce": lambda a, k: (_tensors(_first(a, k, "tensor")),) * 2,
+    "all_gather": lambda a, k: (_tensors(_second(a, k, "tensor")), _tensors(_first(a, k, "tensor_list"))),
+    "all_gather_into_tensor": lambda a, k: (_tensors(_second(a, k, "input_tensor")), _tensors(_first(a, k, "output_tensor"))),
+    "reduce_scatter_tensor": lambda a, k: (_tensors(_second(a, k, "input")), _tensors(_first(a, k, "output"))),
+    "all_to_all_single": lambda a, k: (_tensors(_second(a, k, "input")), _tensors(_first(a, k, "output"))),
+}
+
+
+def _watch_collectives(watch: Watch) -> Dict[str, Any]:
+    """Wrap the blocking collectives of ``torch.distributed`` (an ``async_op=True`` call passes through); the originals."""
+    try:
+        distributed = torch.distributed
+        if not distributed.is_available():
+            return {}
+    except Exception:
+        return {}
+    originals: Dict[str, Any] = {}
+    for name, tensors_of in _COLLECTIVES.items():
+        original = getattr(distributed, name, None)
+        if original is None:
+            continue
+        originals[name] = original
+
+        def wrapped(*args, _name=name, _original=original, _tensors_of=tensors_of, **kwargs):
+            if kwargs.get("async_op") or not _distributed():
+                return _original(*args, **kwargs)
+            try:
+                own, received = _tensors_of(args, kwargs)
+            except Exception:
+                return _original(*args, **kwargs)
+            return watch.collective(_name, lambda: _original(*args, **kwargs), own, received)
+
+        wrapped.__wrapped__ = original  # type: ignore[attr-defined]
+        wrapped.__name__ = name
+        setattr(distributed, name, wrapped)
+    return originals
+
+
+def _unwatch_collectives(originals: Dict[str, Any]) -> None:
+    for name, original in originals.items():
+        setattr(torch.distributed, name, original)
+
+
+def _scale_made(node, name: str, incoming: Sequence[Any], scale: Tensor) -> bool:
+    """Whether a node's Inf/NaN gradient is the loss scale's overflow: the node's backward, run again on the
+    gradient it received divided by the scale, gives finite values.  A node that cannot be run again is
+    judged by its kind (_SCALE_INDEPENDENT_NODES)."""
+    if node is not None:
+        try:
+            with _unwatched():
+                again = node(*[g / scale.to(g.device) if isinstance(g, Tensor) else g for g in incoming])
+                again = again if isinstance(again, (tuple, list)) else (again,)
+                return all(bool(torch.isfinite(g).all()) for g in again if isinstance(g, Tensor) and g.is_floating_point())
+        except Exception:
+            pass
+    return name not in _SCALE_INDEPENDENT_NODES
+
+
+def _scaler_found_inf(scaler, optimizer) -> bool:
+    """Whether the scaler's last step for ``optimizer`` found Inf/NaN gradients (and so was skipped)."""
+    state = scaler._per_optimizer_states.get(id(optimizer), {})
+    found = state.get("found_inf_per_device") or {}
+    return any(float(value.item()) != 0.0 for value in found.values())
+
+
+def _mark_scaled(value: Any, scale: Tensor) -> Any:
+    """``GradScaler.scale``'s output with the scale noted on each tensor (a backward from it is scaled)."""
+    if isinstance(value, Tensor):
+        try:
+            setattr(value, _SCALE_ATTRIBUTE, scale)
+        except (AttributeError, RuntimeError):
+            pass
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _mark_scaled(item, scale)
+    return value
 
 
 def _roots(func, args, kwargs) -> List[Any]:
@@ -1034,6 +1284,8 @@ class Runtime:
         self._warn, self._has_torch_function = warnings.warn, torch.overrides.has_torch_function
         warnings.warn = _warn_past_the_watch(self._warn)
         torch.overrides.has_torch_function = _has_torch_function_past_the_watch(self._has_torch_function, self.watch)
+        self._scaler = _watch_grad_scaler(self.watch)
+        self._collectives = _watch_collectives(self.watch)
 
     def finish(self) -> None:
         """Read what is still on the devices (at exit)."""
@@ -1045,6 +1297,9 @@ class Runtime:
                 self.deferred.flush()
         except Exception as exc:
             self.watch.recorder.error(f"reading device checks at exit: {type(exc).__name__}: {exc}")
+        held, self.watch.pending_overflow = self.watch.pending_overflow, None
+        if held is not None:  # no scaler step followed the scaled backward pass: nothing skipped it
+            self.watch._found(held)
 
     def close(self) -> None:
         """Undo ``__init__`` (for a process that goes on without the checks, such as a test)."""
@@ -1055,6 +1310,34 @@ class Runtime:
         for handle in self._hooks:
             handle.remove()
         warnings.warn, torch.overrides.has_torch_function = self._warn, self._has_torch_function
+        _unwatch_grad_scaler(self._scaler)
+        _unwatch_collectives(self._collectives)
+
+
+def _watch_grad_scaler(watch: Watch) -> Dict[str, Any]:
+    """Wrap ``torch.amp.GradScaler``'s ``scale`` and ``step`` (the CUDA scaler inherits both); the originals."""
+    scaler_class = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if scaler_class is None:
+        return {}
+    originals = {"class": scaler_class, "scale": scaler_class.scale, "step": scaler_class.step}
+
+    def scale(scaler, outputs):
+        result = originals["scale"](scaler, outputs)
+        if scaler.is_enabled() and getattr(scaler, "_scale", None) is not None:
+            _mark_scaled(result, scaler._scale)
+        return result
+
+    def step(scaler, optimizer, *args, **kwargs):
+        return watch.scaler_step(scaler, optimizer, lambda: originals["step"](scaler, optimizer, *args, **kwargs))
+
+    scale.__wrapped__, step.__wrapped__ = originals["scale"], originals["step"]  # type: ignore[attr-defined]
+    scaler_class.scale, scaler_class.step = scale, step
+    return originals
+
+
+def _unwatch_grad_scaler(originals: Dict[str, Any]) -> None:
+    if originals:
+        originals["class"].scale, originals["class"].step = originals["scale"], originals["step"]
 
 
 def activate(plan: Plan, recorder: Recorder, probes: Probes) -> Runtime:

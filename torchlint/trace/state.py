@@ -110,6 +110,11 @@ class Recorder:
         self.optimizer_steps = 0
         self.backward_calls = 0
         self.first_nonfinite: Optional[Dict[str, Any]] = None
+        # Mixed precision: steps a GradScaler skipped (counted in optimizer_steps too), the scaled backward
+        # passes whose Inf came from the scale (see runtime), and the first of them.
+        self.scaler_skipped_steps = 0
+        self.scaler_overflows = 0
+        self.first_overflow: Optional[Dict[str, Any]] = None
         self.stopped: Optional[str] = None
         self.torch_imported = False
         self.errors: List[str] = []
@@ -142,6 +147,9 @@ class Recorder:
                 "run": {
                     "optimizer_steps": self.optimizer_steps,
                     "backward_calls": self.backward_calls,
+                    "scaler_skipped_steps": self.scaler_skipped_steps,
+                    "scaler_overflows": self.scaler_overflows,
+                    "first_overflow": self.first_overflow,
                     "stopped": self.stopped,
                     "torch_imported": self.torch_imported,
                     "errors": self.errors,

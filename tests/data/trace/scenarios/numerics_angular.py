@@ -1,7 +1,7 @@
 """An angular loss of embeddings against learnable class centres (the angle is the acos of their cosine).
 
-At step 3 one centre is set to the embedding of an example of its class: their cosine is 1 (past it, by
-rounding), where acos's gradient is infinite (NaN past 1).  The atanh of a tanh of small scores is the
+At step 3 one centre is set to the embedding of an example of its class, both a unit vector along the first
+axis (so that the cosine is exactly 1 on every CPU), where acos's gradient is infinite.  The atanh of a tanh of small scores is the
 look-alike: the tanh never comes near ±1.
 """
 import torch
@@ -31,10 +31,12 @@ def main(steps=5):
     for step in range(steps):
         inputs = torch.randn(6, 4)
         labels = torch.randint(0, 3, (6,))
-        embeddings = encoder(inputs)
-        if step == 3:
+        if step == 3:  # the first example's embedding is the bias alone, and equals its centre exactly
             with torch.no_grad():
-                head.centres[labels[0]] = embeddings[0]
+                inputs[0] = 0.0
+                encoder.bias.copy_(torch.tensor([1.0, 0.0, 0.0, 0.0]))
+                head.centres[labels[0]] = torch.tensor([1.0, 0.0, 0.0, 0.0])
+        embeddings = encoder(inputs)
         loss = head(embeddings, labels) + squash(0.1 * embeddings).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()
