@@ -57,7 +57,7 @@ def nothing_runs(monkeypatch):
     def traced(*args, **kwargs):
         pytest.fail("the program ran")
 
-    monkeypatch.setattr(command, "_static_findings", static)
+    monkeypatch.setattr(command, "static_findings", static)
     monkeypatch.setattr(command, "_run_traced", traced)
 
 

@@ -67,8 +67,8 @@ import time
 from dataclasses import fields
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
-import torchlint
 from torchlint.rule import LEVEL_TABLE_VARIABLE, Applicability, Confidence, Diagnostic, Edit, Finding, Fix, Location, NotebookCell
+from torchlint.version import __version__
 
 DEFAULT_DIR_NAME = ".torchlint_cache"
 # Bumped when the entry layout changes (1: one pickle per file).
@@ -108,8 +108,8 @@ def default_dir(config_path: Optional[str]) -> str:
 def code_fingerprint(package: Optional[str] = None) -> str:
     """Size and modification time of every module and data file of the installed torchlint (rules included);
     ``package``: another copy of the package's folder."""
-    package = package or os.path.dirname(os.path.abspath(torchlint.__file__))
-    parts = [torchlint.__version__]
+    package = package or os.path.dirname(os.path.abspath(__file__))  # this package's folder
+    parts = [__version__]
     for directory, subdirs, names in os.walk(package):
         subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
         for name in sorted(names):
@@ -200,7 +200,7 @@ class Cache:
         self.code = code if code is not None else code_fingerprint()
         # the level table in force decides the levels stored, like the settings
         levels = os.environ.get(LEVEL_TABLE_VARIABLE)
-        run = repr((FORMAT, version or torchlint.__version__, self.code, settings.fingerprint(), settings.root, levels))
+        run = repr((FORMAT, version or __version__, self.code, settings.fingerprint(), settings.root, levels))
         self.run_key = hashlib.blake2b(run.encode(), digest_size=16).hexdigest()
         self.manifest_path = os.path.join(directory, self.run_key + ".json")
         self.catalog_path = _catalog_path(directory, self.code)

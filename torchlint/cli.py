@@ -15,7 +15,8 @@ import sys
 from dataclasses import replace
 from typing import Dict, Iterator, List, Optional, Sequence
 
-from torchlint import __version__, cache, collection, config, registry, runner, source
+from torchlint import cache, collection, config, registry, runner, source
+from torchlint.version import __version__
 from torchlint.cache import Cache
 from torchlint.cache import default_dir as default_cache_dir
 from torchlint.docs import page

@@ -20,7 +20,8 @@ import os
 from functools import lru_cache
 from typing import Iterator, List, Optional, Tuple
 
-from torchlint import __version__, collection, config, engine
+from torchlint import collection, config, engine
+from torchlint.version import __version__
 from torchlint.analysis.model import project_index
 
 RUN_ERROR_CODE = "TL000"

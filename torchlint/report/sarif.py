@@ -6,7 +6,8 @@ import os
 from pathlib import Path
 from typing import Any, Dict, List
 
-from torchlint import __version__, registry
+from torchlint import registry
+from torchlint.version import __version__
 from torchlint.docs import README_URL, help_uri, page
 from torchlint.report.base import RunSummary, position
 from torchlint.rule import Confidence

@@ -28,7 +28,8 @@ from pygls.capabilities import get_capability
 from pygls.lsp.server import LanguageServer
 from pygls.uris import to_fs_path
 
-from torchlint import __version__, collection, registry
+from torchlint import collection, registry
+from torchlint.version import __version__
 from torchlint.docs import summary
 from torchlint.files import PYTHON_SUFFIXES
 from torchlint.noqa import code_at

@@ -35,14 +35,15 @@ STOPPED_FIRST_EXIT = 1
 class _InstrumentingLoader(importlib.machinery.SourceFileLoader):
     """A project module with sites: compiled from its instrumented tree, no bytecode cache read or written."""
 
-    def __init__(self, fullname: str, path: str, sites: Sequence[SitePlan], recorder: Recorder) -> None:
+    def __init__(self, fullname: str, path: str, sites: Sequence[SitePlan], recorder: Recorder, probes_name: str) -> None:
         super().__init__(fullname, path)
         self.sites = sites
         self.recorder = recorder
+        self.probes_name = probes_name
 
     def get_code(self, fullname: str):
         path = self.get_filename(fullname)
-        code, problems = rewrite.instrument(self.get_data(path), path, self.sites)
+        code, problems = rewrite.instrument(self.get_data(path), path, self.sites, self.probes_name)
         for site, reason in problems:
             self.recorder.not_instrumented[site] = reason
         return code
@@ -69,11 +70,20 @@ class _AfterImport(importlib.abc.Loader):
         return getattr(self.loader, name)
 
 
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, sites: Dict[str, List[SitePlan]], recorder: Recorder, on_torch: Callable[[types.ModuleType], None]) -> None:
+class Finder(importlib.abc.MetaPathFinder):
+    """Gives the project's modules with sites an instrumenting loader; calls ``on_torch`` once torch is imported."""
+
+    def __init__(
+        self,
+        sites: Dict[str, List[SitePlan]],
+        recorder: Recorder,
+        on_torch: Optional[Callable[[types.ModuleType], None]],
+        probes_name: str = rewrite.PROBES_NAME,
+    ) -> None:
         self.sites = sites
         self.recorder = recorder
         self.on_torch: Optional[Callable[[types.ModuleType], None]] = on_torch
+        self.probes_name = probes_name
 
     def find_spec(self, fullname: str, path=None, target=None):
         if not self.sites and (fullname != "torch" or self.on_torch is None):
@@ -95,7 +105,7 @@ class _Finder(importlib.abc.MetaPathFinder):
         if origin and spec.has_location and origin.endswith(".py") and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
             sites = self.sites.get(os.path.realpath(origin))
             if sites:
-                spec.loader = _InstrumentingLoader(fullname, origin, sites, self.recorder)
+                spec.loader = _InstrumentingLoader(fullname, origin, sites, self.recorder, self.probes_name)
         return spec
 
 
@@ -131,7 +141,7 @@ def main() -> None:
     plan = Plan.read(plan_path)
     run = _Run(plan)
     setattr(builtins, rewrite.PROBES_NAME, run.probes)
-    sys.meta_path.insert(0, _Finder(plan.sites, run.recorder, run.start_checks))
+    sys.meta_path.insert(0, Finder(plan.sites, run.recorder, run.start_checks))
     atexit.register(run.finish)  # registered first: runs after the program's own exit handlers
     run.recorder.write()
     try:

@@ -70,22 +70,20 @@ def run(args: argparse.Namespace) -> int:
     if not torch_importable(_program_paths(mode, target)):
         return _usage(_torch_missing_message(sys.executable))
     try:
-        config_path = config.locate([start], args.config)
-        settings = config.resolve(config_path, config.Overrides(confidence_level="low"))
+        config_path, settings = traced_settings(start, args.config)
     except config.ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    settings = dataclasses.replace(settings, enabled=frozenset(code for code in settings.enabled if code.startswith(TRACED_PREFIXES)))
 
-    root = _project_root(config_path, start)
-    findings, diagnostics, project = _static_findings(root, settings)
+    root = project_root(config_path, start)
+    findings, diagnostics, project = static_findings(root, settings)
     plans, missing = site_plans(findings, settings)
     folder = tempfile.mkdtemp(prefix="torchlint-trace-")
     try:
         plan = Plan(
             results_path=os.path.join(folder, "results.json"),
             project_files=project,
-            sites=_sites_by_file(findings, plans),
+            sites=sites_by_file(findings, plans),
             max_steps=args.max_steps,
             stop_on_first=args.stop_on_first,
             sync_every=args.sync_every,
@@ -156,7 +154,7 @@ def _torch_missing_message(python: str) -> str:
     )
 
 
-def _project_root(config_path: Optional[str], start: str) -> str:
+def project_root(config_path: Optional[str], start: str) -> str:
     """As ``torchlint check`` finds the project (files.project_files): the configuration's folder, else the
     folder of the script (for -m, the working directory)."""
     if config_path:
@@ -164,12 +162,20 @@ def _project_root(config_path: Optional[str], start: str) -> str:
     return start if os.path.isdir(start) else os.path.dirname(start)
 
 
-def _static_findings(root: str, settings: config.Settings):
+def traced_settings(start: str, config_file: Optional[str] = None):
+    """(configuration path or None, settings): the project's configuration at every level, the numerics and
+    fused-op rules alone.  Raises config.ConfigError."""
+    config_path = config.locate([start], config_file)
+    settings = config.resolve(config_path, config.Overrides(confidence_level="low"))
+    return config_path, dataclasses.replace(settings, enabled=frozenset(code for code in settings.enabled if code.startswith(TRACED_PREFIXES)))
+
+
+def static_findings(root: str, settings: config.Settings, jobs: Optional[int] = None):
     """(findings sorted as check sorts them, diagnostics, real paths of the project's Python files)."""
     files, problems = discover([root], settings)
     findings: List[Finding] = []
     diagnostics = list(problems)
-    for outcome in runner.run_files(files, [root], _CheckOnly(), settings, runner.default_jobs(), None):
+    for outcome in runner.run_files(files, [root], _CheckOnly(), settings, jobs or runner.default_jobs(), None):
         findings.extend(outcome.findings)
         diagnostics.extend(outcome.diagnostics)
     findings.sort(key=lambda f: f.sort_key)
@@ -177,7 +183,7 @@ def _static_findings(root: str, settings: config.Settings):
     return findings, diagnostics, project
 
 
-def _sites_by_file(findings: Sequence[Finding], plans: Dict[int, SitePlan]) -> Dict[str, List[SitePlan]]:
+def sites_by_file(findings: Sequence[Finding], plans: Dict[int, SitePlan]) -> Dict[str, List[SitePlan]]:
     sites: Dict[str, List[SitePlan]] = {}
     for index, site in sorted(plans.items()):
         sites.setdefault(os.path.realpath(findings[index].path), []).append(site)

@@ -103,8 +103,11 @@ class _File:
         return (where.start.line, where.start.column + 1, where.end.line, where.end.column + 1)
 
 
-def site_plans(findings: Sequence[Finding], settings: Settings) -> Tuple[Dict[int, SitePlan], Dict[int, str]]:
-    """The site of each numerics/fused-op finding (by its index in ``findings``), and why others have none."""
+def site_plans(
+    findings: Sequence[Finding], settings: Settings, texts: Optional[Dict[str, str]] = None
+) -> Tuple[Dict[int, SitePlan], Dict[int, str]]:
+    """The site of each numerics/fused-op finding (by its index in ``findings``), and why others have none.
+    ``texts``: the source of findings' paths that are no files (a notebook cell run in process)."""
     plans: Dict[int, SitePlan] = {}
     missing: Dict[int, str] = {}
     by_path: Dict[str, List[int]] = {}
@@ -116,8 +119,11 @@ def site_plans(findings: Sequence[Finding], settings: Settings) -> Tuple[Dict[in
                 by_path.setdefault(finding.path, []).append(index)
     for path, indices in by_path.items():
         try:
-            with open(path, "rb") as handle:
-                text = source.decode(handle.read()).text
+            if texts is not None and path in texts:
+                text = texts[path]
+            else:
+                with open(path, "rb") as handle:
+                    text = source.decode(handle.read()).text
             file = _File(path, text, settings)
         except Exception as exc:  # unreadable since the check, or LibCST cannot parse it: report, go on
             for index in indices:

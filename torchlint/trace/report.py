@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import linecache
 import os
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -14,6 +15,8 @@ NOT_REACHED = "not reached in this run"
 
 def display_path(path: str) -> str:
     """``path`` relative to the working directory when it lies below it, else absolute."""
+    if path.startswith("<"):  # a notebook cell or other code with no file: its name as Python gave it
+        return path
     absolute = os.path.abspath(path)
     relative = os.path.relpath(absolute, os.getcwd())
     return absolute if relative.startswith(os.pardir) else relative
@@ -28,7 +31,9 @@ class TraceReport:
         diagnostics: Sequence[Diagnostic] = (),
         max_steps: Optional[int] = None,
         rank: Optional[int] = None,
+        tool: str = "torchlint trace",
     ) -> None:
+        self.tool = tool
         self.findings = findings
         self.rank = rank  # one rank of several: its report says so
         self.results = results or {}
@@ -68,15 +73,17 @@ class TraceReport:
 
     # -- JSON -----------------------------------------------------------------------------------
 
-    def to_json(self) -> str:
+    def document(self) -> Dict[str, Any]:
         items: List[Dict[str, Any]] = []
         for index, finding in enumerate(self.findings):
             item = finding_to_dict(finding)
             item.update(self.verdict(index))
             items.append(item)
         run = dict(self.run, rank=self.rank) if self.rank is not None else self.run
-        document = {"findings": items, "first_nonfinite": self.first_nonfinite(), "run": run}
-        return json.dumps(document, indent=2) + "\n"
+        return {"findings": items, "first_nonfinite": self.first_nonfinite(), "run": run}
+
+    def to_json(self) -> str:
+        return json.dumps(self.document(), indent=2) + "\n"
 
     # -- text -----------------------------------------------------------------------------------
 
@@ -84,12 +91,12 @@ class TraceReport:
         lines = []
         confirmed = sum(1 for index in range(len(self.findings)) if self.verdict(index)["confirmed"])
         if self.findings:
-            lines.append(f"torchlint trace: {confirmed} of {_count(len(self.findings), 'finding')} confirmed in this run ({self._run_words()})")
+            lines.append(f"{self.tool}: {confirmed} of {_count(len(self.findings), 'finding')} confirmed in this run ({self._run_words()})")
         else:
-            lines.append(f"torchlint trace: no numerics or fused-op findings in this project ({self._run_words()})")
+            lines.append(f"{self.tool}: no numerics or fused-op findings in this project ({self._run_words()})")
         for index, finding in enumerate(self.findings):
             lines.append(f"{finding.path}:{finding.location.line}:{finding.location.column}: {finding.code} {self._finding_words(index)}")
-        lines.append(self._first_words())
+        lines.append(self.first_words())
         if self.run.get("scaler_overflows"):
             lines.append(self._overflow_words())
         stopped = self.run.get("stopped")
@@ -145,7 +152,7 @@ class TraceReport:
             parts.append(words if parts else f"confirmed: {words}")
         return "; ".join(parts)
 
-    def _first_words(self) -> str:
+    def first_words(self) -> str:
         event = self.first_nonfinite()
         if event is None:
             if not self.results or not self.run.get("torch_imported"):
@@ -227,6 +234,8 @@ def _closest(evidence: Dict[str, Any]) -> str:
 def _source_line(path: str, line: Optional[int]) -> Optional[str]:
     if not line:
         return None
+    if path.startswith("<"):  # a notebook cell: IPython keeps its text in linecache
+        return linecache.getline(path, line).rstrip("\r\n") or None
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             for number, text in enumerate(handle, 1):

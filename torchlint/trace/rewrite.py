@@ -28,22 +28,31 @@ _PARTNER_PROBES = {"TL103": "exponent", "TL105": "eps"}
 _Slot = Tuple[ast.AST, str, Optional[int]]
 
 
-def instrument(data: bytes, filename: str, sites: Sequence[SitePlan]) -> Tuple[CodeType, List[Tuple[int, str]]]:
-    """The module's code with ``sites`` instrumented, and (site, reason) for each site left out.
+def instrument(
+    data: bytes, filename: str, sites: Sequence[SitePlan], probes_name: str = PROBES_NAME
+) -> Tuple[CodeType, List[Tuple[int, str]]]:
+    """The module's code with ``sites`` instrumented, and (site, reason) for each site left out.  The probes
+    are reached by the builtin ``probes_name`` (each in-process watch has its own).
 
     Raises what ``compile`` raises for a file that does not parse, as an import would.
     """
     tree = ast.parse(data, filename)
-    problems: List[Tuple[int, str]] = []
-    if sites:
-        _Instrumenter(tree, importlib.util.decode_source(data)).apply(sites, problems)
-        ast.fix_missing_locations(tree)
+    problems = instrument_tree(tree, importlib.util.decode_source(data), sites, probes_name) if sites else []
     return compile(tree, filename, "exec", dont_inherit=True), problems
 
 
+def instrument_tree(tree: ast.Module, text: str, sites: Sequence[SitePlan], probes_name: str = PROBES_NAME) -> List[Tuple[int, str]]:
+    """Instrument ``tree`` (parsed from ``text``) in place; (site, reason) for each site left out."""
+    problems: List[Tuple[int, str]] = []
+    _Instrumenter(tree, text, probes_name).apply(sites, problems)
+    ast.fix_missing_locations(tree)
+    return problems
+
+
 class _Instrumenter:
-    def __init__(self, tree: ast.Module, text: str) -> None:
+    def __init__(self, tree: ast.Module, text: str, probes_name: str = PROBES_NAME) -> None:
         self.tree = tree
+        self.probes_name = probes_name
         self.lines = _NEWLINE.split(text)
         self.by_span: Dict[Tuple[int, int, int, int], List[ast.AST]] = {}
         self.slots: Dict[int, _Slot] = {}
@@ -105,7 +114,7 @@ class _Instrumenter:
         return None
 
     def _probe(self, method: str, site: int, value: ast.expr, where: ast.AST) -> ast.Call:
-        name = ast.copy_location(ast.Name(id=PROBES_NAME, ctx=ast.Load()), where)
+        name = ast.copy_location(ast.Name(id=self.probes_name, ctx=ast.Load()), where)
         func = ast.copy_location(ast.Attribute(value=name, attr=method, ctx=ast.Load()), where)
         number = ast.copy_location(ast.Constant(value=site), where)
         return ast.copy_location(ast.Call(func=func, args=[number, value], keywords=[]), where)

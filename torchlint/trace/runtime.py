@@ -144,7 +144,7 @@ class Locator:
 
     def _path(self, code) -> Optional[str]:
         name = code.co_filename
-        path = None if name.startswith("<") else os.path.realpath(name)
+        path = (name if name in self.files else None) if name.startswith("<") else os.path.realpath(name)
         found = self.paths[code] = path if path in self.files else None
         return found
 

@@ -158,7 +158,7 @@ class Recorder:
         )
 
     def write(self) -> None:
-        if os.getpid() != self._owner:
+        if os.getpid() != self._owner or not self.plan.results_path:  # an in-process watch keeps them in memory
             return
         try:
             write_json(self.plan.results_path, self.results())
