@@ -25,7 +25,7 @@ from server_support import (  # noqa: E402
     session,
     until,
 )
-from torchlint import registry  # noqa: E402
+from torchlint import confirmations, registry  # noqa: E402
 from torchlint.docs import help_uri  # noqa: E402
 
 
@@ -267,7 +267,34 @@ async def test_the_confidence_floor_applies_and_diagnostics_carry_the_level(tmp_
         assert [(d.range.start.line, d.data["confidence"]) for d in shown] == [(2, "high")]
         (tmp_path / "pyproject.toml").write_text('[tool.torchlint]\nselect = ["TL995"]\nconfidence-level = "low"\n', encoding="utf-8")
         change_document(client, uri, text, version=2)  # an edit re-reads a changed configuration even unannounced
-        assert [d.data["confidence"] for d in await diagnostics_of(client, uri, count=3)] == ["low", "medium", "high"]
+        shown = await diagnostics_of(client, uri, count=3)
+        assert [d.data["confidence"] for d in shown] == ["low", "medium", "high"]
+        assert [d.severity for d in shown] == [
+            types.DiagnosticSeverity.Hint,
+            types.DiagnosticSeverity.Information,
+            types.DiagnosticSeverity.Warning,
+        ]
+
+
+@pytest.mark.asyncio
+async def test_a_finding_a_run_confirmed_is_shown_at_high_until_its_line_changes(tmp_path):
+    text = "low(x)\nmedium(x)\nhigh(x)\n"
+    path = _project(tmp_path, text, table='select = ["TL995"]\n')
+    async with session(tmp_path, command=server_with("--levels")) as (client, _):
+        uri = open_document(client, path)
+        assert [d.range.start.line for d in await diagnostics_of(client, uri, count=1)] == [2]
+        evidence = "call 2 (after 1 optimizer step) had 1 of 4 entries at 0 (min |x| 0, float32)"
+        confirmations.record(
+            str(tmp_path / ".torchlint_cache"),
+            [confirmations.Confirmation("model.py", "TL995", confirmations.site_digest(text, 1, 1), evidence, "2026-11-29")],
+        )
+        change_document(client, uri, text, version=2)
+        shown = await diagnostics_of(client, uri, count=2)
+        confirmed = [d for d in shown if d.range.start.line == 0]
+        assert [(d.data["confidence"], d.severity) for d in confirmed] == [("high", types.DiagnosticSeverity.Warning)]
+        assert confirmed[0].message.endswith(f"(confirmed by torchlint trace: {evidence}, 2026-11-29)")
+        change_document(client, uri, "low(x + 1)\nmedium(x)\nhigh(x)\n", version=3)  # the site's text changed
+        assert [d.range.start.line for d in await diagnostics_of(client, uri, count=1)] == [2]
 
 
 @pytest.mark.asyncio

@@ -425,3 +425,36 @@ def test_without_a_launcher_the_output_file_keeps_its_name(tmp_path):
     folder = project(tmp_path, "clean")
     proc = run(folder, sys.executable, "-m", "torchlint", "trace", "--output-file", "t.json", "train.py", env={"RANK": ""})
     assert proc.returncode == 0 and (folder / "t.json").exists() and "[rank" not in proc.stderr.decode()
+
+
+# -- what a run confirmed, in check and flake8 ----------------------------------------------------
+
+
+def test_a_finding_the_run_confirmed_is_reported_at_high_by_check_and_flake8_until_its_line_changes(tmp_path):
+    folder = project(tmp_path, "sqrt_zero")
+    line = line_of(folder, "train.py", "y = torch.sqrt(x)")
+
+    shown_levels = {"TORCHLINT_LEVEL_TABLE": "on"}  # the levels users see: this finding is below the default floor
+
+    def check_codes():
+        proc = run(folder, sys.executable, "-m", "torchlint", "check", "--output-format", "json", ".", env=shown_levels)
+        return {(item["code"], item["line"]): item for item in json.loads(proc.stdout)}
+
+    def flake8_lines():
+        proc = run(folder, sys.executable, "-m", "flake8", "--isolated", "--select", "TL", "train.py", env=shown_levels)
+        return [text for text in proc.stdout.decode().splitlines() if "TL101" in text]
+
+    assert ("TL101", line) not in check_codes() and not flake8_lines()  # below the default floor before the run
+    trace(folder, "train.py")
+    store = json.loads((folder / ".torchlint_cache" / "confirmed.json").read_text(encoding="utf-8"))
+    assert [(item["path"], item["code"]) for item in store["confirmed"]] == [("train.py", "TL101")]
+    found = check_codes()[("TL101", line)]
+    assert found["confidence"] == "high"
+    assert "(confirmed by torchlint trace: call 1 (before the first backward pass) had 1 of 1 entries at or below 0" in found["message"]
+    (flagged,) = flake8_lines()
+    assert f"train.py:{line}:" in flagged and "confirmed by torchlint trace" in flagged
+    source = (folder / "train.py").read_text(encoding="utf-8")
+    (folder / "train.py").write_text("# a comment above moves the line\n" + source, encoding="utf-8")
+    assert check_codes()[("TL101", line + 1)]["confidence"] == "high"  # moved, not changed
+    (folder / "train.py").write_text(source.replace("y = torch.sqrt(x)", "y = torch.sqrt(x * 1.0)"), encoding="utf-8")
+    assert ("TL101", line) not in check_codes() and not flake8_lines()

@@ -67,10 +67,10 @@ import time
 from dataclasses import fields
 from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
 
+from torchlint.cache_dir import DEFAULT_DIR_NAME, default_dir  # noqa: F401  (the cache's folder, by default)
 from torchlint.rule import LEVEL_TABLE_VARIABLE, Applicability, Confidence, Diagnostic, Edit, Finding, Fix, Location, NotebookCell
 from torchlint.version import __version__
 
-DEFAULT_DIR_NAME = ".torchlint_cache"
 # Bumped when the entry layout changes (1: one pickle per file).
 FORMAT = 4  # 3: findings carry their confidence; 4: and their notebook cell
 RACY_SECONDS = 2
@@ -98,11 +98,6 @@ class Dependency(NamedTuple):
 
 Result = Tuple[List[Finding], List[Diagnostic]]
 
-
-def default_dir(config_path: Optional[str]) -> str:
-    """``.torchlint_cache`` next to the configuration file, else in the current directory."""
-    base = os.path.dirname(os.path.abspath(config_path)) if config_path else os.getcwd()
-    return os.path.join(base, DEFAULT_DIR_NAME)
 
 
 def code_fingerprint(package: Optional[str] = None) -> str:

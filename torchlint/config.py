@@ -17,7 +17,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Dict, FrozenSet, Iterable, List, Optional, Sequence, Tuple
 
-from torchlint import registry
+from torchlint import confirmations, registry
+from torchlint.cache_dir import default_dir as default_cache_dir
+from torchlint.confirmations import Confirmation
 from torchlint.rule import DEFAULT_CONFIDENCE_FLOOR, Confidence
 
 if sys.version_info >= (3, 11):
@@ -53,6 +55,8 @@ class Settings:
     confidence_floor: Confidence = DEFAULT_CONFIDENCE_FLOOR
     # Codes whose findings are reported without their fix (``fixable``/``unfixable``, as in ruff).
     unfixable: FrozenSet[str] = frozenset()
+    # What runs confirmed (``torchlint trace``): such findings are reported at high (confirmations.py).
+    confirmed: Tuple[Confirmation, ...] = ()
 
     def codes_for(self, path: str) -> FrozenSet[str]:
         """The enabled codes minus those that per-file-ignores removes for ``path``."""
@@ -70,8 +74,12 @@ class Settings:
         """Everything that changes findings or fixes, for caches."""
         return repr(
             (sorted(self.enabled), self.per_file_ignores, self.eps, self.target_torch_version, self.confidence_floor.value,
-             sorted(self.unfixable))
+             sorted(self.unfixable), self.confirmed)
         )
+
+    def confirmed_in(self, path: str) -> List[Confirmation]:
+        """The confirmations of the file ``path``."""
+        return confirmations.for_file(self.confirmed, path, self.root)
 
 
 @dataclass
@@ -278,6 +286,7 @@ def resolve(config_path: Optional[str], overrides: Overrides, cwd: Optional[str]
         config_path=config_path,
         confidence_floor=floor,
         unfixable=frozenset(unfixable),
+        confirmed=confirmations.load(default_cache_dir(config_path, root)),
     )
 
 

@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tupl
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
-from torchlint import prepass, registry, walk_order
+from torchlint import confirmations, prepass, registry, walk_order
 from torchlint.config import Settings
 from torchlint.analysis.model import conventions
 from torchlint.analysis.model.codegen import statement_positions
@@ -247,6 +247,9 @@ def lint_text(
     _judge_conventions(context, module, rules, traversal, result.diagnostics)
     _apply_measured_levels(rules, traversal)
     floor = settings.confidence_floor
+    confirmed_here = settings.confirmed_in(path) if settings.confirmed else []
+    if confirmed_here:  # a finding a run confirmed is shown at high whatever its level: keep every level until matched
+        floor, shown_from = Confidence.LOW, floor
     pending = [
         report
         for rule in rules
@@ -262,6 +265,8 @@ def lint_text(
     if honour_noqa:
         index = NoqaIndex(source)
         result.findings = [f for f in result.findings if not index.suppresses(f.code, f.location.line)]
+    if confirmed_here:
+        result.findings = [f for f in confirmations.promote(result.findings, source, confirmed_here) if f.confidence.at_least(shown_from)]
     if settings.unfixable:
         result.findings = [
             replace(f, fix=None, fix_edit_locations=(), fix_edit_cells=()) if f.code in settings.unfixable and f.fix else f

@@ -7,11 +7,18 @@ from lsprotocol import types
 
 from torchlint import registry
 from torchlint.docs import help_uri
-from torchlint.rule import Diagnostic, Finding
+from torchlint.rule import Confidence, Diagnostic, Finding
 from torchlint.server.documents import DocumentView
 from torchlint.server.linting import Outcome
 
 SOURCE = "torchlint"
+# What the editor shows each level as (a finding a run confirmed is at high): only high findings are
+# warnings; those below the default floor, shown when the configuration lowers it, are quieter.
+SEVERITIES = {
+    Confidence.HIGH: types.DiagnosticSeverity.Warning,
+    Confidence.MEDIUM: types.DiagnosticSeverity.Information,
+    Confidence.LOW: types.DiagnosticSeverity.Hint,
+}
 
 
 def finding_offsets(view: DocumentView, finding: Finding) -> Tuple[int, int]:
@@ -29,7 +36,7 @@ def finding_diagnostic(view: DocumentView, finding: Finding) -> Optional[Tuple[s
     rule = registry.all_rules()[finding.code]
     return placed[0], types.Diagnostic(
         range=placed[1],
-        severity=types.DiagnosticSeverity.Warning,
+        severity=SEVERITIES[finding.confidence],
         code=finding.code,
         code_description=types.CodeDescription(href=help_uri(rule)),
         source=SOURCE,

@@ -3,8 +3,9 @@
 A document's settings are the CLI's: the nearest ``pyproject.toml`` with a
 ``[tool.torchlint]`` table, resolved with ``config.resolve``.  They are cached per
 directory together with the state (modification time and size) of every
-``pyproject.toml`` on the way up; a lookup re-reads them as soon as one of those
-files changes, appears or disappears, whether or not the editor reports it.
+``pyproject.toml`` on the way up and of the store of what runs confirmed (confirmations.py); a
+lookup re-reads them as soon as one of those files changes, appears or disappears, whether or not
+the editor reports it.
 
 The project index (TL403's dataset lookups across files) is the CLI's, one per
 project root, built lazily; saving or changing a Python file drops the indexes that
@@ -17,7 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from torchlint import config
+from torchlint import config, confirmations
+from torchlint.cache_dir import default_dir as default_cache_dir
 from torchlint.analysis.model import project_index
 from torchlint.files import discover
 from torchlint.runner import RecordingIndex
@@ -66,6 +68,9 @@ class Projects:
             kept = candidates.index(config_path) + 1
             candidates, signatures = candidates[:kept], signatures[:kept]
         root = _folder_of(directory, folders) or directory
+        # What runs confirmed is read with the settings: a trace run that keeps more is seen at the next lint.
+        store = confirmations.store_path(default_cache_dir(config_path, root))
+        candidates, signatures = candidates + (store,), signatures + (_signature(store),)
         try:
             found = DocumentSettings(config.resolve(config_path, config.Overrides(), cwd=root))
         except config.ConfigError as exc:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime
 import importlib.machinery
 import importlib.util
 import json
@@ -29,7 +30,8 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Optional, Sequence
 
-from torchlint import config, runner
+from torchlint import config, confirmations, runner, source
+from torchlint.cache_dir import default_dir as default_cache_dir
 from torchlint.files import discover
 from torchlint.rule import Finding
 from torchlint.trace.operands import TRACED_PREFIXES, site_plans
@@ -101,8 +103,34 @@ def run(args: argparse.Namespace) -> int:
     if args.output_file:  # JSON there, text here
         with open(rank_path(args.output_file, rank), "w", encoding="utf-8") as handle:
             handle.write(report.to_json())
+    record_confirmed(report, findings, default_cache_dir(config_path, root), root)
     sys.stderr.write(report.to_json() if args.output_format == "json" and not args.output_file else report.to_text())
     return _exit_like(status)
+
+
+def record_confirmed(report: TraceReport, findings: Sequence[Finding], cache_dir: str, root: str) -> None:
+    """Keep what the run confirmed beside the cache, for ``check``, flake8 and the editor (confirmations.py)."""
+    today = datetime.date.today().isoformat()
+    found = []
+    texts: Dict[str, Optional[str]] = {}
+    for index, finding in enumerate(findings):
+        evidence = report.confirmed_evidence(index)
+        if evidence is None or finding.cell is not None or finding.path.startswith("<"):
+            continue
+        if finding.path not in texts:
+            try:
+                texts[finding.path] = source.read(finding.path).text
+            except source.SourceError:
+                texts[finding.path] = None
+        text = texts[finding.path]
+        if text is None:
+            continue
+        digest = confirmations.site_digest(text, finding.location.line, finding.location.end_line)
+        found.append(confirmations.Confirmation(confirmations.relative(finding.path, root), finding.code, digest, evidence, today))
+    try:
+        confirmations.record(cache_dir, found)
+    except OSError as exc:
+        print(f"warning: cannot keep what the run confirmed in {cache_dir}: {exc}", file=sys.stderr)
 
 
 def launcher_rank() -> Optional[int]:

@@ -24,6 +24,7 @@ import types
 from typing import Any, Dict, List, Optional
 
 from torchlint import engine
+from torchlint.cache_dir import default_dir as default_cache_dir
 from torchlint.rule import Finding
 from torchlint.trace import command
 from torchlint.trace.operands import TRACED_PREFIXES, site_plans
@@ -63,6 +64,8 @@ class Prepared:
     settings: Any
     sites: Dict[str, List[SitePlan]]
     missing: Dict[int, str]
+    root: str = ""
+    cache_dir: str = ""  # where what the watch confirms is kept (confirmations.py)
 
 
 def prepare(start: str) -> Prepared:
@@ -72,7 +75,8 @@ def prepare(start: str) -> Prepared:
     root = command.project_root(config_path, start)
     findings, diagnostics, project = command.static_findings(root, settings, jobs=1)
     plans, missing = site_plans(findings, settings)
-    return Prepared(findings, list(diagnostics), project, settings, command.sites_by_file(findings, plans), missing)
+    sites = command.sites_by_file(findings, plans)
+    return Prepared(findings, list(diagnostics), project, settings, sites, missing, root, default_cache_dir(config_path, root))
 
 
 def with_cell(prepared: Prepared, name: str, text: str, prelude: str = "") -> Prepared:
@@ -96,6 +100,8 @@ def with_cell(prepared: Prepared, name: str, text: str, prelude: str = "") -> Pr
         prepared.settings,
         sites,
         {**prepared.missing, **{index + offset: reason for index, reason in missing.items()}},
+        prepared.root,
+        prepared.cache_dir,
     )
 
 
@@ -223,6 +229,8 @@ class Watching(contextlib.ContextDecorator):
         if self.output_file:
             with open(self.output_file, "w", encoding="utf-8") as handle:
                 handle.write(report.to_json())
+        if prepared.cache_dir:
+            command.record_confirmed(report, prepared.findings, prepared.cache_dir, prepared.root)
         if not self.quiet:
             sys.stderr.write(self.result.text)
         if stopped and error.reason == STOPPED_FIRST_NONFINITE:

@@ -122,6 +122,13 @@ class TraceReport:
             steps += f" ({self.run['scaler_skipped_steps']} skipped by GradScaler)"
         return f"{steps}, {_count(self.run.get('backward_calls', 0), 'backward pass', 'backward passes')}"
 
+    def confirmed_evidence(self, index: int) -> Optional[str]:
+        """The first words of a confirmed finding's evidence (what ``check`` shows after a run), else None."""
+        if not self.verdict(index)["confirmed"]:
+            return None
+        words = self._finding_words(index)
+        return words[len("confirmed: ") :].split("; ")[0] if words.startswith("confirmed: ") else words
+
     def _finding_words(self, index: int) -> str:
         verdict = self.verdict(index)
         evidence = verdict["evidence"]
