@@ -458,3 +458,25 @@ def test_a_finding_the_run_confirmed_is_reported_at_high_by_check_and_flake8_unt
     assert check_codes()[("TL101", line + 1)]["confidence"] == "high"  # moved, not changed
     (folder / "train.py").write_text(source.replace("y = torch.sqrt(x)", "y = torch.sqrt(x * 1.0)"), encoding="utf-8")
     assert ("TL101", line) not in check_codes() and not flake8_lines()
+
+
+# -- code the watch does not enter ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("clean", [True, False], ids=["clean", "zero-over-zero-in-a-worker"])
+def test_compiled_code_and_loader_workers_are_named_unwatched_and_the_run_is_unchanged(tmp_path, clean):
+    folder = project(tmp_path, "out_of_sight")
+    arguments = ["train.py", "clean"] if clean else ["train.py"]
+    alone = plain(folder, *arguments)
+    assert alone.returncode == 0, alone.stderr.decode()
+    proc, report = trace(folder, *arguments)
+    assert proc.returncode == 0 and proc.stdout == alone.stdout  # the same losses and weights, bitwise
+    unwatched = report["run"]["unwatched"]
+    assert any(text.startswith("the forward of Linear, compiled by torch.compile") for text in unwatched)
+    assert any(text.startswith("DataLoader worker processes (num_workers=2): Shares's items") for text in unwatched)
+    first = report["first_nonfinite"]
+    if clean:
+        assert first is None
+    else:  # named where the worker's batch arrives, not in a backward pass it poisons later
+        assert (first["phase"], first["op"], first["kind"]) == ("unwatched code", "a batch of Shares made by a DataLoader worker", "nan")
+        assert first["line"] == line_of(folder, "train.py", "for batch in loader:")

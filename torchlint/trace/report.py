@@ -106,6 +106,8 @@ class TraceReport:
             lines.append("the run was stopped at the first non-finite value (--stop-on-first)")
         for diagnostic in self.diagnostics:
             lines.append(f"not checked: {diagnostic.path}:{diagnostic.line}:{diagnostic.column}: {diagnostic.message}")
+        for what in self.run.get("unwatched", []):
+            lines.append(f"not watched: {what}")
         for error in self.run.get("errors", []):
             lines.append(f"trace: internal error, the run went on: {error}")
         if self.rank is not None:  # ranks print at once: every line says which one speaks

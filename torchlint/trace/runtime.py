@@ -853,6 +853,34 @@ class Watch(TorchFunctionMode):
             return self._overflow(event)
         self._found(event)
 
+    # -- values made out of sight ----------------------------------------------------------------
+
+    def arrived(self, what: str, values: Any, inputs: Any = ()) -> None:
+        """Values that code the watch does not see made (a DataLoader worker's batch, a compiled call's
+        output): the first Inf/NaN among them with no Inf/NaN among ``inputs`` is born in that code."""
+        if not self.watching or self.recorder.first_nonfinite is not None:
+            return
+        try:
+            with _unwatched():
+                made = [t for t in _tensors_deep(values) if t.is_floating_point()]
+                if not made or not all(t.is_cpu for t in made):
+                    return
+                for tensor in made:
+                    if not _finite(tensor.detach().sum().item()):
+                        nan, inf = _nonfinite_kind(tensor)
+                        if not (nan or inf):
+                            continue
+                        in_nan, in_inf = _input_state([t for t in _tensors_deep(inputs) if t.is_floating_point()])
+                        if not _born(nan, inf, in_nan, in_inf):
+                            return
+                        event = {"phase": "unwatched code", "op": what, "kind": _kind_word(nan, inf), "dtype": str(tensor.dtype).replace("torch.", "")}
+                        self._found({**event, **(self.locator.place(sys._getframe(2)) or {}), **self.recorder.moment()})
+                        return
+        except TraceStopped:
+            raise
+        except Exception as exc:
+            self._internal(exc)
+
     # -- mixed precision -------------------------------------------------------------------------
 
     def _overflow(self, event: Dict[str, Any]) -> None:
@@ -1286,6 +1314,8 @@ class Runtime:
         torch.overrides.has_torch_function = _has_torch_function_past_the_watch(self._has_torch_function, self.watch)
         self._scaler = _watch_grad_scaler(self.watch)
         self._collectives = _watch_collectives(self.watch)
+        self._compile = _unwatch_compiled_code(self.watch)
+        self._loader = _name_worker_processes(self.watch)
 
     def finish(self) -> None:
         """Read what is still on the devices (at exit)."""
@@ -1312,6 +1342,140 @@ class Runtime:
         warnings.warn, torch.overrides.has_torch_function = self._warn, self._has_torch_function
         _unwatch_grad_scaler(self._scaler)
         _unwatch_collectives(self._collectives)
+        if self._compile is not None:
+            torch.compile = self._compile
+        if self._loader is not None:
+            torch.utils.data.DataLoader.__iter__ = self._loader
+
+
+# -- where the watch does not go ---------------------------------------------------------------------
+
+
+class _Unwatched:
+    """Takes the watch off the mode stack for a call (and puts it back after), when it is on top."""
+
+    def __init__(self, watch: Watch) -> None:
+        self.watch = watch
+        self.left = False
+
+    def __enter__(self) -> None:
+        depth = torch._C._len_torch_function_stack()
+        if depth and torch._C._get_function_stack_at(depth - 1) is self.watch:
+            self.watch.__exit__(None, None, None)
+            self.left = True
+
+    def __exit__(self, *exc) -> None:
+        if self.left:
+            self.left = False
+            self.watch.__enter__()
+
+
+def _unwatch_compiled_code(watch: Watch) -> Optional[Callable[..., Any]]:
+    """``torch.compile`` whose compiled callables run without the watch (TorchDynamo cannot trace through
+    it), each named in the report as unwatched; the original."""
+    original = getattr(torch, "compile", None)
+    if original is None:
+        return None
+
+    def unwatched(compiled: Any, name: str) -> Any:
+        watch.recorder.not_watched(f"{name}, compiled by torch.compile: its ops ran unchecked")
+        what = f"{name} (compiled by torch.compile)"
+        if isinstance(compiled, torch.nn.Module):
+            leaving = _Unwatched(watch)
+
+            def after(module, args, output):
+                leaving.__exit__()
+                watch.arrived(what, output, args)
+
+            compiled.register_forward_pre_hook(lambda module, args: leaving.__enter__())
+            compiled.register_forward_hook(after)
+            return compiled
+
+        def call(*args, **kwargs):
+            with _Unwatched(watch):
+                output = compiled(*args, **kwargs)
+            watch.arrived(what, output, (args, kwargs))
+            return output
+
+        call.__wrapped__ = compiled  # type: ignore[attr-defined]
+        return call
+
+    def compile(model: Any = None, *args, **kwargs):
+        if model is None:  # @torch.compile(mode=...): a decorator
+            decorate = original(None, *args, **kwargs)
+            return lambda function: unwatched(decorate(function), _callable_name(function))
+        return unwatched(original(model, *args, **kwargs), _callable_name(model))
+
+    compile.__wrapped__ = original  # type: ignore[attr-defined]
+    torch.compile = compile
+    return original
+
+
+def _callable_name(value: Any) -> str:
+    if isinstance(value, torch.nn.Module):
+        return f"the forward of {type(value).__name__}"
+    return getattr(value, "__qualname__", None) or repr(value)
+
+
+def _name_worker_processes(watch: Watch) -> Optional[Callable[..., Any]]:
+    """``DataLoader.__iter__`` noting loaders whose datasets and collate functions run in worker processes,
+    which the watch does not follow (forked workers start with it switched off), and checking each batch
+    they send; the original."""
+    recorder = watch.recorder
+    loader_class = getattr(getattr(getattr(torch, "utils", None), "data", None), "DataLoader", None)
+    if loader_class is None:
+        return None
+    original = loader_class.__iter__
+
+    def iterate(loader):
+        workers = getattr(loader, "num_workers", 0)
+        if workers:
+            dataset = type(getattr(loader, "dataset", None)).__name__
+            recorder.not_watched(
+                f"DataLoader worker processes (num_workers={workers}): {dataset}'s items and the collate function "
+                "were made there (each batch is checked as it arrives); num_workers=0 watches them"
+            )
+            return _CheckedBatches(original(loader), watch, f"a batch of {dataset} made by a DataLoader worker")
+        return original(loader)
+
+    iterate.__wrapped__ = original  # type: ignore[attr-defined]
+    loader_class.__iter__ = iterate
+    return original
+
+
+class _CheckedBatches:
+    """A DataLoader iterator whose batches (made in worker processes) are checked as they arrive."""
+
+    def __init__(self, iterator: Any, watch: Watch, what: str) -> None:
+        self.iterator = iterator
+        self.watch = watch
+        self.what = what
+
+    def __iter__(self) -> "_CheckedBatches":
+        return self
+
+    def __next__(self) -> Any:
+        batch = next(self.iterator)
+        self.watch.arrived(self.what, batch)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self.iterator)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.iterator, name)
+
+
+def _tensors_deep(value: Any, depth: int = 0) -> Iterator[Tensor]:
+    """The tensors in a batch or an output: nested tuples, lists and dicts."""
+    if isinstance(value, Tensor):
+        yield value
+    elif depth < 4 and isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _tensors_deep(item, depth + 1)
+    elif depth < 4 and isinstance(value, dict):
+        for item in value.values():
+            yield from _tensors_deep(item, depth + 1)
 
 
 def _watch_grad_scaler(watch: Watch) -> Dict[str, Any]:
@@ -1342,4 +1506,13 @@ def _unwatch_grad_scaler(originals: Dict[str, Any]) -> None:
 
 def activate(plan: Plan, recorder: Recorder, probes: Probes) -> Runtime:
     recorder.torch_imported = True
-    return Runtime(plan, recorder, probes)
+    started = Runtime(plan, recorder, probes)
+    os.register_at_fork(after_in_child=lambda: _stop_in_child(started.watch))
+    return started
+
+
+def _stop_in_child(watch: Watch) -> None:
+    """A forked process (a DataLoader worker) is not watched: its values never reach the report."""
+    watch.watching = False
+    watch.plan.stop_on_first = False
+    watch._set_checking()

@@ -118,6 +118,8 @@ class Recorder:
         self.stopped: Optional[str] = None
         self.torch_imported = False
         self.errors: List[str] = []
+        # Code that ran out of the watch's sight, in words (DataLoader workers, torch.compile'd code).
+        self.unwatched: List[str] = []
         self._owner = os.getpid()  # forked workers (DataLoader) inherit this object; only the traced process writes
 
     def moment(self, counts: Optional[Tuple[int, int]] = None) -> Dict[str, int]:
@@ -128,6 +130,10 @@ class Recorder:
 
     def counts(self) -> Tuple[int, int]:
         return self.optimizer_steps, self.backward_calls
+
+    def not_watched(self, what: str) -> None:
+        if what not in self.unwatched and len(self.unwatched) < 20:
+            self.unwatched.append(what)
 
     def error(self, message: str) -> None:
         if len(self.errors) < 20 and message not in self.errors:
@@ -153,6 +159,7 @@ class Recorder:
                     "stopped": self.stopped,
                     "torch_imported": self.torch_imported,
                     "errors": self.errors,
+                    "unwatched": self.unwatched,
                 },
             }
         )
