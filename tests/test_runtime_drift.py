@@ -1282,6 +1282,28 @@ def test_tl614_instance_calls_raise_and_apply_computes_the_same_values_and_gradi
     assert torch.allclose(grad, expected.detach())
 
 
+def test_tl614_settings_move_into_apply_and_the_padding_and_blend_compute_the_same_values_and_gradients():
+    source = (FIXTURES / "TL614" / "fix" / "settings.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL614", unsafe=True)
+    assert after == (FIXTURES / "TL614" / "fix" / "settings.out.py").read_text(encoding="utf-8")
+    x = torch.linspace(-1, 1, 6).reshape(2, 3).requires_grad_()
+    y = torch.linspace(2, 3, 6).reshape(2, 3).requires_grad_()
+    with pytest.raises(RuntimeError, match="Legacy autograd function with non-static forward method is deprecated"):
+        run(source)["constant_pad_1d"](x, 5, 1, 0.5, True)
+    namespace, warned = quietly(run, after)
+    padded, warned = quietly(namespace["constant_pad_1d"], x, 5, 1, 0.5, True)
+    blended, more = quietly(namespace["blend"], x, y, 0.25)
+    assert not any("instantiated" in w or "deprecated" in w for w in warned + more), warned + more
+    # the same values as torch's own padding and arithmetic
+    assert torch.equal(padded, torch.nn.functional.pad(x, (2, 0), value=0.5))
+    assert torch.equal(blended, x * 0.25 + y * 0.75)
+    # backward reads the settings forward stored on the context; the settings get no gradient
+    grad_x, grad_y = torch.autograd.grad((padded * 3).sum() + blended.sum(), (x, y))
+    assert torch.equal(grad_x, torch.full_like(x, 3.25)) and torch.equal(grad_y, torch.full_like(y, 0.75))
+    right, _ = quietly(namespace["constant_pad_1d"], x, 4, 1)
+    assert torch.equal(right, torch.nn.functional.pad(x, (0, 1)))
+
+
 # -- TL615 iterator-next-method -----------------------------------------------------------------------------
 
 

@@ -643,18 +643,25 @@ def _build_fix(
         rng = positions[old]
         start = _offset(starts, rng.start.line, rng.start.column)
         end = _offset(starts, rng.end.line, rng.end.column)
-        # Positions exclude a node's own parentheses; its rendering includes them.
-        start -= sum(len(context.code(paren, indents)) for paren in getattr(old, "lpar", ()))
-        end += sum(len(context.code(paren, indents)) for paren in getattr(old, "rpar", ()))
+        # Positions exclude an expression's own parentheses; its rendering includes them.  (A class's `lpar`
+        # is the one parenthesis of its bases, inside its position.)
+        if not isinstance(old, cst.ClassDef):
+            start -= sum(len(context.code(paren, indents)) for paren in getattr(old, "lpar", ()))
+            end += sum(len(context.code(paren, indents)) for paren in getattr(old, "rpar", ()))
         old_text = context.source[start:end]
         block_indents = indents
-        if old_text != context.code(old, block_indents):
+        statement = isinstance(old, cst.BaseCompoundStatement)
+        if statement:  # its position starts after its leading blank lines and ends before its last newline
+            old = old.with_changes(leading_lines=())
+        if old_text != _statement_text(context.code(old, block_indents), statement):
             # A rule may report a node of another block than the one it was visiting (a step found from a return).
-            block_indents = _indents_in_source(old, old_text, context)
+            block_indents = _indents_in_source(old, old_text, context, statement)
             if block_indents is None:
                 raise ValueError("node position does not match its source text")
         new = replacement.new
-        new_text = new if isinstance(new, str) else context.code(new, block_indents)
+        if statement and isinstance(new, cst.BaseCompoundStatement):
+            new = new.with_changes(leading_lines=())
+        new_text = new if isinstance(new, str) else _statement_text(context.code(new, block_indents), statement)
         edits.append(_minimal_edit(start, old_text, new_text))
     own_first_use = min((edit.start for edit in edits), default=len(context.source))
     imports = []
@@ -666,7 +673,12 @@ def _build_fix(
     return Fix(spec.applicability, spec.message, tuple(sorted(imports + edits, key=lambda e: (e.start, e.end))))
 
 
-def _indents_in_source(node: cst.CSTNode, text: str, context: FileContext) -> Optional[Tuple[str, ...]]:
+def _statement_text(code: str, statement: bool) -> str:
+    """A compound statement's rendering as its position spans it: without the final newline."""
+    return code[:-1] if statement and code.endswith("\n") else code
+
+
+def _indents_in_source(node: cst.CSTNode, text: str, context: FileContext, statement: bool = False) -> Optional[Tuple[str, ...]]:
     """The block indentation under which ``node`` renders as ``text`` (its text in the file), read
     from its continuation lines; None when no indentation does."""
     rendered = context.code(node).splitlines()
@@ -677,7 +689,7 @@ def _indents_in_source(node: cst.CSTNode, text: str, context: FileContext) -> Op
         if mine.strip() and theirs.endswith(mine):
             prefix = theirs[: len(theirs) - len(mine)]
             candidate = (prefix,)
-            if not prefix.strip() and context.code(node, candidate) == text:
+            if not prefix.strip() and _statement_text(context.code(node, candidate), statement) == text:
                 return candidate
             return None
     return None
