@@ -11,12 +11,13 @@ the run started in); deleting it forgets every confirmation.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
 import os
 import tempfile
-from typing import Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple
+from typing import Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from torchlint.findings import Confidence, Finding
 
@@ -65,19 +66,36 @@ def record(cache_dir: str, confirmations: Iterable[Confirmation]) -> None:
     new = list(confirmations)
     if not new:
         return
-    kept: Dict[Tuple[str, str, str], Confirmation] = {(c.path, c.code, c.digest): c for c in load(cache_dir)}
-    kept.update(((c.path, c.code, c.digest), c) for c in new)
     os.makedirs(cache_dir, exist_ok=True)
-    document = {"format": FORMAT, "confirmed": [c._asdict() for c in sorted(kept.values())]}
-    handle, temporary = tempfile.mkstemp(dir=cache_dir, prefix=".confirmed-", suffix=".json")
+    with _locked(cache_dir):  # the ranks of one launch record at the same moment: none may lose another's
+        kept: Dict[Tuple[str, str, str], Confirmation] = {(c.path, c.code, c.digest): c for c in load(cache_dir)}
+        kept.update(((c.path, c.code, c.digest), c) for c in new)
+        document = {"format": FORMAT, "confirmed": [c._asdict() for c in sorted(kept.values())]}
+        handle, temporary = tempfile.mkstemp(dir=cache_dir, prefix=".confirmed-", suffix=".json")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump(document, out, indent=1)
+            os.replace(temporary, store_path(cache_dir))
+        except BaseException:
+            if os.path.exists(temporary):
+                os.unlink(temporary)
+            raise
+
+
+@contextlib.contextmanager
+def _locked(cache_dir: str) -> Iterator[None]:
+    """An exclusive lock on the store while it is read and rewritten (where the platform has ``fcntl``)."""
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(document, out, indent=1)
-        os.replace(temporary, store_path(cache_dir))
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+        import fcntl
+    except ImportError:  # Windows: one writer at a time is the common case
+        yield
+        return
+    with open(os.path.join(cache_dir, ".confirmed.lock"), "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def for_file(confirmations: Sequence[Confirmation], path: str, root: str) -> List[Confirmation]:

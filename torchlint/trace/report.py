@@ -79,7 +79,9 @@ class TraceReport:
             item = finding_to_dict(finding)
             item.update(self.verdict(index))
             items.append(item)
-        run = dict(self.run, rank=self.rank) if self.rank is not None else self.run
+        run = dict(self.run, rank=self.rank) if self.rank is not None else dict(self.run)
+        if (run.get("first_overflow") or {}).get("path"):
+            run["first_overflow"] = dict(run["first_overflow"], path=display_path(run["first_overflow"]["path"]))
         return {"findings": items, "first_nonfinite": self.first_nonfinite(), "run": run}
 
     def to_json(self) -> str:
