@@ -5,7 +5,9 @@ from __future__ import annotations
 import collections
 import os
 import pickle
+import sys
 import textwrap
+import types
 
 import pytest
 
@@ -718,6 +720,48 @@ def test_tl406_a_whole_module_fails_to_load_by_default_and_the_fix_loads_it(tmp_
     good = run(after)
     assert torch.equal(good["predict"](batch), model.eval()(batch))
     assert isinstance(good["resume"](), torch.optim.SGD)
+
+
+LIGHTNING_LOAD = """
+import pytorch_lightning as pl
+import torch
+from omegaconf import DictConfig
+
+
+class Classifier(pl.LightningModule):
+    def __init__(self, cfg: DictConfig):
+        super().__init__()
+        self.save_hyperparameters(cfg)
+
+
+def restore():
+    return torch.load("checkpoints/best.ckpt", map_location="cpu")
+"""
+
+
+def test_tl406_a_lightning_checkpoint_holding_an_omegaconf_config_fails_to_load_by_default(tmp_path, monkeypatch):
+    omegaconf = pytest.importorskip("omegaconf")
+    # Lightning itself is not needed to load its checkpoint: the snippet imports a stand-in of its module.
+    lightning = types.ModuleType("pytorch_lightning")
+    lightning.LightningModule = type("LightningModule", (torch.nn.Module,), {"save_hyperparameters": lambda self, *a, **k: None})
+    monkeypatch.setitem(sys.modules, "pytorch_lightning", lightning)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "checkpoints").mkdir()
+    cfg = omegaconf.OmegaConf.create({"lr": 0.1, "model": {"width": 4}})
+    weights = {"net.weight": torch.ones(2, 2)}
+    # What Lightning writes for a module whose hyper-parameters are a DictConfig: the config object itself
+    # (checkpoint_connector.dump_checkpoint keeps an OmegaConf container as it is) and its type.
+    torch.save({"state_dict": weights, "hyper_parameters": cfg, "hparams_type": type(cfg)}, "checkpoints/best.ckpt")
+    (finding,) = engine.lint_text(LIGHTNING_LOAD, SNIPPET_PATH, settings_for(["TL406"])).findings
+    assert "OmegaConf config" in finding.message and "save_hyperparameters" not in finding.message
+    namespace = run(LIGHTNING_LOAD)
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        namespace["restore"]()
+    loaded = run(fixed(LIGHTNING_LOAD, "TL406"))["restore"]()  # weights_only=False, for a trusted file
+    assert loaded["hyper_parameters"] == cfg and torch.equal(loaded["state_dict"]["net.weight"], weights["net.weight"])
+    # The advice: plain containers in the hyper-parameters load under the default.
+    torch.save({"state_dict": weights, "hyper_parameters": omegaconf.OmegaConf.to_container(cfg)}, "checkpoints/best.ckpt")
+    assert namespace["restore"]()["hyper_parameters"] == {"lr": 0.1, "model": {"width": 4}}
 
 
 def test_tl406_the_state_dict_way_loads_with_the_default(tmp_path):

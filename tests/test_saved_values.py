@@ -15,6 +15,7 @@ from torchlint import config, engine
 from torchlint.analysis.model.checkpoints import ast_file_name
 from torchlint.analysis.model.project_index import definition, facts_of_source, refused_saves_in
 from torchlint.analysis.model.saved_values import saved_layouts
+from torchlint.analysis.project import lightning
 
 sys.path.insert(0, str(Path(__file__).parent))
 from renaming import rename_identifiers  # noqa: E402
@@ -240,3 +241,35 @@ def test_scripts_import_the_helpers_beside_them_before_a_package_of_the_same_nam
     expected, found = _annotated_and_found("scripts_beside_their_helpers", tmp_path, capsys)
     assert expected == {("linear.py", 8, "TL406", "medium")}
     assert found == expected
+
+
+def test_lightning_hyperparameters_follow_what_save_hyperparameters_saves():
+    # Lightning saves the named arguments, or every __init__ argument not ignored (by its name, as Lightning does).
+    source = textwrap.dedent(
+        """
+        import pytorch_lightning as pl
+        from omegaconf import DictConfig
+
+
+        class Saved(pl.LightningModule):
+            def __init__(self, cfg: DictConfig, width=4):
+                super().__init__()
+                self.save_hyperparameters()
+
+
+        class Ignored(pl.LightningModule):
+            def __init__(self, cfg: DictConfig, width=4):
+                super().__init__()
+                self.save_hyperparameters(ignore=["cfg"])
+
+
+        class Named(pl.LightningModule):
+            def __init__(self, cfg: DictConfig, width=4):
+                super().__init__()
+                self.save_hyperparameters("width")
+        """
+    )
+    facts = facts_of_source(source, "module.py")
+    found = {(c.qualified, c.parameter, c.evidence) for c in lightning.config_hyperparameters(None, facts)}
+    assert found == {("module.Saved", "cfg", "annotated `DictConfig`")}
+    assert set(lightning.lightning_classes(None, facts)) == {"module.Saved", "module.Ignored"}

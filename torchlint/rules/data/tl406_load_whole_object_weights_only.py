@@ -24,6 +24,7 @@ from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.model.project_index import definition, file_facts, refused_saves_in
 from torchlint.analysis.model.saved_values import ADVICE, saved_layouts, saves_by_file_name
 from torchlint.analysis.project.allow_lists import allow_lists_in_file, allow_lists_in_program
+from torchlint.analysis.project.lightning import CHECKPOINT_PATH_ATTRIBUTES, config_hyperparameters, lightning_classes
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.analysis.flow.callers import framework_called
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
@@ -32,6 +33,10 @@ from torchlint.walk_order import visit
 # How far a loaded value is followed (names, moves, helpers that return it).
 MAX_STEPS = 6
 _SAVE_CALL = re.compile(r"\bsave\s*\(")
+
+
+# Lightning's loader of a module's checkpoint (a classmethod of every LightningModule).
+LIGHTNING_LOAD = "load_from_checkpoint"
 
 
 class LoadWholeObjectWeightsOnly(Rule):
@@ -164,11 +169,16 @@ blind on the calibration draws d1-d13 (code the rules were tuned on), 37 of
 38 were real; the last validation draw, d13, held none of them. Found at
 `low` when only the file name ties the load to the saves (the folders are
 built at run time) until validation draws have read such findings.
+A Lightning checkpoint (a `.ckpt` path, ModelCheckpoint's `best_model_path`,
+or `MyModule.load_from_checkpoint`) of a project whose LightningModules save
+an OmegaConf config among their hyper-parameters is found at `high`, the
+level of loads a save ties to by path, and shown where the table shows
+those; no validation draw has read this form on its own yet.
 """
 
     @classmethod
     def prepass(cls, scan):
-        loads = scan.regions_calling_qualified(LOAD_FUNCTIONS)
+        loads = scan.regions_calling_qualified(LOAD_FUNCTIONS) | scan.regions_calling([LIGHTNING_LOAD])
         if not loads:
             return None
         # Where the loaded value may be used outside its region: a name a script binds at the top level, an
@@ -194,6 +204,8 @@ built at run time) until validation draws have read such findings.
         return frozenset(seeds)
 
     def visit_Call(self, node: cst.Call) -> None:
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == LIGHTNING_LOAD:
+            return self._lightning_load(node)
         qualified = self.context.qualified_name(node.func)
         if qualified not in LOAD_FUNCTIONS or has_star_args(node):
             return
@@ -216,7 +228,7 @@ built at run time) until validation draws have read such findings.
         else:
             saved = self._saved_refused(node)
             if saved is None:
-                saved = self._layout_refused(node) or self._named_refused(node)
+                saved = self._layout_refused(node) or self._named_refused(node) or self._lightning_refused(node)
                 if saved is None:
                     return
                 holds, advice, level = saved
@@ -350,6 +362,50 @@ built at run time) until validation draws have read such findings.
         # the level table decides what is shown once validation draws have read it.
         return save.describe(shown), save.value.advice, Confidence.LOW
 
+    # -- Lightning checkpoints -------------------------------------------------------------------
+
+    def _lightning_refused(self, node: cst.Call) -> Optional[Tuple[str, str, Confidence]]:
+        """A Lightning checkpoint (the path names a ``.ckpt`` file, or is a ModelCheckpoint's best or last path)
+        of a project whose every LightningModule that saves hyper-parameters saves an OmegaConf config among
+        them (analysis/project/lightning.py)."""
+        project = self.context.project
+        facts = None if project is not None else file_facts(self.context)
+        path = argument(node, 0, "f")
+        if path is None or (project is None and facts is None):
+            return None
+        value = path.value
+        if isinstance(value, cst.Name):
+            value = bound_value(self.context, value.value) or _loop_iterable(self.context, value.value)
+        if value is None or not _names_lightning_checkpoint(self.context, value):
+            return None
+        configs = config_hyperparameters(project, facts)
+        if not configs or {c.qualified for c in configs} != set(lightning_classes(project, facts)):
+            return None
+        # Found at high, the level of loads a save ties to by path: the table shows them as it shows those.
+        return f"{configs[0].describe()} (a Lightning checkpoint)", ADVICE["config"], Confidence.HIGH
+
+    def _lightning_load(self, node: cst.Call) -> None:
+        """``MyModule.load_from_checkpoint(path)``: Lightning loads through ``torch.load``, under its default."""
+        target = self.context.settings.target_torch_version
+        if target is not None and tuple(target) < WEIGHTS_ONLY_DEFAULT_SINCE:
+            return
+        given = keyword_arg(node, "weights_only")
+        if given is not None and not _is_true(given.value):
+            return
+        facts = file_facts(self.context)
+        owner = facts.qualify_dotted(dotted_name(node.func.value)) if facts is not None and isinstance(node.func, cst.Attribute) else None
+        project = self.context.project
+        configs = config_hyperparameters(project, None if project is not None else facts)
+        found = next((c for c in configs if owner is not None and _same_class(owner, c.qualified)), None)
+        if found is None or allow_lists_in_file(self.context) or allow_lists_in_program(self.context):
+            return
+        message = (
+            f"load_from_checkpoint loads through torch.load, which loads weights only by default since torch 2.6, and "
+            f"this checkpoint holds {found.describe()}: loading raises 'Weights only load failed'; "
+            f"{ADVICE['config']} (save_hyperparameters(OmegaConf.to_container(cfg))), or load a file you trust with weights_only=False"
+        )
+        self.report(node, message, None, confidence=Confidence.HIGH)
+
     def _loaded_file_name(self, node: cst.Call) -> Optional[str]:
         path = argument(node, 0, "f")
         if path is None:
@@ -451,6 +507,52 @@ def _relative(path: str, near: str) -> str:
     except ValueError:  # another drive
         shown = path
     return shown.replace(os.sep, "/")
+
+
+def _loop_iterable(context, name: str) -> Optional[cst.BaseExpression]:
+    """What a ``for`` loop around the current node that binds ``name`` iterates over (through ``enumerate``,
+    ``sorted``, ``reversed`` and a name bound to the sequence)."""
+    for ancestor in reversed(list(context.ancestors)):
+        if not isinstance(ancestor, cst.For):
+            continue
+        targets = [e.value for e in ancestor.target.elements] if isinstance(ancestor.target, cst.Tuple) else [ancestor.target]
+        names = {t.value for t in targets if isinstance(t, cst.Name)}
+        if name not in names:
+            continue
+        iterable = ancestor.iter
+        while isinstance(iterable, cst.Call) and isinstance(iterable.func, cst.Name) and iterable.func.value in ("enumerate", "sorted", "reversed", "list") and iterable.args:
+            iterable = iterable.args[0].value
+        if isinstance(iterable, cst.Name):
+            return bound_value(context, iterable.value)
+        return iterable
+    return None
+
+
+def _names_lightning_checkpoint(context, value: cst.BaseExpression) -> bool:
+    """Whether a path expression names a checkpoint Lightning wrote: a ``.ckpt`` file in a string of it, or
+    ModelCheckpoint's ``best_model_path``/``last_model_path``."""
+    found = [False]
+
+    class Parts(cst.CSTVisitor):
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            found[0] |= node.evaluated_value.endswith(".ckpt") if isinstance(node.evaluated_value, str) else False
+
+        def visit_FormattedStringText(self, node: cst.FormattedStringText) -> None:
+            found[0] |= node.value.endswith(".ckpt")
+
+        def visit_Attribute(self, node: cst.Attribute) -> None:
+            found[0] |= node.attr.value in CHECKPOINT_PATH_ATTRIBUTES
+
+    value.visit(Parts())
+    return found[0]
+
+
+def _same_class(owner: str, qualified: str) -> bool:
+    """``owner`` (as this file names the class) is the project class ``qualified`` (module.Class): the same
+    dotted name, or the same class reached by another import path of the same module."""
+    return owner == qualified or owner.rpartition(".")[2] == qualified.rpartition(".")[2] and (
+        owner.endswith("." + qualified) or qualified.endswith("." + owner)
+    )
 
 
 def _is_true(node: cst.BaseExpression) -> bool:

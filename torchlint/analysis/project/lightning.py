@@ -1,0 +1,253 @@
+"""Lightning checkpoints whose hyper-parameters hold an OmegaConf config.
+
+A ``LightningModule`` that calls ``self.save_hyperparameters(cfg)`` (or ``save_hyperparameters()``, which
+saves every argument of ``__init__`` not ignored) writes those arguments into every checkpoint Lightning
+saves for it: an OmegaConf ``DictConfig`` is pickled as it is, and ``torch.load`` under the weights_only
+default of torch >= 2.6 refuses it ("Unsupported global: omegaconf..."), as does ``load_from_checkpoint``,
+which loads through it.
+
+An argument is a config when the code shows it: ``__init__`` annotates the parameter with an OmegaConf type,
+or a construction of the class in the project passes a value an OmegaConf or Hydra call built
+(``OmegaConf.load``/``create``/``merge``, ``hydra.compose``), directly, through a name the calling function
+binds to one, or as the config parameter of a ``@hydra.main`` function.  Facts are read from the modules'
+``ast`` through their imports; a name says nothing.
+"""
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
+
+from torchlint.analysis.model.saved_values import REFUSED_CALLS
+
+LIGHTNING_MODULES: FrozenSet[str] = frozenset(
+    {
+        "pytorch_lightning.LightningModule",
+        "pytorch_lightning.core.LightningModule",
+        "pytorch_lightning.core.lightning.LightningModule",
+        "pytorch_lightning.core.module.LightningModule",
+        "lightning.LightningModule",
+        "lightning.pytorch.LightningModule",
+        "lightning.pytorch.core.LightningModule",
+        "lightning.pytorch.core.module.LightningModule",
+    }
+)
+# Types an __init__ parameter may be annotated with that make it an OmegaConf config.
+CONFIG_TYPES: FrozenSet[str] = frozenset({"omegaconf.DictConfig", "omegaconf.ListConfig", "omegaconf.OmegaConf"})
+# Calls whose result is an OmegaConf config (the save-side table's, and Hydra's compose).
+CONFIG_BUILDERS: FrozenSet[str] = frozenset(
+    {name for name, (kind, _) in REFUSED_CALLS.items() if kind == "config" and name.startswith("omegaconf.")} | {"hydra.compose"}
+)
+HYDRA_MAIN: FrozenSet[str] = frozenset({"hydra.main"})
+# Lightning's attributes that name a checkpoint file it wrote (ModelCheckpoint's).
+CHECKPOINT_PATH_ATTRIBUTES: FrozenSet[str] = frozenset({"best_model_path", "last_model_path", "kth_best_model_path"})
+
+
+@dataclass(frozen=True)
+class ConfigHyperparameters:
+    """A LightningModule whose checkpoints hold an OmegaConf config among their hyper-parameters."""
+
+    qualified: str  # the class, as the project's modules name it (module.Class)
+    path: str
+    parameter: str  # the __init__ parameter saved
+    evidence: str  # how the code shows it is a config
+
+    def describe(self) -> str:
+        name = self.qualified.rpartition(".")[2]
+        return f"the hyper-parameters of `{name}`, whose `{self.parameter}` is an OmegaConf config ({self.evidence})"
+
+
+def _plain(qualified: Optional[str]) -> Optional[str]:
+    """``omegaconf.OmegaConf.load`` for the names omegaconf's submodules give it too."""
+    if qualified is None:
+        return None
+    for inner in ("omegaconf.omegaconf.", "omegaconf.dictconfig.", "omegaconf.listconfig."):
+        if qualified.startswith(inner):
+            return "omegaconf." + qualified[len(inner):]
+    return qualified
+
+
+class _OneFile:
+    """A file checked on its own, as the project these facts are read from."""
+
+    def __init__(self, facts) -> None:
+        self.facts = facts
+
+    def modules(self) -> Iterator[object]:
+        yield self.facts
+
+    def modules_calling(self, name: str) -> List[object]:
+        return [self.facts]
+
+
+class _Project:
+    def __init__(self, project) -> None:
+        self.project = project
+
+    def modules(self) -> Iterator[object]:
+        for module in sorted(self.project.module_paths()):
+            if b"save_hyperparameters" not in self.project.module_bytes(module):
+                continue  # a cost gate: the call is what is looked for
+            facts = self.project.module_facts(module)
+            if facts is not None:
+                yield facts
+
+    def modules_calling(self, name: str) -> List[object]:
+        return self.project.modules_calling(name)
+
+
+def config_hyperparameters(project, facts=None) -> Tuple[ConfigHyperparameters, ...]:
+    """Every such class of the project (computed once per run), or of the file of ``facts`` when there is no
+    project index (a file checked on its own)."""
+    if project is None:
+        return tuple(_compute(_OneFile(facts))) if facts is not None else ()
+    return project.fact("lightning-config-hyperparameters", lambda: tuple(_compute(_Project(project))))
+
+
+def lightning_classes(project, facts=None) -> Tuple[str, ...]:
+    """The LightningModule classes that save hyper-parameters (qualified), as :func:`config_hyperparameters`."""
+    if project is None:
+        return tuple(q for q, _, _, _ in _saving_classes(_OneFile(facts))) if facts is not None else ()
+    return project.fact("lightning-saving-classes", lambda: tuple(q for q, _, _, _ in _saving_classes(_Project(project))))
+
+
+def _saving_classes(source) -> Iterator[Tuple[str, object, ast.ClassDef, List[str]]]:
+    """(qualified class, its module's facts, the class, the __init__ parameters it saves)."""
+    for facts in source.modules():
+        for statement in facts.tree.body:
+            if not isinstance(statement, ast.ClassDef):
+                continue
+            if not any(_plain(facts.qualify(base)) in LIGHTNING_MODULES for base in statement.bases):
+                continue
+            saved = _saved_parameters(statement)
+            if saved:
+                yield f"{facts.module}.{statement.name}", facts, statement, saved
+
+
+def _compute(source) -> Iterator[ConfigHyperparameters]:
+    for qualified, facts, cls, saved in _saving_classes(source):
+        init = _method(cls, "__init__")
+        if init is None:
+            continue
+        for parameter in saved:
+            evidence = _annotated(facts, init, parameter) or _built_by_callers(source, facts, cls, init, parameter)
+            if evidence is not None:
+                yield ConfigHyperparameters(qualified, facts.path, parameter, evidence)
+                break
+
+
+def _method(cls: ast.ClassDef, name: str) -> Optional[ast.FunctionDef]:
+    return next((s for s in cls.body if isinstance(s, ast.FunctionDef) and s.name == name), None)
+
+
+def _parameters(method: ast.FunctionDef) -> List[ast.arg]:
+    """A method's parameters after ``self``."""
+    arguments = method.args
+    return [*arguments.posonlyargs, *arguments.args][1:] + list(arguments.kwonlyargs)
+
+
+def _saved_parameters(cls: ast.ClassDef) -> List[str]:
+    """The ``__init__`` parameters ``self.save_hyperparameters(...)`` saves in the class."""
+    init = _method(cls, "__init__")
+    if init is None:
+        return []
+    names = [arg.arg for arg in _parameters(init)]
+    saved: List[str] = []
+    for node in ast.walk(cls):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "save_hyperparameters"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "self"
+        ):
+            continue
+        positional = [arg for arg in node.args if not isinstance(arg, ast.Starred)]
+        if positional:
+            saved += [arg.id for arg in positional if isinstance(arg, ast.Name) and arg.id in names]
+            continue
+        ignored = _ignored(node)
+        saved += [name for name in names if name not in ignored]
+    return list(dict.fromkeys(saved))
+
+
+def _ignored(call: ast.Call) -> FrozenSet[str]:
+    for keyword in call.keywords:
+        if keyword.arg == "ignore":
+            value = keyword.value
+            items = value.elts if isinstance(value, (ast.List, ast.Tuple, ast.Set)) else [value]
+            return frozenset(item.value for item in items if isinstance(item, ast.Constant) and isinstance(item.value, str))
+    return frozenset()
+
+
+def _annotated(facts, init: ast.FunctionDef, parameter: str) -> Optional[str]:
+    for arg in _parameters(init):
+        if arg.arg == parameter and arg.annotation is not None:
+            qualified = _plain(facts.qualify(arg.annotation))
+            if qualified in CONFIG_TYPES:
+                return f"annotated `{qualified.rpartition('.')[2]}`"
+    return None
+
+
+def _built_by_callers(source, facts, cls: ast.ClassDef, init: ast.FunctionDef, parameter: str) -> Optional[str]:
+    """How a construction of ``cls`` in the project passes an OmegaConf config as ``parameter``."""
+    positional = [arg.arg for arg in [*init.args.posonlyargs, *init.args.args][1:]]
+    position = positional.index(parameter) if parameter in positional else None
+    wanted = f"{facts.module}.{cls.name}"
+    for caller in source.modules_calling(cls.name):
+        for function, call in _calls_in_functions(caller, cls.name):
+            if caller.qualify(call.func) != wanted:
+                continue
+            value = next((k.value for k in call.keywords if k.arg == parameter), None)
+            if value is None and position is not None and position < len(call.args) and not any(isinstance(a, ast.Starred) for a in call.args[: position + 1]):
+                value = call.args[position]
+            if value is None:
+                continue
+            how = _config_value(caller, function, value)
+            if how is not None:
+                return f"{how} in {caller.path.rpartition('/')[2]}"
+    return None
+
+
+def _calls_in_functions(facts, name: str) -> Iterator[Tuple[Optional[ast.FunctionDef], ast.Call]]:
+    """Calls written ``name(...)`` or ``x.name(...)`` with the function that holds each (None: the module)."""
+    holders: Dict[int, ast.FunctionDef] = {}
+    for node in ast.walk(facts.tree):  # outer functions come first: the innermost holder is written last
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for inner in ast.walk(node):
+                if inner is not node:
+                    holders[id(inner)] = node
+    for call in facts.calls_of(name):
+        yield holders.get(id(call)), call
+
+
+def _config_value(facts, function: Optional[ast.FunctionDef], value: ast.expr) -> Optional[str]:
+    if isinstance(value, ast.Call):
+        built = _plain(facts.qualify(value.func))
+        return f"`{built.rpartition('.')[2]}(...)`" if built in CONFIG_BUILDERS else None
+    if not isinstance(value, ast.Name):
+        return None
+    name = value.id
+    if function is not None:
+        for arg in _parameters_of(function):
+            if arg.arg == name:
+                if any(_plain(facts.qualify(d.func if isinstance(d, ast.Call) else d)) in HYDRA_MAIN for d in function.decorator_list):
+                    return f"the config of the @hydra.main function `{function.name}`"
+                if arg.annotation is not None and _plain(facts.qualify(arg.annotation)) in CONFIG_TYPES:
+                    return f"a parameter annotated `{_plain(facts.qualify(arg.annotation)).rpartition('.')[2]}` of `{function.name}`"
+        assigned = [
+            node.value
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        ]
+    else:
+        assigned = [facts.values[name]] if name in facts.values else []
+    built = [_plain(facts.qualify(v.func)) for v in assigned if isinstance(v, ast.Call)]
+    if assigned and len(built) == len(assigned) and all(b in CONFIG_BUILDERS for b in built):
+        return f"`{name} = {built[0].rpartition('.')[2]}(...)`"
+    return None
+
+
+def _parameters_of(function: ast.FunctionDef) -> List[ast.arg]:
+    arguments = function.args
+    return [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
