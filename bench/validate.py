@@ -3,7 +3,7 @@
     python bench/validate.py DRAW [--label L] [--torchlint BIN] [--rerun] [--write]
     python bench/validate.py DRAW --packet DIR [--parts K] [--label L ...] [--codes CODE ...] [--levels LEVEL ...]
     python bench/validate.py DRAW --record FILE [FILE ...]
-    python bench/validate.py --measured DRAW [DRAW ...] [--label L]
+    python bench/validate.py --measured DRAW [DRAW ...] [--label L] [--onto]
     python bench/validate.py --calibrate DRAW [DRAW ...] [--label L] [--prior TABLE.md] [--write]
 
 A draw (``bench/draw.py``) is read twice, blind, by readers with fresh eyes:
@@ -333,7 +333,12 @@ def figures(name: str, label: str, findings: Sequence[Finding], lines: int, corp
     return text
 
 
-def measured(names: Sequence[str], label: str, corpus: Path) -> int:
+_MEASURED_CORPUS = re.compile(r"validation draws (?P<draws>[^(]+) \(\S+\): (?P<repositories>\d+) repositories.*?(?P<lines>[\d,]+) lines")
+
+
+def measured(names: Sequence[str], label: str, corpus: Path, onto: bool = False) -> int:
+    """Write the published figures from ``names``; with ``onto``, add them to the published figures of earlier
+    draws (whose corpora and cached findings need not be at hand: their counts are kept in the file)."""
     findings: List[Finding] = []
     verdicts: Dict[Key, Verdict] = {}
     lines = repositories = 0
@@ -344,11 +349,31 @@ def measured(names: Sequence[str], label: str, corpus: Path) -> int:
         repositories += len(draw.pinned_repositories(name))
         verdicts.update(precision_user.read_verdicts(results_of(name) / "verdicts.tsv"))
     data = precision_user.measured(findings, verdicts, lines, repositories)
+    if onto:
+        earlier = json.loads(precision_user.MEASURED.read_text(encoding="utf-8"))
+        described = _MEASURED_CORPUS.match(earlier["corpus"])
+        if described is None:
+            raise SystemExit(f"cannot read which draws {precision_user.MEASURED} holds: {earlier['corpus']!r}")
+        names = [*described["draws"].split(", "), *names]
+        repositories += int(described["repositories"])
+        lines += int(described["lines"].replace(",", ""))
+        data["levels"] = _summed(earlier["levels"], data["levels"])
+        for code in set(earlier["rules"]) | set(data["rules"]):
+            data["rules"][code] = _summed(earlier["rules"].get(code, {}), data["rules"].get(code, {}))
+        data["rules"] = dict(sorted(data["rules"].items()))
     data["corpus"] = (f"validation draws {', '.join(names)} ({datetime.date.today().isoformat()}): {repositories} "
                       f"repositories of users' PyTorch code nobody tuned the rules on, {lines:,} lines")
     precision_user.MEASURED.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n", encoding="utf-8")
     print(f"wrote {precision_user.MEASURED}")
     return 0
+
+
+def _summed(first: Dict[str, Dict[str, int]], second: Dict[str, Dict[str, int]]) -> Dict[str, Dict[str, int]]:
+    """Per level, the read and real counts of both."""
+    return {
+        level: {key: first.get(level, {}).get(key, 0) + second.get(level, {}).get(key, 0) for key in ("read", "real")}
+        for level in sorted(set(first) | set(second))
+    }
 
 
 # The decision rule: the share of real (or real*) findings each level promises. A form (a rule's findings
@@ -519,6 +544,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                         help="with --packet: only findings at these levels (as the label recorded them)")
     parser.add_argument("--record", type=Path, nargs="+", default=None)
     parser.add_argument("--measured", action="store_true")
+    parser.add_argument("--onto", action="store_true",
+                        help="with --measured: add the draws to the figures already published (corpora of those not needed)")
     parser.add_argument("--calibrate", action="store_true",
                         help="apply the decision rule to the named calibration draws (with --write: the level table)")
     parser.add_argument("--prior", type=Path,
@@ -526,7 +553,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(argv)
     labels = args.label or ["after"]
     if args.measured:
-        return measured(args.draws, labels[0], args.corpus)
+        return measured(args.draws, labels[0], args.corpus, args.onto)
     if args.calibrate:
         return calibrate(args.draws, labels[0], args.torchlint, args.corpus, args.rerun, args.write, args.prior)
     if len(args.draws) != 1:
