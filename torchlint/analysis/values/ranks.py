@@ -278,6 +278,13 @@ def _ast_zero_dim(
             return False
         if qualified.startswith("torch.nn.functional.") and is_functional_loss_name(qualified.rsplit(".", 1)[-1]):
             return _ast_reduces(node.keywords)
+        if isinstance(func, ast.Name) and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
+            # ``crit = nn.CrossEntropyLoss()`` then ``crit(logits, labels)``: the loss module bound once in the function
+            built = _bound_once(function, func.id)
+            if isinstance(built, ast.Call):
+                made = facts.qualify(built.func) or ""
+                if made.startswith("torch.nn.") and made.endswith("Loss") and made.rsplit(".", 1)[-1] not in _NOT_SCALAR_LOSSES:
+                    return len(built.args) <= 1 and _ast_reduces(built.keywords)
         return False
     if isinstance(node, ast.Name):
         # every binding of the name in the function is a plain assignment of a 0-dim value, or an elementwise update
@@ -336,9 +343,13 @@ def _module_number(facts, name: str) -> bool:
 
 
 def _ast_reduces(keywords: Sequence[ast.keyword]) -> bool:
-    """A loss call's (or constructor's) keywords leave one number: no legacy flag, a reducing ``reduction``."""
+    """A loss call's (or constructor's) keywords leave one number, as :func:`_reduces` reads them: a reducing
+    ``reduction``; of the legacy flags, ``size_average=`` (the sum or the mean) and ``reduce=True``."""
     given = {keyword.arg: keyword.value for keyword in keywords}
-    if None in given or "size_average" in given or "reduce" in given:
+    if None in given:
+        return False
+    legacy_reduce = given.get("reduce")
+    if legacy_reduce is not None and not (isinstance(legacy_reduce, ast.Constant) and legacy_reduce.value is True):
         return False
     reduction = given.get("reduction")
     return reduction is None or (isinstance(reduction, ast.Constant) and reduction.value in REDUCING)
@@ -379,6 +390,19 @@ def _returns_zero_dim(
     """Every ``return`` of ``function`` gives a 0-dim value (of the tuple's ``element``), ``known`` parameters fixed."""
     returned = _returned_values(function)
     return bool(returned) and all(_ast_zero_dim(value, function, facts, 0, known, element) for value in returned)
+
+
+def _bound_once(function: ast.FunctionDef, name: str) -> Optional[ast.expr]:
+    """The value of the one plain assignment to ``name`` in ``function`` (None when it has another binding)."""
+    values = []
+    for statement in own_nodes(function):
+        if isinstance(statement, ast.Assign) and any(_stores(target, name) for target in statement.targets):
+            if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
+                return None
+            values.append(statement.value)
+        elif not isinstance(statement, ast.Assign) and any(_stores(target, name) for target in _binding_targets(statement)):
+            return None
+    return values[0] if len(values) == 1 and not _is_parameter(function, name) else None
 
 
 def _rebinds(function: ast.FunctionDef, name: str) -> bool:
@@ -469,11 +493,33 @@ def _unpacked_rank(context: "FileContext", binding, name: str) -> Optional[int]:
     # a tuple assignment in a loop or a branch is a conditional binding: its position is read the same way
     position = unpack_position(replace(binding, kind="unpack"), name)
     value = binding.node.value if isinstance(binding.node, cst.Assign) else None
-    if position is None or not isinstance(value, cst.Call) or not isinstance(value.func, cst.Attribute):
+    if position is None or not isinstance(value, cst.Call):
         return None
-    if context.qualified_name(value.func) is not None:
+    if isinstance(value.func, cst.Name):
+        return _function_element_rank(context, value.func.value, value, position)
+    if not isinstance(value.func, cst.Attribute) or context.qualified_name(value.func) is not None:
         return None
     return method_return_rank(context, value.func.attr.value, _call_shape(value), position)
+
+
+def _function_element_rank(context: "FileContext", name: str, call: cst.Call, element: Tuple[int, int]) -> Optional[int]:
+    """The rank of ``element`` of the tuple a function of the project returns, called by ``name`` (a function of
+    this file, or one imported from a module of the project): ``cls_loss, reg_loss, log = rpn_loss(...)``."""
+    facts = file_facts(context)
+    if facts is None or has_star_args(call):
+        return None
+    function, owner = facts.functions.get(name), facts
+    if function is None:
+        qualified = context.qualified_name(call.func)
+        project = getattr(context, "project", None)
+        found = project.locate(qualified) if project is not None and qualified is not None else None
+        if found is None:
+            return None
+        owner, defined = found
+        function = owner.functions.get(defined)
+        if function is None:
+            return None
+    return 0 if _returns_zero_dim(function, owner, _known_parameters(function, _call_shape(call), receiver=0), element) else None
 
 
 def sequential_rank_before(context: "FileContext", sequential: cst.Call, position: int) -> Optional[int]:
