@@ -181,12 +181,20 @@ def _tight(node: cst.Subscript) -> bool:
 
 
 def _names_bound_to_calls(nodes) -> set:
-    """Names that ``name = call(...)``, ``name = other``, ``name = a / b`` (or an annotated assignment) or
-    ``name += value`` binds among ``nodes``: the values through which ``known_rank`` follows a name."""
+    """Names that ``name = call(...)``, ``a, b = call(...)``, ``name = other``, ``name = a / b`` (or an annotated
+    assignment) or ``name += value`` binds among ``nodes``: the values through which ``known_rank`` follows a name."""
     names = set()
     for node in nodes:
         if isinstance(node, ast.Assign) and isinstance(node.value, (ast.Call, ast.Name, ast.BinOp)):
             names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+            if isinstance(node.value, ast.Call):  # ``cls_loss, reg_loss = losses(...)``: the elements of what it returns
+                names.update(
+                    element.id
+                    for target in node.targets
+                    if isinstance(target, (ast.Tuple, ast.List))
+                    for element in target.elts
+                    if isinstance(element, ast.Name)
+                )
         elif isinstance(node, ast.AnnAssign) and isinstance(node.value, (ast.Call, ast.Name, ast.BinOp)) and isinstance(node.target, ast.Name):
             names.add(node.target.id)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
