@@ -40,8 +40,8 @@ How it decides, in at most :data:`MAX_DEPTH` steps:
   straight-line code; ``self.attr(x)`` to what ``__init__`` stored in ``self.attr``; ``self.helper(x)``
   and module-level functions to what they return.
 
-Not followed: modules kept in containers (``self.layers[-1]``, ``ModuleList``), Sequentials built
-from a list (``nn.Sequential(*layers)``), classes outside the project (``transformers``' models),
+Not followed: modules kept in containers (``self.layers[-1]``, ``ModuleList``), Sequentials whose last
+layer comes from a list (``nn.Sequential(*layers)``; ``nn.Sequential(*blocks, nn.Sigmoid())`` ends in its sigmoid), classes outside the project (``transformers``' models),
 ``__call__`` overrides, values whose bindings disagree or are conditional.
 """
 from __future__ import annotations
@@ -272,12 +272,16 @@ class _SiteReader:
                     reader = _AstReader(self.facts, self.context.project)
                     return reader.attribute_module(self.facts.class_nodes[owner.name.value], node.attr.value, depth)
             return None
-        if not isinstance(node, cst.Call) or any(arg.star for arg in node.args):
+        if not isinstance(node, cst.Call):
             return None
         func = node.func
-        if isinstance(func, cst.Attribute) and func.attr.value in MODULE_MOVES and self.context.qualified_name(func) is None:
-            return self.module(func.value, site, depth)
         qualified = self.context.qualified_name(func)
+        if qualified in SEQUENTIAL and node.args and not node.args[-1].star and node.args[-1].keyword is None:
+            return self.module(node.args[-1].value, site, depth)  # its last layer, whatever blocks come before it
+        if any(arg.star for arg in node.args):
+            return None
+        if isinstance(func, cst.Attribute) and func.attr.value in MODULE_MOVES and qualified is None:
+            return self.module(func.value, site, depth)
         first = _first_argument(node)
         if qualified in MODULE_WRAPPERS:
             return self.module(first, site, depth) if first is not None else None
@@ -491,16 +495,39 @@ class _AstReader:
                 if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
                     targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
                     for target in targets:
-                        if (
-                            isinstance(target, ast.Attribute)
-                            and isinstance(target.value, ast.Name)
-                            and target.value.id == "self"
-                            and target.attr == attribute
-                        ):
+                        if _is_self_attribute(target, attribute):
                             if _moves_itself(statement.value, attribute):
                                 continue  # ``self.D = self.D.to(device)``: the same module, moved
                             stored.append(self.module(statement.value, _Scope(method, owner, frames), depth + 1))
+                        elif isinstance(target, ast.Tuple) and not any(isinstance(e, ast.Starred) for e in target.elts):
+                            # ``self.G, self.D = build_models(cfg)``: that element of what the builder returns
+                            for index, part in enumerate(target.elts):
+                                if _is_self_attribute(part, attribute):
+                                    scope = _Scope(method, owner, frames)
+                                    stored.append(self.module_element(statement.value, index, len(target.elts), scope, depth + 1))
         return join(stored)
+
+    def module_element(self, node: ast.expr, index: int, length: int, scope: _Scope, depth: int) -> Output:
+        """What element ``index`` of the ``length`` modules ``node`` gives (a tuple, or a call of a function of
+        the project whose every ``return`` is such a tuple) returns when called."""
+        if depth > MAX_DEPTH:
+            return None
+        if isinstance(node, ast.Tuple):
+            if len(node.elts) != length or any(isinstance(e, ast.Starred) for e in node.elts):
+                return None
+            return self.module(node.elts[index], scope, depth + 1)
+        if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+            return None
+        found = self._resolve(node.func)
+        if found is None or found[1] not in found[0].functions:
+            return None
+        facts, name = found
+        reader = self if facts is self.facts else _AstReader(facts, self.project)
+        function = facts.functions[name]
+        returns = reader._returns(function)
+        if returns is None:
+            return None
+        return join([reader.module_element(value, index, length, _Scope(function, None, frames), depth + 1) for value, frames in returns])
 
     # -- functions --------------------------------------------------------------------
 
@@ -599,10 +626,14 @@ class _AstReader:
             return self._name(node.id, scope, depth, MODULE)
         if isinstance(node, ast.Attribute) and _is_self(node.value) and scope.owner is not None:
             return self.attribute_module(scope.owner, node.attr, depth)
-        if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+        if not isinstance(node, ast.Call):
             return None
         func = node.func
         qualified = self._qualified(func)
+        if qualified in SEQUENTIAL and node.args and not isinstance(node.args[-1], ast.Starred):
+            return self.module(node.args[-1], scope, depth)  # its last layer, whatever blocks come before it
+        if any(isinstance(a, ast.Starred) for a in node.args):
+            return None
         if isinstance(func, ast.Attribute) and qualified is None and func.attr in MODULE_MOVES:
             return self.module(func.value, scope, depth)
         if qualified in MODULE_WRAPPERS:
@@ -645,11 +676,13 @@ class _AstReader:
                     targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
                     if len(targets) == 1 and isinstance(targets[0], ast.Name):
                         return self._read(mode, statement.value, _Scope(scope.function, scope.owner, frames), depth)
-                    if len(targets) == 1 and isinstance(targets[0], ast.Tuple) and mode == VALUE:
+                    if len(targets) == 1 and isinstance(targets[0], ast.Tuple):
                         names = [e.id if isinstance(e, ast.Name) else None for e in targets[0].elts]
                         if name in names and not any(isinstance(e, ast.Starred) for e in targets[0].elts):
-                            whole = self.value(statement.value, _Scope(scope.function, scope.owner, frames), depth)
-                            return element(whole, names.index(name), len(names))
+                            at = _Scope(scope.function, scope.owner, frames)
+                            if mode != VALUE:
+                                return self.module_element(statement.value, names.index(name), len(names), at, depth)
+                            return element(self.value(statement.value, at, depth), names.index(name), len(names))
                 return None  # bound some other way, or on some paths only
         if self._bound_in(scope, name):
             return None  # a parameter (or a binding the frames do not reach)
@@ -686,6 +719,10 @@ class _AstReader:
         if qualified is None or qualified.startswith("torch."):
             return None
         return definition(qualified, self.facts, self.project)
+
+
+def _is_self_attribute(node: ast.expr, attribute: str) -> bool:
+    return isinstance(node, ast.Attribute) and _is_self(node.value) and node.attr == attribute
 
 
 def _is_self(node: ast.expr) -> bool:

@@ -91,6 +91,7 @@ def match_loss(context: "FileContext", node: cst.CSTNode) -> Optional[LossCall]:
     if kind is not None:
         return LossCall(kind, "function", node, argument(node, 0, "input"), argument(node, 1, "target"))
     constructor, built, attribute = _constructor(context, func)
+    constructor = unmoved(constructor)  # ``nn.BCELoss().to(device)``: the loss it moves
     if constructor is None:
         return None
     kind = LOSS_MODULES.get(context.qualified_name(constructor.func) or "")
