@@ -244,6 +244,11 @@ class FunctionWalk:
             self._bind_target(clause.target, clause.iter, site, element=True, comprehension=True)
             clause = clause.inner_for_in
 
+    def constructed_optimizer(self, receiver: cst.BaseExpression, at: "Site") -> bool:
+        """Whether the code binds ``receiver`` to a ``torch.optim`` optimizer where it is stepped (the flow of
+        bindings answers: :class:`~torchlint.analysis.flow.gradflow.FunctionFlow`)."""
+        return False
+
     def zeroed_receivers(self) -> Set[str]:
         """What the body calls ``zero_grad()`` on (``opt``, ``self.g_optim``), read once, on the first step call
         whose receiver's name says nothing: a receiver of both ``zero_grad()`` and ``step()`` steps parameters."""
@@ -321,7 +326,8 @@ class _CallScanner(cst.CSTVisitor):
                 flow.step_sites.append(self.site)
             if (method == "step" or method.endswith("_step")) and not has_star_args(node):
                 # ``optimizer.step()``, ``scaler.step(optimizer)``, SAM's ``optimizer.first_step()``
-                stepped = stepped_optimizer(node, flow.zeroed_receivers)
+                site = self.site
+                stepped = stepped_optimizer(node, flow.zeroed_receivers, lambda receiver: flow.constructed_optimizer(receiver, site))
                 if stepped is not None:
                     flow.step_calls.append(StepCall(node, stepped, self.site))
                     if node.args:
@@ -369,11 +375,16 @@ def frees_graph(call: cst.Call, flags_at: int = 1) -> bool:
     return True
 
 
-def stepped_optimizer(call: cst.Call, zeroed: Optional[Callable[[], Set[str]]] = None) -> Optional[cst.BaseExpression]:
+def stepped_optimizer(
+    call: cst.Call,
+    zeroed: Optional[Callable[[], Set[str]]] = None,
+    constructed: Optional[Callable[[cst.BaseExpression], bool]] = None,
+) -> Optional[cst.BaseExpression]:
     """``optimizer`` for ``optimizer.step()`` / ``optimizer.step(closure)`` and ``scaler.step(optimizer)``;
     None for what steps no parameters (``scheduler.step()``, ``env.step(action)``).  Besides the receiver's
-    name (a convention), a fact: the same body calls ``zero_grad()`` on it, or on the one argument of a
-    ``step`` (``zeroed``: those receivers)."""
+    name (a convention), facts: the same body calls ``zero_grad()`` on it, or on the one argument of a
+    ``step`` (``zeroed``: those receivers), or the code binds it to a ``torch.optim`` optimizer
+    (``constructed``)."""
     receiver = call.func.value
     positional = positional_args(call)
     name = last_name(receiver.value if isinstance(receiver, cst.Subscript) else receiver) or ""
@@ -392,6 +403,8 @@ def stepped_optimizer(call: cst.Call, zeroed: Optional[Callable[[], Set[str]]] =
         written = dotted_name(receiver)
         if written is not None and written in zeroed():
             return receiver
+    if constructed is not None and call.func.attr.value == "step" and constructed(receiver):
+        return receiver
     return None
 
 

@@ -978,6 +978,14 @@ class FunctionFlow(FunctionWalk):
                 return [value] if value is not None else []
         return []
 
+    def constructed_optimizer(self, receiver: cst.BaseExpression, at: Site) -> bool:
+        """Every value the code binds to ``receiver`` where it is stepped is a ``torch.optim`` optimizer (not a
+        learning-rate scheduler, whose ``step()`` updates no parameter)."""
+        values = self.bound_values(receiver, at)
+        return bool(values) and all(
+            isinstance(value, cst.Call) and _is_optimizer_class(self.context.qualified_name(value.func)) for value in values
+        )
+
     def optimizer_modules(self, optimizer: cst.BaseExpression, at: Site) -> Optional[FrozenSet[str]]:
         """The modules (as written) whose ``parameters()`` built ``optimizer`` as it is at ``at`` (a
         ``torch.optim`` construction bound to the name, at module level or to ``self.x`` in the class), or
@@ -1410,3 +1418,7 @@ def current_flow(context: "FileContext") -> Optional[FunctionFlow]:
             return None  # class bodies hold definitions, not training code
         return flow_for(context, context.module, None)
     return flow_for(context, function, class_def)
+
+
+def _is_optimizer_class(qualified: Optional[str]) -> bool:
+    return bool(qualified) and qualified.startswith("torch.optim.") and not qualified.startswith(("torch.optim.lr_scheduler.", "torch.optim.swa_utils."))
