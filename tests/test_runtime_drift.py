@@ -1304,6 +1304,32 @@ def test_tl614_settings_move_into_apply_and_the_padding_and_blend_compute_the_sa
     assert torch.equal(right, torch.nn.functional.pad(x, (0, 1)))
 
 
+# -- TL618 integer-filled-bce-target -----------------------------------------------------------------------
+
+
+def test_tl618_integer_labels_crash_binary_cross_entropy_and_the_fix_trains_as_float_labels_do():
+    source = (FIXTURES / "TL618" / "fix" / "integer_labels.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL618", unsafe=True)
+    assert after == (FIXTURES / "TL618" / "fix" / "integer_labels.out.py").read_text(encoding="utf-8")
+    torch.manual_seed(0)
+    netD = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(4, 1), torch.nn.Sigmoid())
+    netG = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(2, 4))
+    batches = [torch.randn(3, 4)]
+    with pytest.raises(RuntimeError, match="Found dtype Long but expected Float"):
+        run(source)["train"](netD, netG, batches, "cpu", 2)
+    torch.manual_seed(1)
+    real_loss, fake_loss, loss, mask = run(after)["train"](netD, netG, batches, "cpu", 2)
+    # the same losses as with float labels written by hand
+    torch.manual_seed(1)
+    data = batches[0]
+    expected_real = torch.nn.BCELoss()(netD(data).view(-1), torch.ones(3))
+    fake = netG(torch.randn(3, 2, 1, 1))
+    expected_fake = torch.nn.BCELoss()(netD(fake.detach()).view(-1), torch.zeros(3))
+    assert torch.equal(real_loss, expected_real) and torch.equal(fake_loss, expected_fake)
+    assert torch.equal(loss, torch.nn.functional.binary_cross_entropy(netD(data), torch.ones(3, 1)))
+    assert mask.dtype == torch.int64  # the mask the loss never takes keeps its integers
+
+
 # -- TL615 iterator-next-method -----------------------------------------------------------------------------
 
 

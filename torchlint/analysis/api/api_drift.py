@@ -472,6 +472,9 @@ SAVED_VARIABLES_DEPRECATED_SINCE: Version = (1, 0)
 # RuntimeError ("masked_fill_ only supports boolean masks"); indexing with one still only warns, and assigning a
 # number through it raises (masked_fill_).  Which release turned the warnings into errors is not established
 # here: the messages name 2.13, where it was run.
+# torch.full infers its dtype from the fill value since 1.7 (an int fill makes int64; 1.5-1.6 warned and made
+# float), and the binary cross-entropy losses refuse an int64 target ("Found dtype Long but expected Float").
+FULL_INFERS_DTYPE_SINCE: Version = (1, 7)
 UINT8_MASK_DEPRECATED_SINCE: Version = (1, 2)
 UINT8_MASK_RAISES_ON: Version = (2, 13)
 # Tensor method -> position of the mask among the arguments (the torch function takes the input first).
