@@ -1095,11 +1095,7 @@ def _second(args, kwargs, *names):
 
 
 def _tensors(value) -> List[Tensor]:
-    if isinstance(value, Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [item for item in value if isinstance(item, Tensor)]
-    return []
+    return list(_tensors_deep(value))
 
 
 _COLLECTIVES: Dict[str, Callable[[Any, Any], Tuple[List[Tensor], List[Tensor]]]] = {

@@ -15,6 +15,7 @@ binds to one, or as the config parameter of a ``@hydra.main`` function.  Facts a
 from __future__ import annotations
 
 import ast
+import os
 from dataclasses import dataclass
 from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
 
@@ -205,7 +206,7 @@ def _built_by_callers(source, facts, cls: ast.ClassDef, init: ast.FunctionDef, p
                 continue
             how = _config_value(caller, function, value)
             if how is not None:
-                return f"{how} in {caller.path.rpartition('/')[2]}"
+                return f"{how} in {os.path.basename(caller.path)}"
     return None
 
 

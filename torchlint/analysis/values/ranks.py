@@ -34,6 +34,7 @@ from torchlint.analysis.model.ops import module_constructor, unmoved
 from torchlint.analysis.model.ast_names import own_nodes
 from torchlint.analysis.model.project_index import bound_once, file_facts
 from torchlint.analysis.model.dataflow import bindings, site_of, unpack_position
+from torchlint.analysis.model.saved_values import single_assignments
 from torchlint.analysis.values.kinds import TENSOR_METHODS, value_kind
 from torchlint.analysis.values.losses import is_functional_loss_name, is_loss_call
 from torchlint.analysis.values.tensors import ancestors_of, is_tensor
@@ -394,15 +395,7 @@ def _returns_zero_dim(
 
 def _bound_once(function: ast.FunctionDef, name: str) -> Optional[ast.expr]:
     """The value of the one plain assignment to ``name`` in ``function`` (None when it has another binding)."""
-    values = []
-    for statement in own_nodes(function):
-        if isinstance(statement, ast.Assign) and any(_stores(target, name) for target in statement.targets):
-            if len(statement.targets) != 1 or not isinstance(statement.targets[0], ast.Name):
-                return None
-            values.append(statement.value)
-        elif not isinstance(statement, ast.Assign) and any(_stores(target, name) for target in _binding_targets(statement)):
-            return None
-    return values[0] if len(values) == 1 and not _is_parameter(function, name) else None
+    return None if _is_parameter(function, name) else single_assignments(function).get(name)
 
 
 def _rebinds(function: ast.FunctionDef, name: str) -> bool:

@@ -118,6 +118,10 @@ class LoadWholeObjectWeightsOnly(Rule):
     path is written in the code (a literal, a path next to `__file__`), the
     project's own file; elsewhere the finding has no fix (TL402 would
     rightly flag `weights_only=False` on a path that comes from outside).
+    `MyModule.load_from_checkpoint(path)` gets no fix: Lightning releases
+    before 2.4 pass unknown keywords to the module's `__init__`, so adding
+    `weights_only=False` there could break the call; save plain containers
+    (`save_hyperparameters(OmegaConf.to_container(cfg))`) instead.
     The same fix serves every kind, decided kind by kind:
 
     - modules, optimizers, schedulers: `weights_only=False` loads the object

@@ -105,8 +105,8 @@ class IntegerFilledBceTarget(Rule):
             return None
         func = value.func
         if isinstance(func, cst.Attribute) and func.attr.value in _DTYPE_KEEPING and self.context.qualified_name(func) is None:
-            if func.attr.value in ("to", "type") and (value.args and not _is_device(value.args[0].value)):
-                return None  # ``.to(torch.float)`` may change the dtype
+            if func.attr.value == "to" and (value.args and not _is_device(value.args[0].value, site)):
+                return None  # ``.to(torch.float)`` (or a name the code shows nothing of) may change the dtype
             return self._integer_full(func.value, site, depth + 1)
         qualified = self.context.qualified_name(func)
         if qualified not in ("torch.full", "torch.full_like") or keyword_arg(value, "dtype") is not None:
@@ -124,15 +124,24 @@ class IntegerFilledBceTarget(Rule):
         return FixSpec(Applicability.UNSAFE, "Make the tensor float", (Replacement(call, typed),), (requirement,) if requirement else ())
 
 
-def _is_device(value: cst.BaseExpression) -> bool:
-    """``device``, ``"cuda"``, ``x.device``, ``torch.device(...)``: what a move takes, not a dtype."""
+def _is_device(value: cst.BaseExpression, site, depth: int = 0) -> bool:
+    """What a move takes, not a dtype: a string (``"cuda"``), ``x.device``, ``torch.device(...)``, a choice
+    between such, or a name bound once to one (a name the code shows nothing of may hold a dtype)."""
     if isinstance(value, cst.SimpleString):
         return True
     if isinstance(value, cst.Attribute):
         return value.attr.value == "device"
     if isinstance(value, cst.Call):
-        return isinstance(value.func, cst.Attribute) and value.func.attr.value == "device"
-    return isinstance(value, cst.Name)  # a variable holding a device (a dtype is written torch.float32)
+        func = value.func
+        return (isinstance(func, cst.Attribute) and func.attr.value == "device") or (isinstance(func, cst.Name) and func.value == "device")
+    if isinstance(value, cst.IfExp):
+        return _is_device(value.body, site, depth) and _is_device(value.orelse, site, depth)
+    if isinstance(value, cst.Name) and depth < MAX_DEPTH:
+        reaching = bindings(site, value.value)
+        return len(reaching) == 1 and reaching[0].value is not None and reaching[0].kind in ("assign", "module") and _is_device(
+            reaching[0].value, reaching[0].site, depth + 1
+        )
+    return False
 
 
 def _is_integer(value: cst.BaseExpression, site) -> bool:
