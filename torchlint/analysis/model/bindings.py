@@ -1,210 +1,27 @@
-"""Which assignment gives a local name its value at a given use: reaching definitions in straight-line code.
+"""What a statement binds and touches, read from its syntax alone: the vocabulary of the dataflow engine.
 
-Rules ask "``probs`` in ``F.cross_entropy(probs, y)``: was it assigned a
-softmax a few lines earlier?" and "``d`` in ``torch.sqrt(d)``: was it
-bound to ``x.clamp_min(eps)``?".  :func:`reaching_definition` answers from
-the traversal's ancestor chain (``context.ancestors``), without scope
-metadata: it walks back through the statements before the use, in the same
-block and then in the enclosing blocks, up to the enclosing function (or the
-module, for scripts).
+``analysis/model/dataflow.py`` walks a function's statements to answer which
+bindings reach a use; it asks this module what one statement does to a name:
 
-The answer is a :class:`Definition` only when exactly one simple assignment
-``name = value`` (or ``name: T = value``; ``a = name = value`` too) must
-have produced the value seen at the use:
-
-- a binding of the name by anything else on the way back (augmented
-  assignment, tuple unpacking, ``for`` target, ``with ... as``, walrus,
-  import, ``del``, ``global``) gives None: the value is not known;
-- a compound statement (``if``/``for``/``while``/``with``/``try``) passed on
-  the way back that binds the name anywhere inside gives None: the
-  binding is conditional;
-- leaving a loop body that binds the name anywhere gives None (a later
-  statement of the previous iteration may reach the use);
-- a name bound by a comprehension or lambda around the use gives None;
-- reaching the top of the function gives None (a parameter or a closure).
-
-:meth:`Definition.unchanged_at_use` tells whether an expression read at the
-definition (say ``logits`` in ``probs = F.softmax(logits, -1)``) still means
-the same at the use, so that a fix may write it there instead: none of its
-names is rebound on the way (the definition itself included, as in
-``x = x.softmax(-1)``), assigned through (``logits[m] = 0``,
-``out.logits = ...``) or changed by an in-place method (``logits.div_(t)``).
-Calls that mutate an argument (``fill(logits)``) are not seen.
+- :func:`bound_names`: every name a statement binds, in any way (assignment,
+  for/with/except targets, walrus, ``del``, ``global``, import, ``def``,
+  ``class``), nested scopes excluded;
+- :func:`names_in_target`: the names an assignment target binds
+  (``a, (b, *c) = ...``);
+- :func:`touches`: whether a statement rebinds, assigns through
+  (``logits[m] = 0``, ``out.logits = ...``) or mutates in place by a method
+  (``logits.div_(t)``) one of some names; calls that mutate an argument
+  (``fill(logits)``) are not seen;
+- :func:`root_names`: the plain names an expression reads;
+- :func:`all_params`: every parameter of a ``def`` or ``lambda``.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, FrozenSet, Iterable, Iterator, List, Optional, Sequence, Set, Tuple
+from typing import Iterator, List, Set
 
 import libcst as cst
 
 from torchlint.walk_order import visit
-
-if TYPE_CHECKING:  # pragma: no cover
-    from torchlint.analysis.model.file_context import FileContext
-
-_LOOPS = (cst.For, cst.While)
-_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
-
-
-@dataclass(frozen=True)
-class Definition:
-    """``name = value`` found by :func:`reaching_definition`."""
-
-    name: str
-    value: cst.BaseExpression
-    # The statement line holding the assignment.
-    statement: cst.SimpleStatementLine
-    # Statements executed between the assignment and the use (the assignment's own line first).
-    between: Tuple[cst.CSTNode, ...]
-
-    def unchanged_at_use(self, expression: cst.BaseExpression) -> bool:
-        """Whether ``expression``, read at the definition, still has the same value at the use."""
-        roots = set(_root_names(expression))
-        if not roots:
-            return True
-        return not any(_touches(node, roots) for node in self.between)
-
-
-def reaching_definition(ancestors: Sequence[cst.CSTNode], name: str) -> Optional[Definition]:
-    """The simple assignment that gives ``name`` its value at a use below ``ancestors``.
-
-    ``ancestors`` are the nodes enclosing the use, outermost first (the
-    engine's ``context.ancestors`` while a rule visits the use or a node
-    that contains it). See the module docstring for when the answer is None.
-    """
-    if _bound_around_use(ancestors, name):
-        return None
-    between: List[cst.CSTNode] = []
-    index = len(ancestors) - 1
-    # Find the innermost statement and, when it is a statement line, the small statement holding the use.
-    small: Optional[cst.CSTNode] = None
-    while index >= 0 and not isinstance(ancestors[index], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-        if isinstance(ancestors[index], cst.BaseSmallStatement):
-            small = ancestors[index]
-        index -= 1
-    if index < 0:
-        return None
-    statement = ancestors[index]
-    if isinstance(statement, cst.SimpleStatementLine) and small is not None:
-        earlier = list(statement.body[: _index_of(statement.body, small)])
-        found = _scan_small(reversed(earlier), name, statement)
-        if found is not None:
-            return _finish(found, name, between)
-    # Walk back block by block.
-    while index >= 1:
-        block_owner = ancestors[index - 1]
-        if isinstance(block_owner, cst.Module):
-            body = block_owner.body
-        elif isinstance(block_owner, cst.IndentedBlock):
-            body = block_owner.body
-        else:  # SimpleStatementSuite (``if c: a = 1``) or an unexpected shape: stop
-            return None
-        position = _index_of(body, ancestors[index])
-        if position is None:
-            return None
-        for earlier in reversed(body[:position]):
-            if isinstance(earlier, cst.SimpleStatementLine):
-                found = _scan_small(reversed(earlier.body), name, earlier)
-                if found is not None:
-                    return _finish(found, name, between)
-                between.append(earlier)
-            else:
-                if name in bound_names(earlier):
-                    return None
-                between.append(earlier)
-        if isinstance(block_owner, cst.Module):
-            return None
-        # Climb to the compound statement owning this block.
-        index -= 2
-        while index >= 0 and not isinstance(ancestors[index], cst.BaseCompoundStatement):
-            index -= 1
-        if index < 0:
-            return None
-        compound = ancestors[index]
-        if isinstance(compound, (cst.FunctionDef, cst.ClassDef)):
-            return None
-        # An elif/else branch is owned by the outermost If of its chain.
-        while index >= 1 and isinstance(compound, cst.If) and isinstance(ancestors[index - 1], (cst.If, cst.Else)):
-            index -= 1
-            if isinstance(ancestors[index], cst.Else):
-                index -= 1
-            compound = ancestors[index]
-        if name in bound_names(compound):
-            return None
-        between.append(compound)
-    return None
-
-
-# -- helpers ---------------------------------------------------------------------------
-
-
-_Found = Tuple[cst.BaseExpression, cst.SimpleStatementLine, Optional[str]]
-
-
-def _finish(found, name: str, between: List[cst.CSTNode]) -> Optional[Definition]:
-    value, line, problem = found
-    if problem is not None:
-        return None
-    return Definition(name, value, line, tuple([line] + list(reversed(between))))
-
-
-def _scan_small(smalls: Iterable[cst.CSTNode], name: str, line: cst.SimpleStatementLine):
-    """(value, line, None) for the latest simple assignment of ``name``; (.., .., reason) if bound otherwise."""
-    for small in smalls:
-        if isinstance(small, cst.Assign):
-            names = [_target_name(t.target) for t in small.targets]
-            if name in names:
-                return small.value, line, None
-            if any(name in _names_in_target(t.target) for t in small.targets):
-                return small.value, line, "unpacked"
-        elif isinstance(small, cst.AnnAssign):
-            if _target_name(small.target) == name:
-                return (small.value, line, None) if small.value is not None else (small.target, line, "annotation")
-        if name in bound_names(small):
-            return small, line, "bound"
-    return None
-
-
-def _target_name(target: cst.BaseExpression) -> Optional[str]:
-    return target.value if isinstance(target, cst.Name) else None
-
-
-def _names_in_target(target: cst.CSTNode) -> Set[str]:
-    if isinstance(target, cst.Name):
-        return {target.value}
-    if isinstance(target, (cst.Tuple, cst.List)):
-        found: Set[str] = set()
-        for element in target.elements:
-            found |= _names_in_target(element.value)
-        return found
-    if isinstance(target, cst.StarredElement):
-        return _names_in_target(target.value)
-    return set()
-
-
-def _index_of(sequence: Sequence[cst.CSTNode], node: cst.CSTNode) -> Optional[int]:
-    for position, item in enumerate(sequence):
-        if item is node:
-            return position
-    return None
-
-
-def _bound_around_use(ancestors: Sequence[cst.CSTNode], name: str) -> bool:
-    """A comprehension variable or lambda parameter of that name between the statement and the use."""
-    for node in reversed(ancestors):
-        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
-            return False
-        if isinstance(node, cst.Lambda):
-            if any(p.name.value == name for p in all_params(node.params)):
-                return True
-        elif isinstance(node, _COMPREHENSIONS):
-            comp = node.for_in
-            while comp is not None:
-                if name in _names_in_target(comp.target):
-                    return True
-                comp = comp.inner_for_in
-    return False
 
 
 def all_params(params: cst.Parameters) -> List[cst.Param]:
@@ -224,7 +41,7 @@ class _Binders(cst.CSTVisitor):
         self.names: Set[str] = set()
 
     def _targets(self, node: cst.CSTNode) -> None:
-        self.names |= _names_in_target(node)
+        self.names |= names_in_target(node)
 
     def visit_Assign(self, node: cst.Assign) -> None:
         for target in node.targets:
@@ -288,7 +105,7 @@ def bound_names(node: cst.CSTNode) -> Set[str]:
     return visitor.names
 
 
-def _root_names(expression: cst.CSTNode) -> Iterator[str]:
+def root_names(expression: cst.CSTNode) -> Iterator[str]:
     """The plain names an expression reads (``logits`` and ``out`` in ``out.logits[:, 0] / logits``)."""
     collector = _NameReads()
     visit(expression, collector)
@@ -353,7 +170,8 @@ class _Touches(cst.CSTVisitor):
         return super().on_visit(node)
 
 
-def _touches(statement: cst.CSTNode, roots: Set[str]) -> bool:
+def touches(statement: cst.CSTNode, roots: Set[str]) -> bool:
+    """Whether ``statement`` rebinds, assigns through, or mutates in place by a method one of ``roots``."""
     if bound_names(statement) & roots:
         return True
     visitor = _Touches(roots)
@@ -361,56 +179,15 @@ def _touches(statement: cst.CSTNode, roots: Set[str]) -> bool:
     return visitor.found
 
 
-# -- the call a name holds (``sm = nn.Softmax(1)``, ``crit = nn.BCELoss()``) -----------------------
-
-
-def named_call(context: "FileContext", name: str) -> Optional[Tuple[cst.Call, str]]:
-    """(the call, "local" or "module") that ``name`` holds where the engine stands: the one assignment
-    that reaches it in the function or script (:func:`reaching_definition`), else, inside a function
-    that does not bind the name, the module's only top-level ``name = Call(...)``."""
-    definition = reaching_definition(context.ancestors, name)
-    if definition is not None:
-        return (definition.value, "local") if isinstance(definition.value, cst.Call) else None
-    if context.enclosing(cst.FunctionDef) is not None and not _bound_in_function(context, name):
-        value = _module_level_value(context, name)
-        if value is not None:
-            return value, "module"
-    return None
-
-
-def _bound_in_function(context: "FileContext", name: str) -> bool:
-    function = context.enclosing(cst.FunctionDef)
-    params = function.params
-    every = list(params.posonly_params) + list(params.params) + list(params.kwonly_params)
-    for star in (params.star_arg, params.star_kwarg):
-        if isinstance(star, cst.Param):
-            every.append(star)
-    if any(p.name.value == name for p in every):
-        return True
-    return name in context.memoized("names bound in body", function, _names_bound_in_body)
-
-
-def _names_bound_in_body(function: cst.FunctionDef) -> FrozenSet[str]:
-    return frozenset(name for stmt in function.body.body for name in bound_names(stmt))
-
-
-def _module_level_value(context: "FileContext", name: str) -> Optional[cst.Call]:
-    """The value of the only top-level ``name = Call(...)`` of the module, if there is exactly one binding."""
-    found = None
-    for stmt in context.memoized("top-level binders", context.module, _top_level_binders).get(name, ()):
-        if found is not None or not isinstance(stmt, cst.SimpleStatementLine):
-            return None
-        small = stmt.body[0] if len(stmt.body) == 1 else None
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
-            return None
-        found = small.value
-    return found if isinstance(found, cst.Call) else None
-
-
-def _top_level_binders(module: cst.Module) -> Dict[str, Tuple[cst.CSTNode, ...]]:
-    """name -> the top-level statements that bind it, in order."""
-    binders: Dict[str, List[cst.CSTNode]] = {}
-    for stmt in module.body:
-        for name in bound_names(stmt):
-            binders.setdefault(name, []).append(stmt)
-    return {name: tuple(stmts) for name, stmts in binders.items()}
+def names_in_target(target: cst.CSTNode) -> Set[str]:
+    """The names an assignment target binds: ``a`` and ``b`` in ``a, (b, *_) = ...``; none for ``x[i]``/``x.y``."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        found: Set[str] = set()
+        for element in target.elements:
+            found |= names_in_target(element.value)
+        return found
+    if isinstance(target, cst.StarredElement):
+        return names_in_target(target.value)
+    return set()

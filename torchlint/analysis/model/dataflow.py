@@ -41,11 +41,14 @@ site of its own statement, so its value can be analysed in turn.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterator, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.model.bindings import all_params
+from torchlint.analysis.model.bindings import all_params, bound_names, names_in_target, root_names, touches
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torchlint.analysis.model.file_context import FileContext
 
 # A block's statements and the index of the one holding the position.
 Frame = Tuple[Sequence[cst.CSTNode], int]
@@ -183,7 +186,7 @@ def _bindings_in_statement(statement: cst.CSTNode, name: str, here: Site, found:
             return True
         return False
     if isinstance(statement, cst.With):
-        if any(item.asname is not None and _names_in_target(item.asname.name, name) for item in statement.items):
+        if any(item.asname is not None and name in names_in_target(item.asname.name) for item in statement.items):
             found.append(Binding("opaque", None, None, statement))
             return True
         body = statement.body
@@ -196,7 +199,7 @@ def _bindings_in_statement(statement: cst.CSTNode, name: str, here: Site, found:
         return False
     # if / for / while / try: what they bind may not happen, unless every branch of an if/elif/else binds it (or
     # leaves by return/raise/break/continue): then nothing bound before the statement reaches past it.
-    if isinstance(statement, cst.For) and _names_in_target(statement.target, name):
+    if isinstance(statement, cst.For) and name in names_in_target(statement.target):
         found.append(Binding("conditional", None, None, statement))
     every_branch_binds = isinstance(statement, cst.If) and statement.orelse is not None
     for block in _blocks(statement):
@@ -227,7 +230,7 @@ def _small_binding(small: cst.CSTNode, name: str, here: Site, found: List[Bindin
             if isinstance(target.target, cst.Name) and target.target.value == name:
                 found.append(Binding("assign", small.value, here, small))
                 return True
-            if _names_in_target(target.target, name):
+            if name in names_in_target(target.target):
                 # ``a, b = x.chunk(2)`` / ``B, N, C = x.shape``: an element of the value.
                 found.append(Binding("unpack", small.value, here, small))
                 return True
@@ -286,16 +289,6 @@ _BINARY_FOR_AUGMENTED = {
     cst.DivideAssign: cst.Divide(),
     cst.PowerAssign: cst.Power(),
 }
-
-
-def _names_in_target(target: cst.CSTNode, name: str) -> bool:
-    if isinstance(target, cst.Name):
-        return target.value == name
-    if isinstance(target, (cst.Tuple, cst.List)):
-        return any(_names_in_target(element.value, name) for element in target.elements)
-    if isinstance(target, cst.StarredElement):
-        return _names_in_target(target.value, name)
-    return False
 
 
 def _blocks(statement: cst.CSTNode) -> Iterator[Sequence[cst.CSTNode]]:
@@ -403,3 +396,156 @@ def earlier_statements(site: Site) -> Iterator[Tuple[cst.CSTNode, Site]]:
         prefix = site.frames[:depth]
         for position in range(index - 1, -1, -1):
             yield body[position], site.at(prefix + ((body, position),))
+
+
+# -- the one assignment a value comes from: what a fix may rewrite --------------------------------
+
+
+@dataclass(frozen=True)
+class Definition:
+    """``name = value``: the one plain assignment that gives ``name`` its value at a use."""
+
+    name: str
+    value: cst.BaseExpression
+    # The statement line holding the assignment.
+    statement: cst.SimpleStatementLine
+    # Statements executed between the assignment and the use (the assignment's own line first).
+    between: Tuple[cst.CSTNode, ...]
+    # The nodes enclosing the assignment, outermost first, ending with the assignment itself: where to ask
+    # about the names its value reads.
+    ancestors: Tuple[cst.CSTNode, ...]
+
+    def unchanged_at_use(self, expression: cst.BaseExpression) -> bool:
+        """Whether ``expression``, read at the definition, still has the same value at the use."""
+        roots = set(root_names(expression))
+        if not roots:
+            return True
+        return not any(touches(node, roots) for node in self.between)
+
+
+def reaching_definition(ancestors: Sequence[cst.CSTNode], name: str) -> Optional[Definition]:
+    """The plain assignment that gives ``name`` its value at a use below ``ancestors`` (the nodes enclosing
+    the use, outermost first: the engine's ``context.ancestors``), or None when anything is uncertain.
+
+    It asks :func:`bindings` at the use and holds the answer to stricter terms, since a fix may rewrite
+    the value (``probs`` in ``F.cross_entropy(probs, y)`` assigned a softmax a few lines earlier):
+
+    - exactly one binding reaches, an ``assign`` (``masked`` writes such as ``p[m] = 0`` do not count:
+      :meth:`Definition.unchanged_at_use` sees them); updates, in-place methods, bindings on some paths,
+      parameters, module constants and unpacking give None;
+    - the assignment is a statement line of a block enclosing the use (not inside a ``with`` before it);
+    - nothing run between it and the use binds the name in any way, a compound statement enclosing the
+      use included (a loop whose later statement rebinds it reaches the use on the next iteration);
+    - no comprehension variable or lambda parameter of that name encloses the use.
+    """
+    if _bound_around_use(ancestors, name):
+        return None
+    reaching = [binding for binding in bindings(site_of(ancestors), name) if binding.kind != "masked"]
+    if len(reaching) != 1 or reaching[0].kind != "assign" or reaching[0].site is None:
+        return None
+    binding = reaching[0]
+    frames = binding.site.frames
+    if len(frames) < 2:
+        return None
+    block, index = frames[-2]
+    line = block[index]
+    if not (isinstance(line, cst.SimpleStatementLine) and line.body is frames[-1][0]):
+        return None  # a one-line suite: ``if c: p = f(x)``
+    holder = _index_holding(ancestors, line)
+    if holder is None:
+        return None
+    between: List[cst.CSTNode] = [line]
+    if holder + 1 < len(ancestors) and ancestors[holder + 1] is not line:
+        on_path = ancestors[holder + 1]
+        position = _position(ancestors[holder].body, line)
+        for statement in ancestors[holder].body[position + 1:]:
+            if statement is on_path:
+                break
+            between.append(statement)
+        between.extend(node for node in ancestors[holder + 1:] if isinstance(node, cst.BaseCompoundStatement))
+    if any(name in bound_names(node) for node in between[1:]):
+        return None
+    return Definition(name, binding.value, line, tuple(between), tuple(ancestors[: holder + 1]) + (line, binding.node))
+
+
+def _index_holding(ancestors: Sequence[cst.CSTNode], statement: cst.CSTNode) -> Optional[int]:
+    """The index of the ancestor whose block holds ``statement``, innermost first."""
+    for index in range(len(ancestors) - 1, -1, -1):
+        body = getattr(ancestors[index], "body", None)
+        if isinstance(body, (list, tuple)) and any(item is statement for item in body):
+            return index
+    return None
+
+
+def _position(sequence: Sequence[cst.CSTNode], node: cst.CSTNode) -> int:
+    return next(position for position, item in enumerate(sequence) if item is node)
+
+
+_COMPREHENSIONS = (cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
+
+
+def _bound_around_use(ancestors: Sequence[cst.CSTNode], name: str) -> bool:
+    """A comprehension variable or lambda parameter of that name between the statement and the use."""
+    for node in reversed(ancestors):
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            return False
+        if isinstance(node, cst.Lambda):
+            if any(p.name.value == name for p in all_params(node.params)):
+                return True
+        elif isinstance(node, _COMPREHENSIONS):
+            comp = node.for_in
+            while comp is not None:
+                if name in names_in_target(comp.target):
+                    return True
+                comp = comp.inner_for_in
+    return False
+
+
+# -- the call a name holds (``sm = nn.Softmax(1)``, ``crit = nn.BCELoss()``) -----------------------
+
+
+def named_call(context: "FileContext", name: str) -> Optional[Tuple[cst.Call, str]]:
+    """(the call, "local" or "module") that ``name`` holds where the engine stands: the one assignment
+    that reaches it in the function or script (:func:`reaching_definition`), else, inside a function
+    that does not bind the name, the module's only top-level ``name = Call(...)``."""
+    definition = reaching_definition(context.ancestors, name)
+    if definition is not None:
+        return (definition.value, "local") if isinstance(definition.value, cst.Call) else None
+    if context.enclosing(cst.FunctionDef) is not None and not _bound_in_function(context, name):
+        value = _module_level_value(context, name)
+        if value is not None:
+            return value, "module"
+    return None
+
+
+def _bound_in_function(context: "FileContext", name: str) -> bool:
+    function = context.enclosing(cst.FunctionDef)
+    if any(p.name.value == name for p in all_params(function.params)):
+        return True
+    return name in context.memoized("names bound in body", function, _names_bound_in_body)
+
+
+def _names_bound_in_body(function: cst.FunctionDef) -> FrozenSet[str]:
+    return frozenset(name for stmt in function.body.body for name in bound_names(stmt))
+
+
+def _module_level_value(context: "FileContext", name: str) -> Optional[cst.Call]:
+    """The value of the only top-level ``name = Call(...)`` of the module, if there is exactly one binding."""
+    found = None
+    for stmt in context.memoized("top-level binders", context.module, _top_level_binders).get(name, ()):
+        if found is not None or not isinstance(stmt, cst.SimpleStatementLine):
+            return None
+        small = stmt.body[0] if len(stmt.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            return None
+        found = small.value
+    return found if isinstance(found, cst.Call) else None
+
+
+def _top_level_binders(module: cst.Module) -> Dict[str, Tuple[cst.CSTNode, ...]]:
+    """name -> the top-level statements that bind it, in order."""
+    binders: Dict[str, List[cst.CSTNode]] = {}
+    for stmt in module.body:
+        for name in bound_names(stmt):
+            binders.setdefault(name, []).append(stmt)
+    return {name: tuple(stmts) for name, stmts in binders.items()}

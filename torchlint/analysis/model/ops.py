@@ -125,7 +125,7 @@ def module_constructor(context: "FileContext", func: cst.BaseExpression) -> Opti
     """The constructor call behind a called module: ``nn.Softmax(1)`` in ``nn.Softmax(1)(x)``, the
     ``__init__`` assignment behind ``self.softmax(x)``, or the assignment behind ``sm(x)``
     (``sm = nn.Softmax()`` earlier in the function or script, or at the module's top level)."""
-    from torchlint.analysis.model.bindings import named_call
+    from torchlint.analysis.model.dataflow import named_call
 
     if isinstance(func, cst.Call):
         return func

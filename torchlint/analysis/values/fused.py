@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.model.bindings import Definition, reaching_definition
+from torchlint.analysis.model.dataflow import Definition, reaching_definition
 from torchlint.analysis.model.dataflow import bindings, site_of
 from torchlint.analysis.model.calls import argument, has_star_args, positional_args
 from torchlint.analysis.model.ops import (

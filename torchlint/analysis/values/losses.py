@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.model.bindings import named_call
+from torchlint.analysis.model.dataflow import named_call
 from torchlint.analysis.model.calls import argument, has_star_args
 from torchlint.analysis.values.fused import (
     Activation,

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import NOT_A_LITERAL, argument, has_star_args, keyword_arg, literal_value, positional_args
 from torchlint.analysis.model.ops import module_constructor, unmoved
 from torchlint.analysis.model.ast_names import own_nodes
@@ -37,7 +37,7 @@ from torchlint.analysis.model.dataflow import bindings, site_of, unpack_position
 from torchlint.analysis.model.saved_values import single_assignments
 from torchlint.analysis.values.kinds import TENSOR_METHODS, value_kind
 from torchlint.analysis.values.losses import is_functional_loss_name, is_loss_call
-from torchlint.analysis.values.tensors import ancestors_of, is_tensor
+from torchlint.analysis.values.tensors import is_tensor
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -76,7 +76,7 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
         definition = reaching_definition(ancestors, node.value)
         if definition is None:
             return _accumulated_rank(context, node.value, ancestors, depth)
-        return known_rank(context, definition.value, ancestors_of(definition.statement, ancestors), depth + 1)
+        return known_rank(context, definition.value, definition.ancestors, depth + 1)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ELEMENTWISE):
         return _scalar_arithmetic_rank(context, (node.left, node.right), ancestors, depth)
     if not isinstance(node, cst.Call) or has_star_args(node):

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
 
 import libcst as cst
 
-from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.ops import module_constructor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -58,7 +58,7 @@ def is_tensor(context: "FileContext", node: cst.BaseExpression, ancestors: Optio
         definition = reaching_definition(ancestors, node.value)
         if definition is None:
             return False
-        return is_tensor(context, definition.value, ancestors_of(definition.statement, ancestors), depth + 1)
+        return is_tensor(context, definition.value, definition.ancestors, depth + 1)
     if isinstance(node, cst.Subscript):
         return is_tensor(context, node.value, ancestors, depth + 1)
     if isinstance(node, cst.BinaryOperation):
@@ -108,13 +108,3 @@ def _module_value(context: "FileContext", name: str) -> Optional[cst.BaseExpress
                     found = small.value
     return found
 
-
-def ancestors_of(statement: cst.CSTNode, ancestors: Sequence[cst.CSTNode]) -> Sequence[cst.CSTNode]:
-    """The ancestors of ``statement`` (a statement line before the use), as far as ``ancestors`` shows them: the
-    chain down to the block holding it, then the statement and its first small statement."""
-    for index in range(len(ancestors) - 1, -1, -1):
-        body = getattr(ancestors[index], "body", None)
-        if isinstance(body, (list, tuple)) and any(item is statement for item in body):
-            small = statement.body[0] if isinstance(statement, cst.SimpleStatementLine) and statement.body else None
-            return list(ancestors[: index + 1]) + [statement] + ([small] if small is not None else [])
-    return ancestors

@@ -9,7 +9,7 @@ from torchlint.analysis.api.api_drift import ZERO_DIM_INDEX_RAISES_SINCE, ZERO_D
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.flow.callers import arguments_from_callers, constructor_passed_by_callers
-from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
 from torchlint.analysis.values.ranks import called_function_rank, known_rank, scalar_loss_module, zero_dim_on_some_path
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule

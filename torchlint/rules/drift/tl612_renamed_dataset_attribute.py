@@ -11,7 +11,7 @@ from torchlint.analysis.api.api_drift import (
     effective_target,
 )
 from torchlint.analysis.api.version_guards import is_version_guarded
-from torchlint.analysis.model.bindings import named_call
+from torchlint.analysis.model.dataflow import named_call
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 

@@ -13,11 +13,10 @@ from torchlint.analysis.api.api_drift import (
 )
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.flow.callers import arguments_from_callers
-from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.kinds import value_kind
-from torchlint.analysis.values.tensors import ancestors_of
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 MAX_DEPTH = 8
@@ -152,7 +151,7 @@ class Uint8Mask(Rule):
                 if not passed or any(self._uint8_conversion(value, where, depth + 1) is None for value, where in passed):
                     return None
                 return (None, None)
-            inner = self._uint8_conversion(definition.value, ancestors_of(definition.statement, ancestors), depth + 1)
+            inner = self._uint8_conversion(definition.value, definition.ancestors, depth + 1)
             return (None, None) if inner is not None else None
         if isinstance(node, cst.Subscript):
             # ``mask[i]``, ``mask[:, t]``: an element or a slice keeps the dtype

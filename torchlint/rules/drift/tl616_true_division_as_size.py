@@ -8,9 +8,8 @@ import libcst as cst
 
 from torchlint.analysis.api.integer_arguments import BY_FUNCTION, BY_METHOD, IntegerArguments
 from torchlint.analysis.model.ast_names import every_node
-from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
-from torchlint.analysis.values.tensors import ancestors_of
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # A true division as written (``/`` that is not ``//`` nor ``/=``): where the rule can report.
@@ -160,7 +159,7 @@ class TrueDivisionAsSize(Rule):
             division = next(_true_divisions(definition.value), None)
             if division is not None:
                 return cst.Module([]).code_for_node(division)
-            item, ancestors = definition.value, ancestors_of(definition.statement, ancestors)
+            item, ancestors = definition.value, definition.ancestors
         return None
 
     def _message(self, wanted: str, through: str = "") -> str:

@@ -4,7 +4,7 @@ from typing import Optional
 
 import libcst as cst
 
-from torchlint.analysis.model.bindings import Definition
+from torchlint.analysis.model.dataflow import Definition
 from torchlint.analysis.model.calls import argument
 from torchlint.analysis.values.fused import activation_of, functional, is_pure, keyword, log_softmax_call, positional
 from torchlint.analysis.project.module_outputs import called_module_activation

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import libcst as cst
 
-from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.values.conditions import guarded_by_condition
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.flow.domain_match import match_domain_op

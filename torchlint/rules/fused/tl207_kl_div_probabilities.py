@@ -9,7 +9,7 @@ from torchlint.analysis.values.fused import activation_of
 from torchlint.analysis.values.losses import match_loss, rewrite_activation
 from torchlint.analysis.project.module_outputs import trace_output
 from torchlint.analysis.model import conventions
-from torchlint.analysis.model.bindings import reaching_definition
+from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # A name that says it holds probabilities, not their logs: ``probs``, ``mean_anchor_probs``, ``p_student``
