@@ -179,7 +179,7 @@ def h(model, batch, optimizer, clip):
 """
 
 
-def _site(flow: gradflow.FunctionFlow, callee: str) -> flow_events.Site:
+def _site(flow: gradflow.FunctionFlow, callee: str) -> flow_events.Place:
     return next(flow.sites[id(c)] for c in flow.calls if flow.context.code(c.func) == callee)
 
 

@@ -9,7 +9,7 @@ import libcst as cst
 
 
 @dataclass(frozen=True)
-class Site:
+class Place:
     """Where a statement sits: its order in the function, enclosing loops and branches."""
 
     order: int
@@ -17,17 +17,17 @@ class Site:
     branches: Tuple[Tuple[int, str], ...]
     no_grad: bool
 
-    def exclusive_with(self, other: "Site") -> bool:
+    def exclusive_with(self, other: "Place") -> bool:
         """Both cannot run in one pass: they sit in different branches of one ``if`` or ``try``."""
         mine = dict(self.branches)
         return any(key in mine and mine[key] != branch for key, branch in other.branches)
 
 
 @dataclass(frozen=True)
-class Binding:
+class FlowBinding:
     name: str
     value: cst.BaseExpression
-    site: Site
+    site: Place
     element: bool = False  # the name holds one element of ``value`` (for-target, unpacking)
     # ``x.requires_grad = True`` / ``x.requires_grad_()``: ``value`` is ``x`` as it was before; a leaf
     # autograd differentiates, unless that value was cut from a graph (the flag then papers over the cut)
@@ -38,7 +38,7 @@ class Binding:
 @dataclass(frozen=True)
 class ListFeed:
     elements: Tuple[cst.BaseExpression, ...]
-    site: Site
+    site: Place
     # ``extend(xs)``: the elements are those of ``xs`` (when ``xs`` is not a display).
     iterable: Optional[cst.BaseExpression] = None
 
@@ -47,7 +47,7 @@ class ListFeed:
 class BackwardCall:
     call: cst.Call
     tensor: cst.BaseExpression  # what is differentiated (``loss`` in ``scaler.scale(loss).backward()``)
-    site: Site
+    site: Place
     frees_graph: bool  # no retain_graph/create_graph that may keep it
     kind: str = "backward"  # or "grad" for ``torch.autograd.grad``
 
@@ -58,7 +58,7 @@ class StepCall:
 
     call: cst.Call
     optimizer: cst.BaseExpression  # ``optimizer`` in both forms
-    site: Site
+    site: Place
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ class Origin:
     parameters: FrozenSet[str] = frozenset()
     # For ``loop``: a statement known to have run in the iteration that hands values on (a backward
     # call); a binding after it on its path is made whenever it runs (``h = h.detach()`` after it).
-    given: Optional[Site] = None
+    given: Optional[Place] = None
 
     @property
     def key(self) -> tuple:

@@ -1,5 +1,5 @@
 """The walk behind gradflow.FunctionFlow: one pre-order pass over a function body (or a script's top level) that
-records where each statement sits (flow_events.Site: order, loops, branches, ``no_grad``) and what it does to
+records where each statement sits (flow_events.Place: order, loops, branches, ``no_grad``) and what it does to
 autograd: names bound (tuple unpacking, ``+=``, ``for`` targets, ``x.requires_grad = True``), lists fed
 (``append``, ``extend``, ``+=``, displays, comprehensions), backward calls, optimizer steps, jumps, and which
 calls are whole statement lines (for fixes that delete or merge lines).  The questions asked of these records
@@ -19,7 +19,7 @@ from torchlint.analysis.flow.autograd_terms import (
     SCHEDULER_NAME,
     SET_GRAD_ENABLED,
 )
-from torchlint.analysis.flow.flow_events import BackwardCall, Binding, ListFeed, Site, StepCall
+from torchlint.analysis.flow.flow_events import BackwardCall, FlowBinding, ListFeed, Place, StepCall
 from torchlint.analysis.flow.module_evidence import (
     ClassAttributes,
     function_is_no_grad,
@@ -50,19 +50,19 @@ class FunctionWalk:
         self.class_def = class_def
         self.class_attributes = class_attributes_for(context, class_def)
         self.no_grad_function = isinstance(function, cst.FunctionDef) and function_is_no_grad(context, function)
-        self.bindings: Dict[str, List[Binding]] = {}
+        self.bindings: Dict[str, List[FlowBinding]] = {}
         self.list_feeds: Dict[str, List[ListFeed]] = {}
         self.backward_calls: List[BackwardCall] = []
-        self.returns: List[Tuple[cst.BaseExpression, Site]] = []
-        self.sites: Dict[int, Site] = {}  # id(call node) -> site, for calls that start a graph
-        self.step_sites: List[Site] = []  # optimizer.step() and friends
+        self.returns: List[Tuple[cst.BaseExpression, Place]] = []
+        self.sites: Dict[int, Place] = {}  # id(call node) -> site, for calls that start a graph
+        self.step_sites: List[Place] = []  # optimizer.step() and friends
         # id(call) -> (its statement line, id of the block) for calls that are a whole line
         self.lone_statements: Dict[int, Tuple[cst.SimpleStatementLine, int]] = {}
         self.removable_lines: Set[int] = set()  # lines whose block keeps other statements
-        self.break_sites: List[Site] = []
+        self.break_sites: List[Place] = []
         # ``break``/``continue``/``return``/``raise`` (outside any ``try``), with where they sit
-        self.jumps: List[Tuple[str, Site]] = []
-        self.loop_sites: Dict[int, Site] = {}  # id(for/while) -> the site of its header
+        self.jumps: List[Tuple[str, Place]] = []
+        self.loop_sites: Dict[int, Place] = {}  # id(for/while) -> the site of its header
         self.ifs_with_else: Set[int] = set()
         self.if_tests: Dict[int, cst.BaseExpression] = {}  # id(if) -> its test
         self.nested_defs: Dict[str, cst.FunctionDef] = {}  # ``def`` statements in the body
@@ -80,9 +80,9 @@ class FunctionWalk:
 
     # -- the walk ------------------------------------------------------------------
 
-    def _site(self, loops, branches, no_grad) -> Site:
+    def _site(self, loops, branches, no_grad) -> Place:
         self._order += 1
-        return Site(self._order, loops, branches, no_grad)
+        return Place(self._order, loops, branches, no_grad)
 
     def _scan_block(self, body, loops, branches, no_grad) -> None:
         if isinstance(body, cst.SimpleStatementSuite):
@@ -152,7 +152,7 @@ class FunctionWalk:
         else:  # match and anything newer: look at nothing inside
             return
 
-    def _scan_small(self, smalls: Sequence[cst.BaseSmallStatement], site: Site) -> None:
+    def _scan_small(self, smalls: Sequence[cst.BaseSmallStatement], site: Place) -> None:
         for small in smalls:
             if isinstance(small, cst.Assign):
                 for target in small.targets:
@@ -186,16 +186,16 @@ class FunctionWalk:
                 self._scan_expressions(small.value, site)
 
     def _bind_target(
-        self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site, element: bool = False, comprehension: bool = False
+        self, target: cst.BaseExpression, value: cst.BaseExpression, site: Place, element: bool = False, comprehension: bool = False
     ) -> None:
         if isinstance(target, cst.Name):
-            self.bindings.setdefault(target.value, []).append(Binding(target.value, value, site, element, comprehension=comprehension))
+            self.bindings.setdefault(target.value, []).append(FlowBinding(target.value, value, site, element, comprehension=comprehension))
         elif isinstance(target, (cst.Tuple, cst.List)):
             for item in target.elements:
                 inner = item.value.value if isinstance(item, cst.StarredElement) else item.value
                 self._bind_target(inner, value, site, element=True, comprehension=comprehension)
 
-    def _bind_flag(self, target: cst.BaseExpression, value: cst.BaseExpression, site: Site) -> None:
+    def _bind_flag(self, target: cst.BaseExpression, value: cst.BaseExpression, site: Place) -> None:
         """``x.requires_grad = True``: from here on ``x`` is a leaf autograd differentiates."""
         if (
             isinstance(target, cst.Attribute)
@@ -206,9 +206,9 @@ class FunctionWalk:
             name = target.value.value
             before = cst.Name(name)
             self.flag_statements[id(before)] = value
-            self.bindings.setdefault(name, []).append(Binding(name, before, site, leaf=True))
+            self.bindings.setdefault(name, []).append(FlowBinding(name, before, site, leaf=True))
 
-    def _bind_in_place(self, expr: cst.BaseExpression, site: Site) -> None:
+    def _bind_in_place(self, expr: cst.BaseExpression, site: Place) -> None:
         """``x.requires_grad_()`` makes ``x`` a leaf that needs a gradient; ``x.detach_()`` (and
         ``x.requires_grad_(False)``) cuts its history: both rebind ``x`` from here on."""
         if not (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute) and isinstance(expr.func.value, cst.Name)):
@@ -217,16 +217,16 @@ class FunctionWalk:
         if method == "requires_grad_" and requests_grad(expr):
             before = cst.Name(name)
             self.flag_statements[id(before)] = expr
-            self.bindings.setdefault(name, []).append(Binding(name, before, site, leaf=True))
+            self.bindings.setdefault(name, []).append(FlowBinding(name, before, site, leaf=True))
         elif method in ("requires_grad_", "detach_"):
-            self.bindings.setdefault(name, []).append(Binding(name, expr, site))
+            self.bindings.setdefault(name, []).append(FlowBinding(name, expr, site))
 
-    def _record_list_display(self, assign: cst.Assign, site: Site) -> None:
+    def _record_list_display(self, assign: cst.Assign, site: Place) -> None:
         for target in assign.targets:
             if isinstance(target.target, cst.Name):
                 self._record_feed(target.target.value, assign.value, site, assignment=True)
 
-    def _record_feed(self, name: str, value: cst.BaseExpression, site: Site, assignment: bool = False) -> None:
+    def _record_feed(self, name: str, value: cst.BaseExpression, site: Place, assignment: bool = False) -> None:
         if isinstance(value, (cst.List, cst.Tuple)):
             elements = tuple(e.value for e in value.elements if not isinstance(e, cst.StarredElement))
             if elements:
@@ -238,13 +238,13 @@ class FunctionWalk:
             if last_name(value.left) == name:  # L = L + [x]
                 self._record_feed(name, value.right, site)
 
-    def _bind_comprehension(self, comp: cst.BaseExpression, site: Site) -> None:
+    def _bind_comprehension(self, comp: cst.BaseExpression, site: Place) -> None:
         clause = getattr(comp, "for_in", None)
         while clause is not None:
             self._bind_target(clause.target, clause.iter, site, element=True, comprehension=True)
             clause = clause.inner_for_in
 
-    def constructed_optimizer(self, receiver: cst.BaseExpression, at: "Site") -> bool:
+    def constructed_optimizer(self, receiver: cst.BaseExpression, at: "Place") -> bool:
         """Whether the code binds ``receiver`` to a ``torch.optim`` optimizer where it is stepped (the flow of
         bindings answers: :class:`~torchlint.analysis.flow.gradflow.FunctionFlow`)."""
         return False
@@ -258,7 +258,7 @@ class FunctionWalk:
             self._zeroed = finder.found
         return self._zeroed
 
-    def _scan_expressions(self, expr: cst.CSTNode, site: Site) -> None:
+    def _scan_expressions(self, expr: cst.CSTNode, site: Place) -> None:
         scanner = _CallScanner(self, site)
         visit(expr, scanner)
 
@@ -279,7 +279,7 @@ class _ZeroGradReceivers(cst.CSTVisitor):
 class _CallScanner(cst.CSTVisitor):
     """Records, inside one statement's expressions, list feeds, backward calls and module-call sites."""
 
-    def __init__(self, flow: "FunctionWalk", site: Site) -> None:
+    def __init__(self, flow: "FunctionWalk", site: Place) -> None:
         super().__init__()
         self.flow = flow
         self.site = site

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Callable, FrozenSet, List, Optional, Sequence,
 import libcst as cst
 
 from torchlint.analysis.flow.gradflow import FunctionFlow
-from torchlint.analysis.flow.flow_events import Site, StepCall
+from torchlint.analysis.flow.flow_events import Place, StepCall
 from torchlint.analysis.model.calls import argument, positional_args
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -97,7 +97,7 @@ class Clip:
     """A call that clips gradients in place."""
 
     call: cst.Call
-    site: Site
+    site: Place
     # What holds the clipped parameters: the ``parameters`` argument, the FSDP module, the optimizer of
     # ``self.clip_gradients(optimizer, ...)``; None when the call does not say.
     parameters: Optional[cst.BaseExpression]
@@ -111,7 +111,7 @@ class Clip:
 class GradEvent:
     kind: str  # BACKWARD, ZERO, STEP or CLIP
     call: cst.Call
-    site: Site
+    site: Place
     # The optimizer of a step, the receiver of ``zero_grad()``; None for backward calls and clips.
     holder: Optional[cst.BaseExpression] = None
 
@@ -163,7 +163,7 @@ def _is_lightning_module(flow: FunctionFlow) -> bool:
     return class_def is not None and any(flow.context.qualified_name(base.value) in LIGHTNING_MODULES for base in class_def.bases)
 
 
-def _constructed(flow: FunctionFlow, receiver: cst.BaseExpression, at: Site) -> Optional[str]:
+def _constructed(flow: FunctionFlow, receiver: cst.BaseExpression, at: Place) -> Optional[str]:
     """The qualified class of the construction ``receiver`` holds (``Accelerator()`` bound to the name, at
     module level, or to ``self.x`` in the class; ``FSDP(model)``), when every binding the code shows is one."""
     values = flow.bound_values(receiver, at)
@@ -180,7 +180,7 @@ def _zero_grad_receiver(flow: FunctionFlow, call: cst.Call) -> Optional[cst.Base
     return None
 
 
-def unscale_calls(flow: FunctionFlow) -> List[Tuple[cst.Call, Site]]:
+def unscale_calls(flow: FunctionFlow) -> List[Tuple[cst.Call, Place]]:
     """``scaler.unscale_(optimizer)`` calls, in order."""
     found = []
     for call in flow.calls:
@@ -254,11 +254,11 @@ class _Scope:
     end: float  # past the last statement of the body
     wraps: bool  # a pass comes round again (a loop, a function called once per step)
 
-    def holds(self, site: Site) -> bool:
+    def holds(self, site: Place) -> bool:
         return site.loops[: len(self.loops)] == self.loops and self.start < site.order < self.end
 
 
-def _scope(flow: FunctionFlow, site: Site) -> _Scope:
+def _scope(flow: FunctionFlow, site: Place) -> _Scope:
     if site.loops:
         loop = site.loops[-1]
         header = flow.loop_sites[id(loop)]
@@ -268,7 +268,7 @@ def _scope(flow: FunctionFlow, site: Site) -> _Scope:
     return _Scope((), (), 0, float("inf"), isinstance(flow.function, cst.FunctionDef))
 
 
-def _unconditional(here: Site, then: Site) -> bool:
+def _unconditional(here: Place, then: Place) -> bool:
     """``then`` runs whenever ``here`` does, as far as branches and loops go: at the same loop level, in
     the same or an enclosing branch."""
     return then.loops == here.loops and here.branches[: len(then.branches)] == then.branches
@@ -298,7 +298,7 @@ Relevant = Callable[[GradEvent], bool]
 
 
 def _walk_back(
-    flow: FunctionFlow, events: Sequence[GradEvent], point: Site, scope: _Scope, relevant: Relevant
+    flow: FunctionFlow, events: Sequence[GradEvent], point: Place, scope: _Scope, relevant: Relevant
 ) -> Tuple[List[GradEvent], bool]:
     """The events that may come last before ``point`` in its pass, latest first, and whether one of them
     always runs before it (the walk stopped)."""
@@ -317,7 +317,7 @@ def _walk_back(
 def _walk_forward(
     flow: FunctionFlow,
     events: Sequence[GradEvent],
-    point: Site,
+    point: Place,
     scope: _Scope,
     relevant: Relevant,
     until: float,
@@ -339,7 +339,7 @@ def _walk_forward(
     return found, False
 
 
-def last_before(flow: FunctionFlow, site: Site, relevant: Relevant = lambda e: True) -> List[Optional[GradEvent]]:
+def last_before(flow: FunctionFlow, site: Place, relevant: Relevant = lambda e: True) -> List[Optional[GradEvent]]:
     """The relevant events that may be the last to run before ``site`` in one pass, latest first: first in
     the same pass, then, when nothing before ``site`` always runs, at each end of the previous pass (the
     end of the body, a ``continue``, a ``return`` of the function); an end with no event since the start of
@@ -354,7 +354,7 @@ def last_before(flow: FunctionFlow, site: Site, relevant: Relevant = lambda e: T
     answer: List[Optional[GradEvent]] = list(found)
     if not scope.wraps:
         return answer  # a script's top level starts with no gradients
-    exits = [Site(scope.end, scope.loops, scope.branches, site.no_grad)]  # type: ignore[arg-type]
+    exits = [Place(scope.end, scope.loops, scope.branches, site.no_grad)]  # type: ignore[arg-type]
     for kind, jump in flow.jumps:
         if not scope.holds(jump):
             continue
@@ -370,7 +370,7 @@ def last_before(flow: FunctionFlow, site: Site, relevant: Relevant = lambda e: T
     return answer if ends_known else answer + [None]
 
 
-def first_after(flow: FunctionFlow, site: Site, relevant: Relevant = lambda e: True) -> List[Optional[GradEvent]]:
+def first_after(flow: FunctionFlow, site: Place, relevant: Relevant = lambda e: True) -> List[Optional[GradEvent]]:
     """The relevant events that may be the first to run after ``site`` in one pass (``None``: the scope's
     exit, reached with nothing that always runs): later in the same pass, then, when nothing after
     ``site`` always runs, from the start of the next pass up to ``site``."""
@@ -382,7 +382,7 @@ def first_after(flow: FunctionFlow, site: Site, relevant: Relevant = lambda e: T
     answer: List[Optional[GradEvent]] = list(found)
     if not scope.wraps:
         return answer + [None]
-    start = Site(scope.start, scope.loops, scope.branches, site.no_grad)
+    start = Place(scope.start, scope.loops, scope.branches, site.no_grad)
     more, stopped = _walk_forward(flow, events, start, scope, relevant, site.order, from_start=True)
     answer += [e for e in more if e not in answer]
     if not stopped:
@@ -390,7 +390,7 @@ def first_after(flow: FunctionFlow, site: Site, relevant: Relevant = lambda e: T
     return answer
 
 
-def must_follow(flow: FunctionFlow, first: Site, then: Site) -> bool:
+def must_follow(flow: FunctionFlow, first: Place, then: Place) -> bool:
     """Whether ``then`` runs after ``first`` whenever ``first`` runs, in the same pass (same loop level,
     the same or an enclosing branch, no jump in between that could skip it)."""
     return (
@@ -400,6 +400,6 @@ def must_follow(flow: FunctionFlow, first: Site, then: Site) -> bool:
     )
 
 
-def must_precede(first: Site, then: Site) -> bool:
+def must_precede(first: Place, then: Place) -> bool:
     """Whether ``first`` has run, in the same pass, whenever ``then`` runs."""
     return first.order < then.order and _unconditional(then, first)

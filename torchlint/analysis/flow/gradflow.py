@@ -63,8 +63,8 @@ A ``FunctionFlow`` answers:
 Beside it: the words it reads code with (autograd_terms.py), which names hold
 modules and where the visited node runs (module_evidence.py: ``module_attributes``,
 ``evidenced_modules``, ``in_no_grad_region``, ``in_debug_condition``,
-``is_test_path``), and the records of a walk (flow_events.py: ``Site``,
-``Binding``, ``BackwardCall``, ``StepCall``).  Here: ``differentiates`` (a call
+``is_test_path``), and the records of a walk (flow_events.py: ``Place``,
+``FlowBinding``, ``BackwardCall``, ``StepCall``).  Here: ``differentiates`` (a call
 is a backward call), ``flow_for``, ``built_flows``, ``current_flow``.
 
 What it does not see: values passed between functions except as said above (a
@@ -126,9 +126,9 @@ from torchlint.analysis.flow.flow_walk import (
 )
 from torchlint.analysis.flow.flow_events import (
     BackwardCall,
-    Binding,
+    FlowBinding,
     Origin,
-    Site,
+    Place,
     StepCall,
 )
 from torchlint.analysis.model import conventions
@@ -279,7 +279,7 @@ class FunctionFlow(FunctionWalk):
                     return binding.value
         return None
 
-    def carries_grad(self, expr: cst.BaseExpression, through_detach: bool = False, at: Optional[Site] = None) -> bool:
+    def carries_grad(self, expr: cst.BaseExpression, through_detach: bool = False, at: Optional[Place] = None) -> bool:
         """Whether ``expr``, evaluated at ``at`` (any point when None), carries an autograd history.
 
         ``through_detach=True`` pretends the detaching steps keep the graph: the
@@ -289,7 +289,7 @@ class FunctionFlow(FunctionWalk):
             return False
         return self._carries_expr(expr, through_detach, at, set(), None)
 
-    def carries_from_previous_iteration(self, expr: cst.BaseExpression, at: Site, loop: cst.CSTNode) -> bool:
+    def carries_from_previous_iteration(self, expr: cst.BaseExpression, at: Place, loop: cst.CSTNode) -> bool:
         """Whether ``expr`` at ``at`` carries history that an earlier iteration of ``loop``, one that ran
         ``at`` too, built and handed on (``out, h = rnn(x, h)`` with no ``h = h.detach()`` before the
         loop comes round)."""
@@ -297,14 +297,14 @@ class FunctionFlow(FunctionWalk):
             return False
         return self._carries_expr(expr, False, at, set(), Origin(loop=loop, given=at))
 
-    def carries_from_parameters(self, expr: cst.BaseExpression, at: Site, parameters: FrozenSet[str]) -> bool:
+    def carries_from_parameters(self, expr: cst.BaseExpression, at: Place, parameters: FrozenSet[str]) -> bool:
         """Whether ``expr`` at ``at`` carries the history of what a caller passed in ``parameters``."""
         if self.no_grad_function or not parameters:
             return False
         return self._carries_expr(expr, False, at, set(), Origin(parameters=parameters))
 
     def _carries_expr(
-        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]
+        self, expr: cst.BaseExpression, through: int, at: Optional[Place], visiting: Set, origin: Optional[Origin]
     ) -> bool:
         key = (id(expr), through, at.order if at is not None else None, origin.key if origin is not None else None)
         known = self._carries.get(key)
@@ -314,7 +314,7 @@ class FunctionFlow(FunctionWalk):
         self._carries[key] = (expr, result)  # the node is kept so that its id is not reused
         return result
 
-    def reaching(self, name: str, at: Optional[Site]) -> List[Binding]:
+    def reaching(self, name: str, at: Optional[Place]) -> List[FlowBinding]:
         """The bindings of ``name`` that may give its value at ``at`` (all of them when ``at`` is None).
 
         Walks back from ``at``: an earlier binding in the same or an enclosing
@@ -329,7 +329,7 @@ class FunctionFlow(FunctionWalk):
         inner = [b for b in bindings if b.comprehension and b.site.order == at.order]
         if inner:
             return inner  # ``sum(v for v in values)``: the comprehension's own ``v``
-        found: List[Binding] = []
+        found: List[FlowBinding] = []
         killed_in_loop = False
         for binding in sorted((b for b in bindings if b.site.order < at.order), key=lambda b: -b.site.order):
             found.append(binding)
@@ -347,7 +347,7 @@ class FunctionFlow(FunctionWalk):
                     break  # made in every iteration: nothing bound before it in the body gets round
         return found
 
-    def _covers(self, found: List[Binding], binding: Binding, at: Site) -> bool:
+    def _covers(self, found: List[FlowBinding], binding: FlowBinding, at: Place) -> bool:
         """Whether the bindings found so far bind the name on every path through the ``if`` that
         ``binding`` sits in, off ``at``'s path (``if c: x = a`` / ``else: x = b``)."""
         branches = binding.site.branches
@@ -383,7 +383,7 @@ class FunctionFlow(FunctionWalk):
                 return True
         return False
 
-    def from_previous_iteration(self, binding: Binding, at: Site, loop: cst.CSTNode) -> bool:
+    def from_previous_iteration(self, binding: FlowBinding, at: Place, loop: cst.CSTNode) -> bool:
         """Whether ``binding``, reaching a use at ``at``, was made by the previous iteration of ``loop``: it
         stands at or after ``at`` in the loop, and no binding of the name that every iteration makes before
         ``at`` (``entropy = 0`` at the top of the body) starts the iteration afresh.  A binding that reaches
@@ -401,7 +401,7 @@ class FunctionFlow(FunctionWalk):
             for earlier in self.bindings.get(binding.name, ())
         )
 
-    def _first_iteration_unbound(self, name: str, at: Site, loop: cst.CSTNode) -> bool:
+    def _first_iteration_unbound(self, name: str, at: Place, loop: cst.CSTNode) -> bool:
         """An iteration of ``loop`` that reaches ``at`` with the previous iteration's ``name`` skipped every
         binding of it before ``at`` that does not read it; when each of them is skipped only by ``if`` tests
         that read nothing the loop changes, the first iteration skipped them too, and there ``name`` was
@@ -436,7 +436,7 @@ class FunctionFlow(FunctionWalk):
     def _names_bound_in(self, loop: cst.CSTNode) -> FrozenSet[str]:
         return frozenset(name for name, bound in self.bindings.items() if any(loop in b.site.loops for b in bound))
 
-    def _starts_every_iteration(self, earlier: Binding, loop: cst.CSTNode, at: Site) -> bool:
+    def _starts_every_iteration(self, earlier: FlowBinding, loop: cst.CSTNode, at: Place) -> bool:
         """``earlier`` runs on no condition in the body of a loop that holds ``at`` and is ``loop`` or lies
         inside it: every pass of ``loop`` that reaches ``at`` made it first (``loss = 0`` at the top of the
         batch loop, inside the epoch loop)."""
@@ -446,7 +446,7 @@ class FunctionFlow(FunctionWalk):
         header = self.loop_sites.get(id(inner))
         return header is not None and inner in at.loops and earlier.site.branches == header.branches
 
-    def ends_iteration(self, binding: Binding, loop: cst.CSTNode, given: Optional[Site]) -> bool:
+    def ends_iteration(self, binding: FlowBinding, loop: cst.CSTNode, given: Optional[Place]) -> bool:
         """Whether ``binding`` gets round ``loop``'s back edge in an iteration that ran ``given``: no
         binding of the name comes after it in the body whenever ``given`` ran."""
         header = self.loop_sites.get(id(loop))
@@ -459,7 +459,7 @@ class FunctionFlow(FunctionWalk):
                 return False
         return True
 
-    def runs_after(self, first: Site, then: Site) -> bool:
+    def runs_after(self, first: Place, then: Place) -> bool:
         """Whether one pass can run ``then`` after ``first`` (``first`` precedes it in the code): not in
         two arms of one ``if``, no jump between, in the same loops or one nested in the other's."""
         if first.order >= then.order or first.exclusive_with(then) or self.leaves_after(first, then):
@@ -467,7 +467,7 @@ class FunctionFlow(FunctionWalk):
         shorter = min(len(first.loops), len(then.loops))
         return first.loops[:shorter] == then.loops[:shorter]
 
-    def freeing_call(self, passes: Set[int], until: Site) -> Optional[BackwardCall]:
+    def freeing_call(self, passes: Set[int], until: Place) -> Optional[BackwardCall]:
         """The latest backward call that runs before ``until`` and freed the graph of one of the forward
         passes ``passes`` (call ids), run before it."""
         for call in sorted(self.backward_calls, key=lambda c: -c.site.order):
@@ -477,7 +477,7 @@ class FunctionFlow(FunctionWalk):
                 return call
         return None
 
-    def leaves_after(self, first: Site, then: Site) -> bool:
+    def leaves_after(self, first: Place, then: Place) -> bool:
         """Whether a pass that runs ``first`` cannot go on to ``then``: a ``break`` or ``continue`` of a
         loop around ``then``, a ``return`` or a ``raise`` comes after ``first``, on its path, before ``then``."""
         for kind, site in self.jumps:
@@ -490,7 +490,7 @@ class FunctionFlow(FunctionWalk):
         return False
 
     def _compute(
-        self, expr: cst.BaseExpression, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]
+        self, expr: cst.BaseExpression, through: int, at: Optional[Place], visiting: Set, origin: Optional[Origin]
     ) -> bool:
         step = self.detaching_operand(expr)
         if step is not None:
@@ -534,7 +534,7 @@ class FunctionFlow(FunctionWalk):
             return self._carries_expr(expr.elt, through, at, visiting, origin)
         return False
 
-    def _name_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]) -> bool:
+    def _name_carries(self, name: str, through: int, at: Optional[Place], visiting: Set, origin: Optional[Origin]) -> bool:
         # Memoised per (name, point); a name met again while it is being answered (a loop
         # carried dependency) counts as not carrying until its answer is known.
         key = (name, through, at.order if at is not None else None, origin.key if origin is not None else None)
@@ -545,7 +545,7 @@ class FunctionFlow(FunctionWalk):
         self._names[key] = result
         return result
 
-    def _name_value_carries(self, name: str, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]) -> bool:
+    def _name_value_carries(self, name: str, through: int, at: Optional[Place], visiting: Set, origin: Optional[Origin]) -> bool:
         reaching = self.reaching(name, at)
         if origin is not None and origin.parameters and at is not None and not reaching and name in origin.parameters:
             return True
@@ -576,7 +576,7 @@ class FunctionFlow(FunctionWalk):
                 return True
         return False
 
-    def _call_carries(self, call: cst.Call, through: int, at: Optional[Site], visiting: Set, origin: Optional[Origin]) -> bool:
+    def _call_carries(self, call: cst.Call, through: int, at: Optional[Place], visiting: Set, origin: Optional[Origin]) -> bool:
         if self.sites.get(id(call)) is not None and self.sites[id(call)].no_grad:
             return False
         func = call.func
@@ -677,12 +677,12 @@ class FunctionFlow(FunctionWalk):
             return first.value
         return None
 
-    def detaching_steps(self, expr: cst.BaseExpression, at: Optional[Site] = None) -> List[cst.BaseExpression]:
+    def detaching_steps(self, expr: cst.BaseExpression, at: Optional[Place] = None) -> List[cst.BaseExpression]:
         """The graph-cutting steps through which a gradient would otherwise reach ``expr`` (at ``at``)."""
         found: List[cst.BaseExpression] = []
         seen: Set = set()
 
-        def walk(node: cst.BaseExpression, where: Optional[Site]) -> None:
+        def walk(node: cst.BaseExpression, where: Optional[Place]) -> None:
             key = (id(node), where.order if where is not None else None)
             if key in seen:
                 return
@@ -710,9 +710,9 @@ class FunctionFlow(FunctionWalk):
     def _walk_graph(
         self,
         expr: cst.BaseExpression,
-        at: Optional[Site],
-        visit_node: Callable[[cst.BaseExpression, Optional[Site]], Optional[Sequence[cst.BaseExpression]]],
-        fresh: Optional[Callable[[cst.Name, Site], bool]] = None,
+        at: Optional[Place],
+        visit_node: Callable[[cst.BaseExpression, Optional[Place]], Optional[Sequence[cst.BaseExpression]]],
+        fresh: Optional[Callable[[cst.Name, Place], bool]] = None,
     ) -> None:
         """Walk back over the values ``expr`` at ``at`` is computed from: names through the bindings that
         reach them (none made under ``no_grad``), never past a detaching step, each node once per site.
@@ -720,7 +720,7 @@ class FunctionFlow(FunctionWalk):
         ``fresh(name, site)`` stops the walk at a name."""
         seen: Set = set()
 
-        def walk(node: cst.BaseExpression, where: Optional[Site]) -> None:
+        def walk(node: cst.BaseExpression, where: Optional[Place]) -> None:
             key = (id(node), where.order if where is not None else None)
             if key in seen:
                 return
@@ -743,16 +743,16 @@ class FunctionFlow(FunctionWalk):
     def graph_roots(
         self,
         expr: cst.BaseExpression,
-        at: Optional[Site] = None,
+        at: Optional[Place] = None,
         opaque: FrozenSet[int] = frozenset(),
-        fresh: Optional[Callable[[cst.Name, Site], bool]] = None,
-    ) -> List[Tuple[cst.Call, Site]]:
+        fresh: Optional[Callable[[cst.Name, Place], bool]] = None,
+    ) -> List[Tuple[cst.Call, Place]]:
         """The forward passes (module calls, with their sites) ``expr`` at ``at`` was computed from, ordered;
         the inputs of the calls whose ids are in ``opaque`` are not followed, nor the names read where
         ``fresh(name, site)`` says."""
-        roots: Dict[int, Tuple[cst.Call, Site]] = {}
+        roots: Dict[int, Tuple[cst.Call, Place]] = {}
 
-        def visit_node(node: cst.BaseExpression, where: Optional[Site]) -> Optional[Sequence[cst.BaseExpression]]:
+        def visit_node(node: cst.BaseExpression, where: Optional[Place]) -> Optional[Sequence[cst.BaseExpression]]:
             if not isinstance(node, cst.Call):
                 return None
             if self._cuts_history(node):
@@ -772,13 +772,13 @@ class FunctionFlow(FunctionWalk):
         self._walk_graph(expr, at, visit_node, fresh)
         return sorted(roots.values(), key=lambda pair: pair[1].order)
 
-    def summands(self, expr: cst.BaseExpression, at: Site) -> List[Tuple[cst.BaseExpression, Site]]:
+    def summands(self, expr: cst.BaseExpression, at: Place) -> List[Tuple[cst.BaseExpression, Place]]:
         """The terms ``expr`` at ``at`` adds up (``a + b - c``, through names, ``+=`` and every binding
         that may reach), each with the site it is evaluated at; a term is anything but ``+``/``-``."""
-        terms: List[Tuple[cst.BaseExpression, Site]] = []
+        terms: List[Tuple[cst.BaseExpression, Place]] = []
         seen: Set = set()
 
-        def walk(node: cst.BaseExpression, where: Site) -> None:
+        def walk(node: cst.BaseExpression, where: Place) -> None:
             key = (id(node), where.order)
             if key in seen:
                 return
@@ -798,12 +798,12 @@ class FunctionFlow(FunctionWalk):
         walk(expr, at)
         return terms
 
-    def is_loss_value(self, expr: cst.BaseExpression, at: Optional[Site]) -> bool:
+    def is_loss_value(self, expr: cst.BaseExpression, at: Optional[Place]) -> bool:
         """Whether ``expr`` is a loss: named so, or computed by a loss (``criterion(...)``,
         ``F.mse_loss(...)``, ``self.adv_loss(...)``, an ``nn.*Loss`` module) from what it holds."""
         seen: Set = set()
 
-        def walk(node: cst.BaseExpression, where: Optional[Site], depth: int) -> bool:
+        def walk(node: cst.BaseExpression, where: Optional[Place], depth: int) -> bool:
             key = (id(node), where.order if where is not None else None)
             if key in seen or depth > 12:
                 return False
@@ -838,12 +838,12 @@ class FunctionFlow(FunctionWalk):
 
         return walk(expr, at, 0)
 
-    def detached_inputs(self, expr: cst.BaseExpression, at: Site) -> List[Tuple[cst.Call, cst.BaseExpression, Site]]:
+    def detached_inputs(self, expr: cst.BaseExpression, at: Place) -> List[Tuple[cst.Call, cst.BaseExpression, Place]]:
         """``(D(...), step, site)`` for each forward pass on ``expr``'s paths that is handed a detached
         value (``netD(fake.detach())``, or a name bound to one)."""
-        found: List[Tuple[cst.Call, cst.BaseExpression, Site]] = []
+        found: List[Tuple[cst.Call, cst.BaseExpression, Place]] = []
 
-        def detached(node: cst.BaseExpression, where: Site, depth: int) -> Optional[cst.BaseExpression]:
+        def detached(node: cst.BaseExpression, where: Place, depth: int) -> Optional[cst.BaseExpression]:
             if self.detaching_operand(node) is not None:
                 return node
             if isinstance(node, cst.Name) and depth < 3:
@@ -852,7 +852,7 @@ class FunctionFlow(FunctionWalk):
                     return detached(reaching[0].value, reaching[0].site, depth + 1)
             return None
 
-        def visit_node(node: cst.BaseExpression, where: Optional[Site]) -> None:
+        def visit_node(node: cst.BaseExpression, where: Optional[Place]) -> None:
             if isinstance(node, cst.Call) and where is not None and self.is_forward_pass(node):
                 for arg in node.args:
                     step = detached(arg.value, where, 0)
@@ -862,12 +862,12 @@ class FunctionFlow(FunctionWalk):
         self._walk_graph(expr, at, visit_node)
         return found
 
-    def nearest_forward_passes(self, expr: cst.BaseExpression, at: Site) -> List[Tuple[cst.Call, Site]]:
+    def nearest_forward_passes(self, expr: cst.BaseExpression, at: Place) -> List[Tuple[cst.Call, Place]]:
         """The forward passes that made ``expr`` directly (``self.g(z)`` for ``fake``), not those
         that made their inputs."""
-        passes: Dict[int, Tuple[cst.Call, Site]] = {}
+        passes: Dict[int, Tuple[cst.Call, Place]] = {}
 
-        def visit_node(node: cst.BaseExpression, where: Optional[Site]) -> Optional[Sequence[cst.BaseExpression]]:
+        def visit_node(node: cst.BaseExpression, where: Optional[Place]) -> Optional[Sequence[cst.BaseExpression]]:
             if isinstance(node, cst.Call) and self.is_forward_pass(node):
                 site = self.sites.get(id(node))
                 if site is not None and not site.no_grad:
@@ -878,7 +878,7 @@ class FunctionFlow(FunctionWalk):
         self._walk_graph(expr, at, visit_node)
         return list(passes.values())
 
-    def is_array_value(self, expr: cst.BaseExpression, at: Optional[Site]) -> bool:
+    def is_array_value(self, expr: cst.BaseExpression, at: Optional[Place]) -> bool:
         """Whether ``expr`` at ``at`` is a NumPy (or other array library) value: an array library's call,
         or a name every binding of which is one."""
         if isinstance(expr, cst.Name):
@@ -888,7 +888,7 @@ class FunctionFlow(FunctionWalk):
             return (self.context.qualified_name(expr.func) or "").startswith(ARRAY_LIBRARIES)
         return False
 
-    def crosses_arrays(self, start: cst.BaseExpression, sink: cst.BaseExpression, at: Optional[Site] = None) -> bool:
+    def crosses_arrays(self, start: cst.BaseExpression, sink: cst.BaseExpression, at: Optional[Place] = None) -> bool:
         """Whether the value of ``start`` goes through NumPy (``np.clip(a)``, ``torch.from_numpy(a)``) on
         its way to ``sink``."""
         reaching = self.flows_into(sink, at)
@@ -922,7 +922,7 @@ class FunctionFlow(FunctionWalk):
         plain ``optimizer``), None when they do not."""
         return self._optimizer_updates(step.optimizer, step.site, module)
 
-    def zeroes(self, receiver: cst.BaseExpression, at: Site, module: Optional[str]) -> Optional[str]:
+    def zeroes(self, receiver: cst.BaseExpression, at: Place, module: Optional[str]) -> Optional[str]:
         """Whether ``receiver.zero_grad()`` at ``at`` clears the gradients of ``module``'s parameters, as
         :meth:`step_updates` answers for a step: ``receiver`` is an optimizer (as a step's is recognised)
         or a module that is ``module``, holds it or is held by it ("built"); "named" when only the names
@@ -943,7 +943,7 @@ class FunctionFlow(FunctionWalk):
         own, other = _name_tag(name, _MODULE_WORDS), _name_tag(module.rsplit(".", 1)[-1], _MODULE_WORDS)
         return "named" if not own or not other or _tags_pair(own, other) else None
 
-    def _optimizer_updates(self, optimizer: cst.BaseExpression, at: Site, module: Optional[str]) -> Optional[str]:
+    def _optimizer_updates(self, optimizer: cst.BaseExpression, at: Place, module: Optional[str]) -> Optional[str]:
         built = self.optimizer_modules(optimizer, at)
         if built is not None:
             return "built" if module is not None and any(_dotted_related(module, m) for m in built) else None
@@ -962,7 +962,7 @@ class FunctionFlow(FunctionWalk):
             return "named"
         return None
 
-    def bound_values(self, node: cst.BaseExpression, at: Site) -> List[cst.BaseExpression]:
+    def bound_values(self, node: cst.BaseExpression, at: Place) -> List[cst.BaseExpression]:
         """The values the code binds to ``node`` (a name or ``self.x``) as it is at ``at``: the assignments
         of this function that reach it, else those at module level (a name) or in the class's methods
         (``self.x``); empty when it shows none (a parameter).  Elements of a value (a ``for`` target, an
@@ -978,7 +978,7 @@ class FunctionFlow(FunctionWalk):
                 return [value] if value is not None else []
         return []
 
-    def constructed_optimizer(self, receiver: cst.BaseExpression, at: Site) -> bool:
+    def constructed_optimizer(self, receiver: cst.BaseExpression, at: Place) -> bool:
         """Every value the code binds to ``receiver`` where it is stepped is a ``torch.optim`` optimizer (not a
         learning-rate scheduler, whose ``step()`` updates no parameter)."""
         values = self.bound_values(receiver, at)
@@ -986,7 +986,7 @@ class FunctionFlow(FunctionWalk):
             isinstance(value, cst.Call) and _is_optimizer_class(self.context.qualified_name(value.func)) for value in values
         )
 
-    def optimizer_modules(self, optimizer: cst.BaseExpression, at: Site) -> Optional[FrozenSet[str]]:
+    def optimizer_modules(self, optimizer: cst.BaseExpression, at: Place) -> Optional[FrozenSet[str]]:
         """The modules (as written) whose ``parameters()`` built ``optimizer`` as it is at ``at`` (a
         ``torch.optim`` construction bound to the name, at module level or to ``self.x`` in the class), or
         None unseen."""
@@ -1000,7 +1000,7 @@ class FunctionFlow(FunctionWalk):
                 found |= self.parameter_owners(arg.value, at)
         return frozenset(found) or None
 
-    def parameter_owners(self, node: cst.BaseExpression, at: Site, depth: int = 0) -> Set[str]:
+    def parameter_owners(self, node: cst.BaseExpression, at: Place, depth: int = 0) -> Set[str]:
         """``{"D"}`` for ``D.parameters()`` anywhere inside ``node`` (names bound to such followed once)."""
         found: Set[str] = set()
 
@@ -1018,7 +1018,7 @@ class FunctionFlow(FunctionWalk):
         visit(node, _Owners())
         return found
 
-    def flags_on_the_way(self, sink: cst.BaseExpression, at: Optional[Site] = None) -> List[cst.SimpleStatementLine]:
+    def flags_on_the_way(self, sink: cst.BaseExpression, at: Optional[Place] = None) -> List[cst.SimpleStatementLine]:
         """The lines ``x.requires_grad = True`` / ``x.requires_grad_()`` on the way to ``sink`` that a fix
         can delete (whole lines, in blocks that keep other statements)."""
         reaching = self.flows_into(sink, at)
@@ -1031,12 +1031,12 @@ class FunctionFlow(FunctionWalk):
                         lines.append(line[0])
         return lines
 
-    def flows_into(self, sink: cst.BaseExpression, at: Optional[Site] = None) -> Set[int]:
+    def flows_into(self, sink: cst.BaseExpression, at: Optional[Place] = None) -> Set[int]:
         """Ids of the expression nodes whose values flow into ``sink`` (evaluated at ``at``)."""
         seen: Set = set()
         nodes: Set[int] = set()
 
-        def walk(node: cst.BaseExpression, where: Optional[Site]) -> None:
+        def walk(node: cst.BaseExpression, where: Optional[Place]) -> None:
             key = (id(node), where.order if where is not None else None)
             if key in seen:
                 return
@@ -1052,7 +1052,7 @@ class FunctionFlow(FunctionWalk):
         walk(sink, at)
         return nodes
 
-    def list_elements(self, name: str) -> List[Tuple[cst.BaseExpression, Site]]:
+    def list_elements(self, name: str) -> List[Tuple[cst.BaseExpression, Place]]:
         """What list ``name`` receives (``append``/``extend``/``insert``/``+=``/display/comprehension)."""
         out = []
         for feed in self.list_feeds.get(name, ()):

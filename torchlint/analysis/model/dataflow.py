@@ -504,22 +504,26 @@ def _bound_around_use(ancestors: Sequence[cst.CSTNode], name: str) -> bool:
 # -- the call a name holds (``sm = nn.Softmax(1)``, ``crit = nn.BCELoss()``) -----------------------
 
 
-def named_call(context: "FileContext", name: str) -> Optional[Tuple[cst.Call, str]]:
-    """(the call, "local" or "module") that ``name`` holds where the engine stands: the one assignment
-    that reaches it in the function or script (:func:`reaching_definition`), else, inside a function
-    that does not bind the name, the module's only top-level ``name = Call(...)``."""
-    definition = reaching_definition(context.ancestors, name)
+def named_call(
+    context: "FileContext", name: str, ancestors: Optional[Sequence[cst.CSTNode]] = None
+) -> Optional[Tuple[cst.Call, str]]:
+    """(the call, "local" or "module") that ``name`` holds at a use below ``ancestors`` (by default where the
+    engine stands): the one assignment that reaches it in the function or script
+    (:func:`reaching_definition`), else, inside a function that does not bind the name, the module's only
+    top-level ``name = Call(...)``."""
+    ancestors = context.ancestors if ancestors is None else ancestors
+    definition = reaching_definition(ancestors, name)
     if definition is not None:
         return (definition.value, "local") if isinstance(definition.value, cst.Call) else None
-    if context.enclosing(cst.FunctionDef) is not None and not _bound_in_function(context, name):
+    function = next((node for node in reversed(ancestors) if isinstance(node, cst.FunctionDef)), None)
+    if function is not None and not _bound_in_function(context, function, name):
         value = _module_level_value(context, name)
         if value is not None:
             return value, "module"
     return None
 
 
-def _bound_in_function(context: "FileContext", name: str) -> bool:
-    function = context.enclosing(cst.FunctionDef)
+def _bound_in_function(context: "FileContext", function: cst.FunctionDef, name: str) -> bool:
     if any(p.name.value == name for p in all_params(function.params)):
         return True
     return name in context.memoized("names bound in body", function, _names_bound_in_body)

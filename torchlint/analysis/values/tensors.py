@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
 
 import libcst as cst
 
-from torchlint.analysis.model.dataflow import reaching_definition
+from torchlint.analysis.model.dataflow import named_call, reaching_definition
 from torchlint.analysis.model.ops import module_constructor
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -88,23 +88,9 @@ def _is_loss_module(context: "FileContext", func: cst.BaseExpression, ancestors:
     """``criterion`` in ``criterion(out, y)``: built by a ``torch.nn.*Loss`` constructor here, at module level or in ``__init__``."""
     constructor = module_constructor(context, func)
     if constructor is None and isinstance(func, cst.Name):
-        definition = reaching_definition(ancestors, func.value)
-        constructor = definition.value if definition is not None else _module_value(context, func.value)
+        held = named_call(context, func.value, ancestors)
+        constructor = held[0] if held is not None else None
     if not isinstance(constructor, cst.Call):
         return False
     qualified = context.qualified_name(constructor.func) or ""
     return qualified.startswith("torch.nn.") and qualified.endswith("Loss")
-
-
-def _module_value(context: "FileContext", name: str) -> Optional[cst.BaseExpression]:
-    """The value of the one top-level ``name = ...`` of the module."""
-    found = None
-    for statement in context.module.body:
-        if isinstance(statement, cst.SimpleStatementLine):
-            for small in statement.body:
-                if isinstance(small, cst.Assign) and any(isinstance(t.target, cst.Name) and t.target.value == name for t in small.targets):
-                    if found is not None:
-                        return None
-                    found = small.value
-    return found
-

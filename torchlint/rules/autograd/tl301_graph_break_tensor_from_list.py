@@ -8,7 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.model.calls import has_star_args, keyword_arg, positional_args
 from torchlint.analysis.flow.gradflow import FunctionFlow, current_flow
-from torchlint.analysis.flow.flow_events import Site
+from torchlint.analysis.flow.flow_events import Place
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 
 TORCH_CONVERTERS = frozenset({"torch.as_tensor", "torch.tensor", "torch.Tensor", "torch.FloatTensor"})
@@ -148,7 +148,7 @@ class GraphBreakTensorFromList(Rule):
         return any(id(call) in flow.flows_into(sink, site) for sink, site in sinks)
 
     @staticmethod
-    def _elements(flow: FunctionFlow, call: cst.Call, source: cst.BaseExpression) -> List[Tuple[cst.BaseExpression, Site]]:
+    def _elements(flow: FunctionFlow, call: cst.Call, source: cst.BaseExpression) -> List[Tuple[cst.BaseExpression, Place]]:
         """What the converted list holds, each with the site where it is evaluated (none under no_grad)."""
         if isinstance(source, cst.Name):
             return [(element, site) for element, site in flow.list_elements(source.value) if not site.no_grad]
@@ -167,7 +167,7 @@ class GraphBreakTensorFromList(Rule):
         node: cst.Call,
         qualified: str,
         source: cst.BaseExpression,
-        elements: Sequence[Tuple[cst.BaseExpression, Site]],
+        elements: Sequence[Tuple[cst.BaseExpression, Place]],
     ) -> Optional[FixSpec]:
         conversions = self._conversions(node, qualified)
         if conversions is None:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.flow.gradflow import FunctionFlow, current_flow, differentiates, read_names
 from torchlint.analysis.flow.autograd_terms import BACKWARD_METHODS, DETACHING_METHODS, REWRAP_FUNCTIONS, STOP_GRADIENT_NAME, TRAINED_BY_FRAMEWORK
-from torchlint.analysis.flow.flow_events import Site
+from torchlint.analysis.flow.flow_events import Place
 from torchlint.analysis.values.losses import is_loss_call
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
@@ -188,7 +188,7 @@ class GraphBreakDetach(Rule):
                     continue
                 self._check_sink(flow, value, site)
 
-    def _check_sink(self, flow: FunctionFlow, sink: cst.BaseExpression, site: Site) -> None:
+    def _check_sink(self, flow: FunctionFlow, sink: cst.BaseExpression, site: Place) -> None:
         if not flow.carries_grad(sink, at=site):
             if not flow.carries_grad(sink, through_detach=True, at=site):
                 return
@@ -217,7 +217,7 @@ class GraphBreakDetach(Rule):
                     fix = FixSpec(fix.applicability, fix.message, fix.replacements + flags, fix.imports)
                 self.report(step, message, fix=fix, confidence=confidence)
 
-    def _check_adversarial(self, flow: FunctionFlow, sink: cst.BaseExpression, site: Site) -> None:
+    def _check_adversarial(self, flow: FunctionFlow, sink: cst.BaseExpression, site: Place) -> None:
         """A GAN's generator step that feeds the discriminator ``fake.detach()``: the loss trains the
         generator by another term (an L1 to the target) but never through the discriminator."""
         for judge, step, where in flow.detached_inputs(sink, site):

@@ -6,7 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.flow.gradflow import FunctionFlow, contains, current_flow, differentiates, read_names
 from torchlint.analysis.flow.autograd_terms import BACKWARD_METHODS
-from torchlint.analysis.flow.flow_events import BackwardCall, Site, StepCall
+from torchlint.analysis.flow.flow_events import BackwardCall, Place, StepCall
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 _MESSAGE = (
@@ -117,7 +117,7 @@ class BackwardAfterOptimizerStep(Rule):
 
     def _stale_forward_pass(
         self, flow: FunctionFlow, current: BackwardCall
-    ) -> Optional[Tuple[cst.Call, Site, StepCall, str]]:
+    ) -> Optional[Tuple[cst.Call, Place, StepCall, str]]:
         """A forward pass ``current`` goes through, with a step of its module's optimizer after it."""
         best = None
         for forward, forward_site in flow.graph_roots(current.tensor, current.site):
@@ -133,7 +133,7 @@ class BackwardAfterOptimizerStep(Rule):
         return best
 
     @staticmethod
-    def _between(flow: FunctionFlow, forward: Site, step: Site, current: BackwardCall) -> bool:
+    def _between(flow: FunctionFlow, forward: Place, step: Place, current: BackwardCall) -> bool:
         """Whether ``step`` runs after the forward pass and before ``current`` in one pass, or in a loop
         around ``current`` that the forward pass ran before (the next iteration meets the step)."""
         here = current.site
@@ -147,7 +147,7 @@ class BackwardAfterOptimizerStep(Rule):
         return False
 
     def _recompute(
-        self, flow: FunctionFlow, current: BackwardCall, forward: cst.Call, forward_site: Site, step: StepCall
+        self, flow: FunctionFlow, current: BackwardCall, forward: cst.Call, forward_site: Place, step: StepCall
     ) -> Optional[FixSpec]:
         """Copy the stale pass's line ``v = <forward pass ...>`` to just after the step."""
         step_line = flow.lone_statements.get(id(step.call))
