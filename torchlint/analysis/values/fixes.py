@@ -35,7 +35,7 @@ import libcst as cst
 
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.kinds import value_kind
-from torchlint.analysis.values.tensors import is_tensor
+from torchlint.analysis.values.kinds import is_tensor
 from torchlint.findings import Applicability, FixSpec, ImportRequirement, Replacement
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -1,25 +1,30 @@
 """What a value is: a tensor, a Python number, a NumPy array, or a constant tensor of configuration values.
 
-``value_kind(context, expr, site) -> "tensor" | "number" | "array" | "unknown"``: Python numbers
-(literals, ``math.*``, ``len``, ``.size(i)``, ``.shape[i]``, ``numel()``, ``.item()``), NumPy values
-(``np.*``), tensors (``torch.*`` calls, tensor methods, parameters annotated ``Tensor``, ``forward``
-arguments).  :func:`is_not_tensor` is the "never flag" test; operator forms (``x ** 0.5``) are
-reported only when the operand is known to be a tensor.  :func:`is_constant_tensor`:
-``torch.tensor(alpha)``, ``torch.FloatTensor([0.5]).to(device)``, names bound to them and
-arithmetic of them with Python numbers hold configuration values.
+The one answer to "is this value a tensor?":
+
+- ``value_kind(context, expr, site) -> "tensor" | "number" | "array" | "unknown"``: Python numbers
+  (literals, ``math.*``, ``len``, ``.size(i)``, ``.shape[i]``, ``numel()``, ``.item()``), NumPy values
+  (``np.*``), tensors (``torch.*`` calls, tensor methods, a loss module's call, parameters annotated
+  ``Tensor``, ``forward`` arguments), every binding that may reach a name joined.  :func:`is_not_tensor`
+  is the "never flag" test; operator forms (``x ** 0.5``) are reported only when the operand is known
+  to be a tensor.
+- ``shown_only=True`` (:func:`is_tensor`) keeps only what the code shows: no parameter, no likely method
+  name, only torch functions known to return a tensor, and a name only through its one assignment.
+- :func:`is_constant_tensor`: ``torch.tensor(alpha)``, ``torch.FloatTensor([0.5]).to(device)``, names
+  bound to them and arithmetic of them with Python numbers hold configuration values.
 """
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, FrozenSet, Optional, Sequence
 
 import libcst as cst
 
 from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import argument, keyword_arg, literal_bool
 from torchlint.analysis.model.dataflow import Site, bindings, site_of, sole_assignment
+from torchlint.analysis.model.ops import module_constructor, without_shape_steps
 from torchlint.analysis.values.domain import constant_value
-from torchlint.analysis.model.ops import without_shape_steps
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -45,6 +50,27 @@ TENSOR_METHODS = frozenset({
     "amax", "amin", "square", "contiguous", "flatten", "count_nonzero", "nansum", "mul", "add", "sub", "div",
     "relu", "exp2", "logsumexp", "prod", "gather", "index_select", "new_zeros", "new_ones", "new_full",
 })
+TENSOR_FUNCTIONS: FrozenSet[str] = frozenset(
+    f"torch.{name}"
+    for name in """
+    tensor as_tensor from_numpy zeros ones empty full rand randn randint randperm arange linspace logspace eye
+    zeros_like ones_like empty_like full_like rand_like randn_like randint_like cat concat stack where clamp clip
+    matmul bmm mm einsum softmax log_softmax sigmoid tanh exp log sqrt abs pow sum mean std var argmax argmin cumsum
+    norm cdist masked_fill gather index_select flatten reshape squeeze unsqueeze transpose permute
+    """.split()
+)
+# torch.nn.functional returns tensors but for these.
+_FUNCTIONAL_TUPLES: FrozenSet[str] = frozenset({"multi_head_attention_forward", "max_pool1d_with_indices", "max_pool2d_with_indices"})
+# Tensor methods whose result is not a tensor (or not always one).
+NON_TENSOR_METHODS: FrozenSet[str] = frozenset(
+    {
+        "item", "tolist", "numpy", "size", "dim", "numel", "split", "chunk", "unbind", "max", "min", "sort", "topk",
+        "nonzero", "element_size", "data_ptr", "is_contiguous", "type", "backward", "register_hook", "storage",
+        "untyped_storage", "stride", "get_device", "equal", "allclose", "__len__", "keys", "values", "items",
+    }
+)
+# Views of a tensor that are tensors themselves.
+_TENSOR_VIEWS = frozenset({"data", "T", "mT", "H", "mH"})
 _TENSOR_ANNOTATIONS = re.compile(r"\bTensor\b|\bFloatTensor\b|\bLongTensor\b|\bBoolTensor\b")
 _NUMBER_ANNOTATIONS = re.compile(r"^(int|float|Optional\[(int|float)\]|Union\[int, float\])$")
 
@@ -79,14 +105,20 @@ def computes_with_other_framework(context: "FileContext") -> bool:
     return context.memoized("kinds.other-framework", context.module, compute)
 
 
-def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[Site], _depth: int = 0) -> str:
+def value_kind(
+    context: "FileContext", node: cst.BaseExpression, site: Optional[Site], _depth: int = 0, *, shown_only: bool = False
+) -> str:
     """"tensor", "number", "array" (NumPy's, or another framework's in a file that computes with one) or
-    "unknown" (see module docs)."""
+    "unknown" (see module docs).  ``shown_only``: only what the code shows, no likely kinds (see :func:`is_tensor`)."""
     if _depth > MAX_DEPTH:
         return "unknown"
     if _depth == 0 and computes_with_other_framework(context):
         return "array"
     again = _depth + 1
+
+    def kind(inner: cst.BaseExpression, at: Optional[Site] = site) -> str:
+        return value_kind(context, inner, at, again, shown_only=shown_only)
+
     if constant_value(node) is not None or isinstance(node, (cst.Integer, cst.Float, cst.Imaginary)):
         return "number"
     if isinstance(node, cst.Name):
@@ -94,17 +126,21 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
             return "number"
         if site is None:
             return "unknown"
+        # ``state['step'] = 0``, ``x[mask] = 0``: the container keeps its kind
+        reaching = [binding for binding in bindings(site, node.value) if not _writes_an_element(binding, node.value)]
+        if shown_only:
+            if len(reaching) == 1 and reaching[0].kind == "assign" and reaching[0].value is not None:
+                return kind(reaching[0].value, reaching[0].site)
+            return "unknown"
         kinds = set()
-        for binding in bindings(site, node.value):
-            if _writes_an_element(binding, node.value):
-                continue  # ``state['step'] = 0``, ``x[mask] = 0``: the container keeps its kind
+        for binding in reaching:
             if binding.kind == "param":
                 kinds.add(_parameter_kind(binding.node, site))
             elif binding.value is not None and binding.kind in ("assign", "update", "inplace", "module", "conditional", "each"):
-                kinds.add(value_kind(context, binding.value, binding.site, again))
+                kinds.add(kind(binding.value, binding.site))
             elif binding.kind == "unpack" and binding.value is not None:
                 # B, N, C = x.shape: numbers; q, k = x.chunk(2): tensors.
-                whole = value_kind(context, binding.value, binding.site, again)
+                whole = kind(binding.value, binding.site)
                 shape = isinstance(binding.value, cst.Attribute) and binding.value.attr.value == "shape"
                 kinds.add("number" if shape or whole == "number" else "tensor" if whole == "tensor" else "unknown")
             elif binding.kind == "opaque":
@@ -123,8 +159,10 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
             if qualified.startswith(("math.", "numpy.")):
                 return "number"
             return "unknown"
-        if node.attr.value in ("data", "grad", "weight", "bias", "T", "mT", "values"):
-            inner = value_kind(context, node.value, site, again)
+        if shown_only:
+            return "tensor" if node.attr.value in _TENSOR_VIEWS and kind(node.value) == "tensor" else "unknown"
+        if node.attr.value in _TENSOR_VIEWS or node.attr.value in ("grad", "weight", "bias", "values"):
+            inner = kind(node.value)
             return "tensor" if inner == "tensor" or node.attr.value in ("grad",) else "unknown"
         if _is_config(node.value):
             return "number"  # config.sigma_data: a hyperparameter
@@ -139,8 +177,8 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
             return "number"
         if isinstance(inner, cst.Call) and isinstance(inner.func, cst.Attribute) and inner.func.attr.value == "size":
             return "number"
-        kind = value_kind(context, inner, site, again)
-        return kind if kind in ("tensor", "array") else "unknown"
+        found = kind(inner)
+        return found if found in ("tensor", "array") else "unknown"
     if isinstance(node, cst.Call):
         func = node.func
         qualified = context.qualified_name(func)
@@ -148,7 +186,7 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
             if qualified in _NOT_TENSOR_TORCH:
                 return "number"
             if qualified.startswith("torch."):
-                return "tensor"
+                return "tensor" if not shown_only or _returns_a_tensor(qualified) else "unknown"
             if qualified.startswith("math."):
                 return "number"
             if qualified.split(".", 1)[0] in NON_TENSOR_LIBRARIES:
@@ -158,22 +196,25 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
             if func.value in NUMBER_BUILTINS:
                 return "number"
             if func.value in ("abs", "max", "min", "sum") and node.args:
-                kinds = {value_kind(context, arg.value, site, again) for arg in node.args if arg.keyword is None}
+                kinds = {kind(arg.value) for arg in node.args if arg.keyword is None}
                 return kinds.pop() if len(kinds) == 1 else "unknown"
-            return "unknown"
+            return "tensor" if _calls_a_loss_module(context, func) else "unknown"
         if isinstance(func, cst.Attribute):
             method = func.attr.value
             if method in NUMBER_METHODS:
                 return "number"
-            receiver = value_kind(context, func.value, site, again)
+            receiver = kind(func.value)
             if receiver in ("number", "array"):
                 return receiver
-            if receiver == "tensor" or method in TENSOR_METHODS:
+            if receiver == "tensor" and (not shown_only or method not in NON_TENSOR_METHODS):
                 return "tensor"
+            if not shown_only and method in TENSOR_METHODS:
+                return "tensor"
+            return "tensor" if _calls_a_loss_module(context, func) else "unknown"
         return "unknown"
     if isinstance(node, cst.BinaryOperation):
-        left = value_kind(context, node.left, site, again)
-        right = value_kind(context, node.right, site, again)
+        left = kind(node.left)
+        right = kind(node.right)
         if "tensor" in (left, right):
             return "tensor"
         if "array" in (left, right):
@@ -182,16 +223,47 @@ def value_kind(context: "FileContext", node: cst.BaseExpression, site: Optional[
             return "number"
         return "unknown"
     if isinstance(node, cst.UnaryOperation):
-        return value_kind(context, node.expression, site, again)
+        return kind(node.expression)
     if isinstance(node, cst.Comparison):
         # ``out.argmax(1) == y``: elementwise on a tensor or an array, a bool otherwise.
         sides = [node.left] + [target.comparator for target in node.comparisons]
-        kinds = {value_kind(context, side, site, again) for side in sides}
+        kinds = {kind(side) for side in sides}
         return "tensor" if "tensor" in kinds else "array" if "array" in kinds else "unknown"
     if isinstance(node, cst.IfExp):
-        body = value_kind(context, node.body, site, again)
-        return body if body == value_kind(context, node.orelse, site, again) else "unknown"
+        body = kind(node.body)
+        return body if body == kind(node.orelse) else "unknown"
     return "unknown"
+
+
+def is_tensor(context: "FileContext", node: cst.BaseExpression, ancestors: Optional[Sequence[cst.CSTNode]] = None) -> bool:
+    """Whether the code shows ``node`` (read below ``ancestors``, by default the node being visited) to be a tensor:
+    the sure answer for rules that check a tensor method's keywords or name, where a wrong guess flags some other
+    object's method.  Yes only for a call of a torch function that returns a tensor (:data:`TENSOR_FUNCTIONS`,
+    ``torch.nn.functional``'s but the few that return tuples, ``torch.nn.init``'s in-place initialisers), a call
+    of a ``torch.nn.*Loss`` module, a tensor method's result on a tensor (not :data:`NON_TENSOR_METHODS`), a
+    view (``.data``, ``.T``), element, comparison or arithmetic of a tensor, and a name whose one reaching
+    assignment is one of these.  A parameter, an attribute or a model's output is not known to be one."""
+    site = site_of(context.ancestors if ancestors is None else ancestors)
+    return value_kind(context, node, site, shown_only=True) == "tensor"
+
+
+def _returns_a_tensor(qualified: str) -> bool:
+    if qualified in TENSOR_FUNCTIONS:
+        return True
+    prefix, _, last = qualified.rpartition(".")
+    if prefix == "torch.nn.init" and last.endswith("_") and not last.startswith("_"):
+        return True  # the in-place initialisers return the tensor they fill
+    return prefix == "torch.nn.functional" and last not in _FUNCTIONAL_TUPLES and not last.startswith("_")
+
+
+def _calls_a_loss_module(context: "FileContext", func: cst.BaseExpression) -> bool:
+    """``criterion`` in ``criterion(out, y)``: built by a ``torch.nn.*Loss`` constructor here, at module level or in
+    ``__init__``."""
+    constructor = module_constructor(context, func)
+    if not isinstance(constructor, cst.Call):
+        return False
+    qualified = context.qualified_name(constructor.func) or ""
+    return qualified.startswith("torch.nn.") and qualified.endswith("Loss")
 
 
 def _writes_an_element(binding, name: str) -> bool:

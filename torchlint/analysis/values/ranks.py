@@ -37,7 +37,6 @@ from torchlint.analysis.model.dataflow import bindings, site_of, unpack_position
 from torchlint.analysis.model.saved_values import single_assignments
 from torchlint.analysis.values.kinds import TENSOR_METHODS, value_kind
 from torchlint.analysis.values.losses import is_functional_loss_name, is_loss_call
-from torchlint.analysis.values.tensors import is_tensor
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -104,8 +103,7 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
         if method in FULL_REDUCTIONS and not node.args:
             receiver = func.value
             known = (
-                is_tensor(context, receiver, ancestors)
-                or value_kind(context, receiver, site_of(ancestors)) == "tensor"
+                value_kind(context, receiver, site_of(ancestors)) == "tensor"
                 or known_rank(context, receiver, ancestors, depth + 1) is not None
             )
             return 0 if known else None

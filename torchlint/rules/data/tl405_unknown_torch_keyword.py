@@ -23,7 +23,7 @@ from torchlint.analysis.api.signatures import (
     tensor_method,
 )
 from torchlint.analysis.values.kinds import requires_grad_flag
-from torchlint.analysis.values.tensors import is_tensor
+from torchlint.analysis.values.kinds import is_tensor
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 REQUIRES_GRAD = "requires_grad"
@@ -64,7 +64,7 @@ class UnknownTorchKeyword(Rule):
     TypeError since torch 2.10; torch had ignored it, so the fix removes it). A
     tensor method is checked where the receiver is known to be a tensor (a
     torch function's or a loss module's result, a tensor method's, through
-    a name; analysis/values/tensors.py), and `.backward(...)` also on a name that
+    a name; `is_tensor` in analysis/values/kinds.py), and `.backward(...)` also on a name that
     says it holds a loss (`loss`, `total_loss`). Keywords torch renamed are
     named with their new spelling (`loss.backward(retain_variables=True)`:
     torch renamed it `retain_graph`). APIs that take `**kwargs` are never flagged (`torch.load` is

@@ -36,7 +36,7 @@ from torchlint.analysis.api.drift_fixes import (
     rewrite_call,
 )
 from torchlint.analysis.model.names import dotted_name
-from torchlint.analysis.values.tensors import is_tensor
+from torchlint.analysis.values.kinds import is_tensor
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Confidence, FixSpec, Rule
 

@@ -8,7 +8,7 @@ from torchlint.analysis.api.api_drift import STFT_RAISES_SINCE, effective_target
 from torchlint.analysis.model.calls import add_keyword, positional_args
 from torchlint.analysis.api.drift_fixes import api_reference
 from torchlint.analysis.api.signatures import gives_keyword
-from torchlint.analysis.values.tensors import is_tensor
+from torchlint.analysis.values.kinds import is_tensor
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 

@@ -18,7 +18,6 @@ from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.model.calls import add_keyword, has_star_args, without_args
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.kinds import value_kind
-from torchlint.analysis.values.tensors import is_tensor
 from torchlint.rule import Applicability, FixSpec, Replacement, Rule
 
 _METHODS = frozenset(name + suffix for name in NUMBER_FIRST_OVERLOADS for suffix in ("", "_"))
@@ -184,7 +183,7 @@ class NumberFirstOverload(Rule):
         )
 
     def _is_tensor(self, node: cst.BaseExpression) -> bool:
-        return is_tensor(self.context, node) or value_kind(self.context, node, site_of(self.context.ancestors)) == "tensor"
+        return value_kind(self.context, node, site_of(self.context.ancestors)) == "tensor"
 
     def _is_number(self, node: cst.BaseExpression) -> bool:
         """A number literal (``0.9``, ``-1``), a name bound to one, or a literal and one other operand that is
