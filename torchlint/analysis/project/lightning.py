@@ -17,7 +17,7 @@ from __future__ import annotations
 import ast
 import os
 from dataclasses import dataclass
-from typing import Dict, FrozenSet, Iterator, List, Optional, Tuple
+from typing import FrozenSet, Iterator, List, Optional, Tuple
 
 from torchlint.analysis.model.saved_values import REFUSED_CALLS
 
@@ -212,14 +212,8 @@ def _built_by_callers(source, facts, cls: ast.ClassDef, init: ast.FunctionDef, p
 
 def _calls_in_functions(facts, name: str) -> Iterator[Tuple[Optional[ast.FunctionDef], ast.Call]]:
     """Calls written ``name(...)`` or ``x.name(...)`` with the function that holds each (None: the module)."""
-    holders: Dict[int, ast.FunctionDef] = {}
-    for node in ast.walk(facts.tree):  # outer functions come first: the innermost holder is written last
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for inner in ast.walk(node):
-                if inner is not node:
-                    holders[id(inner)] = node
     for call in facts.calls_of(name):
-        yield holders.get(id(call)), call
+        yield facts.function_holding(call), call
 
 
 def _config_value(facts, function: Optional[ast.FunctionDef], value: ast.expr) -> Optional[str]:
