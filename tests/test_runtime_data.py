@@ -764,6 +764,30 @@ def test_tl406_a_lightning_checkpoint_holding_an_omegaconf_config_fails_to_load_
     assert namespace["restore"]()["hyper_parameters"] == {"lr": 0.1, "model": {"width": 4}}
 
 
+CONFIG_PARAMETER_SAVE = """
+import torch
+from omegaconf import DictConfig
+
+
+def save_and_restore(model, cfg: DictConfig):
+    torch.save({"state_dict": model.state_dict(), "cfg": cfg}, "last.pt")
+    return torch.load("last.pt", map_location="cpu")
+"""
+
+
+def test_tl406_a_checkpoint_holding_a_config_parameter_fails_to_load_by_default(tmp_path, monkeypatch):
+    omegaconf = pytest.importorskip("omegaconf")
+    monkeypatch.chdir(tmp_path)
+    (finding,) = engine.lint_text(CONFIG_PARAMETER_SAVE, SNIPPET_PATH, settings_for(["TL406"])).findings
+    assert "OmegaConf config (cfg in save_and_restore)" in finding.message
+    model = torch.nn.Linear(2, 2)
+    cfg = omegaconf.OmegaConf.create({"lr": 0.1})
+    with pytest.raises(pickle.UnpicklingError, match="Weights only load failed"):
+        run(CONFIG_PARAMETER_SAVE)["save_and_restore"](model, cfg)
+    loaded = run(fixed(CONFIG_PARAMETER_SAVE, "TL406"))["save_and_restore"](model, cfg)  # weights_only=False
+    assert loaded["cfg"] == cfg and torch.equal(loaded["state_dict"]["weight"], model.weight)
+
+
 def test_tl406_the_state_dict_way_loads_with_the_default(tmp_path):
     # What the docs recommend instead: tensors only, which weights_only=True accepts.
     model = torch.nn.Linear(4, 3)

@@ -192,6 +192,16 @@ def test_a_yacs_config_handed_from_main_to_a_saving_helper_in_another_module(tmp
     assert found == expected
 
 
+def test_a_hydra_config_handed_to_a_trainer_constructed_through_its_subclass_and_a_package_reexport(tmp_path, capsys):
+    """fixtures/TL406/config_of_a_constructed_trainer: ``BaseTrainer.save_checkpoint`` saves ``self.config``, which
+    ``__init__`` binds to its ``config`` parameter; train.py constructs ``Trainer`` (a subclass keeping that
+    ``__init__``, imported through the package's re-export) with the config Hydra passes to ``main``. The other
+    trainer is constructed with a plain-dict copy and its load stays silent."""
+    expected, found = _annotated_and_found("config_of_a_constructed_trainer", tmp_path, capsys)
+    assert expected == {("base.py", 20, "TL406", "medium")}
+    assert found == expected
+
+
 def test_a_cache_filled_in_one_arm_and_loaded_in_the_other_from_a_script_inside_a_package_root(tmp_path, capsys):
     # The repository's root has an __init__.py; its script imports ``processors.features`` by the name its own
     # folder gives it. A list built from the project's class is cached; a name rebound to a tensor is not.

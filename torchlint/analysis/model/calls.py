@@ -120,21 +120,44 @@ def arguments_passed(
     before the body runs: it passes nothing and is left out. Modules are found by the text ``name(`` (only they are
     parsed) and a call counts when its callee resolves to the function (imports, aliases, the module's own
     name)."""
-    arguments = function.args
+    return _passed_by_calls(facts, function.name, function.args, parameter, 0)
+
+
+def constructor_arguments_passed(
+    facts: Any, cls: ast.ClassDef, init: ast.FunctionDef, parameter: str, subclasses: List[Tuple[Any, ast.ClassDef]]
+) -> Optional[List[Tuple[Any, ast.Call, ast.expr]]]:
+    """As :func:`arguments_passed`, for a parameter of the ``__init__`` of the top-level class ``cls``: what every
+    construction of it passes, and of ``subclasses`` (``(their module's facts, the class)``: classes of the
+    project that keep this ``__init__``)."""
+    found = _passed_by_calls(facts, cls.name, init.args, parameter, 1)
+    for module, subclass in subclasses:
+        more = _passed_by_calls(module, subclass.name, init.args, parameter, 1)
+        if found is None or more is None:
+            return None
+        found.extend(more)
+    return found
+
+
+def _passed_by_calls(
+    facts: Any, callee: str, arguments: ast.arguments, parameter: str, bound_first: int
+) -> Optional[List[Tuple[Any, ast.Call, ast.expr]]]:
+    """What the calls of the top-level ``callee`` of ``facts`` pass for ``parameter`` of ``arguments``, the first
+    ``bound_first`` positional parameters bound by the call itself (``self`` of a constructor)."""
     positional = [arg.arg for arg in arguments.posonlyargs + arguments.args]
     keyword_only = [arg.arg for arg in arguments.kwonlyargs]
-    if parameter not in positional and parameter not in keyword_only:
+    if parameter not in positional[bound_first:] and parameter not in keyword_only:
         return None
     defaults: Dict[str, ast.expr] = dict(zip(positional[len(positional) - len(arguments.defaults):], arguments.defaults))
     defaults.update({arg.arg: value for arg, value in zip(arguments.kwonlyargs, arguments.kw_defaults) if value is not None})
-    qualified = f"{facts.module}.{function.name}"
+    positional = positional[bound_first:]
+    qualified = f"{facts.module}.{callee}"
     project = facts.project
-    callers = [facts] if project is None else project.modules_calling(function.name)
+    callers = [facts] if project is None else project.modules_calling(callee)
     found: List[Tuple[Any, ast.Call, ast.expr]] = []
     for caller in callers:
-        for node in caller.calls_of(function.name):
-            own = isinstance(node.func, ast.Name) and node.func.id == function.name and caller.path == facts.path
-            if not own and caller.qualify(node.func) != qualified:
+        for node in caller.calls_of(callee):
+            own = isinstance(node.func, ast.Name) and node.func.id == callee and caller.path == facts.path
+            if not own and not _names_definition(caller.qualify(node.func), qualified, facts, callee, project):
                 continue
             if any(isinstance(a, ast.Starred) for a in node.args) or any(k.arg is None for k in node.keywords):
                 return None
@@ -149,3 +172,16 @@ def arguments_passed(
                 return None
             found.append((caller, node, given[0]))
     return found
+
+
+def _names_definition(written: Optional[str], qualified: str, facts: Any, name: str, project: Any) -> bool:
+    """Whether a callee the caller's imports resolve to ``written`` is ``name`` of ``facts`` (``qualified``), also
+    through a package's re-export (``from src.trainer import Trainer`` of ``src/trainer/trainer.py``'s)."""
+    if written is None:
+        return False
+    if written == qualified:
+        return True
+    if project is None:
+        return False
+    found = project.locate(written)
+    return found is not None and found[0] is facts and found[1] == name

@@ -26,7 +26,8 @@ tests/test_runtime_data.py rerun the ones its fixtures rely on):
 - ``namespace``: ``argparse.Namespace`` (``parser.parse_args()``; ``vars(args)`` is a dict, allowed) and
   ``types.SimpleNamespace``;
 - ``config``: configuration objects of yacs (``CfgNode``), OmegaConf, EasyDict and ml_collections, also
-  through ``cfg.clone()``;
+  through ``cfg.clone()``; a parameter annotated ``DictConfig``, and the config Hydra passes to a
+  ``@hydra.main`` function;
 - ``container``: ``collections.defaultdict``, ``collections.deque``, ``frozenset``;
 - ``value``: ``pathlib`` paths, ``datetime`` values;
 - ``global``: a function or a class of the project itself (``{"loss_fn": focal_loss}``).
@@ -40,7 +41,8 @@ Where a value comes from: a dict, list, tuple or set literal holding it (``{"mod
 function (or at the module's top level, unless the function binds it too), an entry added to that name
 before the save (``ckpt["args"] = args``, ``ckpt.update(...)``), an attribute ``self.x`` its class assigns
 once, what a function of the project returns when each of its ``return``s gives the same kind
-(``args = parse_options()``), and the element of a returned tuple that an unpacking binds
+(``args = parse_options()``), what every call of a top-level function, or construction of a top-level class
+(its subclasses' too), passes for a parameter (``Trainer(config=cfg)`` for ``self.config = config``), and the element of a returned tuple that an unpacking binds
 (``acc, n = evaluate(...)`` where ``evaluate`` returns ``np.mean(accs), len(accs)``).  What a value may be on one path only (``x if c else y``, a name bound twice) is not followed.
 
 :func:`saved_layouts` reads the other half of a match: the literal keys of each dict a module saves (whatever
@@ -56,7 +58,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, FrozenSet, Iterator, List, Optional, Set, Tuple
 
 from torchlint.analysis.model.ast_names import BUILTIN_NAMES, ast_dotted_name, every_node
-from torchlint.analysis.model.calls import arguments_passed
+from torchlint.analysis.model.calls import arguments_passed, constructor_arguments_passed
 from torchlint.analysis.model.checkpoints import (
     COMPOSITE_KEY_PREFIX,
     SAVE_FUNCTIONS,
@@ -117,6 +119,10 @@ REFUSED_CALLS: Dict[str, Tuple[str, str]] = {
     "ml_collections.ConfigDict": ("config", "an `ml_collections.ConfigDict`"),
     "ml_collections.config_dict.ConfigDict": ("config", "an `ml_collections.ConfigDict`"),
 }
+# Types a parameter may be annotated with that make it an OmegaConf config.
+CONFIG_TYPES: FrozenSet[str] = frozenset({"omegaconf.DictConfig", "omegaconf.ListConfig", "omegaconf.OmegaConf"})
+# Decorators of a function to which Hydra passes its config (an OmegaConf ``DictConfig``) as the first argument.
+HYDRA_MAIN: FrozenSet[str] = frozenset({"hydra.main"})
 # Methods that return another object of their receiver's kind (``cfg = _C.clone()``).
 CONFIG_COPIES = frozenset({"clone", "copy"})
 # Builtins whose results weights_only refuses.
@@ -712,16 +718,25 @@ def _returns_its_receiver(value: ast.expr, name: str) -> bool:
 
 
 def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Refused]:
-    """A parameter of a top-level function that the function never rebinds: what the calls of the function in the
-    project pass there (``main(parser.parse_args())`` under ``__main__``), when those shown to hold a refused value
-    all hold one kind. A call whose argument is not known (``main(self.args)`` from a job launcher) does not undo
-    the others: the run through them saves what they pass."""
+    """A parameter the function never rebinds: a config by what the code shows of it (:func:`_config_parameter`),
+    else, for a top-level function, what the calls of the function in the project pass there
+    (``main(parser.parse_args())`` under ``__main__``), and for the ``__init__`` of a top-level class what its
+    constructions pass (``Trainer(config=config)``, also of the project's subclasses that keep that ``__init__``),
+    when those shown to hold a refused value all hold one kind. A call whose argument is not known
+    (``main(self.args)`` from a job launcher) does not undo the others: the run through them saves what they pass."""
     function = scope.node
-    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or scope.owner is not None:
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or _rebinds(function, name):
         return None
-    if function not in scope.facts.tree.body or _rebinds(function, name):
+    found = _config_parameter(function, name, scope.facts)
+    if found is not None:
+        return found
+    if scope.owner is None and function in scope.facts.tree.body:
+        passed_at_calls = arguments_passed(scope.facts, function, name)
+    elif scope.owner is not None and function.name == "__init__" and scope.owner in scope.facts.tree.body:
+        subclasses = _subclasses_keeping_init(scope.facts, scope.owner)
+        passed_at_calls = constructor_arguments_passed(scope.facts, scope.owner, function, name, subclasses)
+    else:
         return None
-    passed_at_calls = arguments_passed(scope.facts, function, name)
     if passed_at_calls is None:
         return None
     passed: List[Optional[Refused]] = []
@@ -735,6 +750,69 @@ def _passed_by_every_caller(name: str, scope: Scope, depth: int) -> Optional[Ref
     if not known or len({value.kind for value in known}) != 1:
         return None
     return known[0]
+
+
+def omegaconf_name(qualified: Optional[str]) -> Optional[str]:
+    """``omegaconf.DictConfig`` for the names omegaconf's submodules give it too (``omegaconf.dictconfig.DictConfig``)."""
+    if qualified is None:
+        return None
+    for inner in ("omegaconf.omegaconf.", "omegaconf.dictconfig.", "omegaconf.listconfig."):
+        if qualified.startswith(inner):
+            return "omegaconf." + qualified[len(inner):]
+    return qualified
+
+
+def _config_parameter(function: ast.FunctionDef, name: str, facts) -> Optional[Refused]:
+    """A parameter the code shows to hold an OmegaConf config: annotated with its type (``cfg: DictConfig``), or
+    the one Hydra passes to a ``@hydra.main`` function (its first)."""
+    arguments = function.args
+    every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
+    for arg in every:
+        if arg.arg == name and arg.annotation is not None and omegaconf_name(facts.qualify(arg.annotation)) in CONFIG_TYPES:
+            return Refused("config", "an OmegaConf config", name)
+    if every and every[0].arg == name and any(
+        facts.qualify(d.func if isinstance(d, ast.Call) else d) in HYDRA_MAIN for d in function.decorator_list
+    ):
+        return Refused("config", "an OmegaConf config", name)
+    return None
+
+
+def _subclasses_keeping_init(facts, cls: ast.ClassDef) -> List[Tuple[object, ast.ClassDef]]:
+    """The project's top-level classes derived from ``cls`` (directly or through others of them) that define no
+    ``__init__`` of their own: constructing one runs ``cls.__init__``."""
+    project = facts.project
+    modules = [facts] if project is None else [
+        found for found in (
+            project.module_facts(module) for module in sorted(project.module_paths())
+            if cls.name.encode("utf-8") in project.module_bytes(module)
+        ) if found is not None
+    ]
+    wanted = {(facts.path, cls.name)}
+    found: List[Tuple[object, ast.ClassDef]] = []
+    grown = True
+    while grown:
+        grown = False
+        for module in modules:
+            for statement in module.tree.body:
+                if not isinstance(statement, ast.ClassDef) or (module.path, statement.name) in wanted:
+                    continue
+                if any(isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == "__init__" for s in statement.body):
+                    continue
+                if any(_names_class(module, base, wanted, modules) for base in statement.bases):
+                    wanted.add((module.path, statement.name))
+                    found.append((module, statement))
+                    grown = True
+    return found
+
+
+def _names_class(module, base: ast.expr, wanted: Set[Tuple[str, str]], modules) -> bool:
+    """Whether the base ``base`` written in ``module`` is one of the ``wanted`` (path, class name) classes."""
+    if isinstance(base, ast.Name) and (module.path, base.id) in wanted and base.id in module.classes:
+        return True
+    qualified = module.qualify(base)
+    return qualified is not None and any(
+        qualified == f"{other.module}.{name}" for other in modules for path, name in wanted if other.path == path
+    )
 
 
 def _scope_holding(facts, call: ast.Call, locate: Locate, cache: Dict[int, "Scope"]) -> "Scope":

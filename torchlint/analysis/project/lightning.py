@@ -19,7 +19,8 @@ import os
 from dataclasses import dataclass
 from typing import FrozenSet, Iterator, List, Optional, Tuple
 
-from torchlint.analysis.model.saved_values import REFUSED_CALLS
+from torchlint.analysis.model.saved_values import CONFIG_TYPES, HYDRA_MAIN, REFUSED_CALLS
+from torchlint.analysis.model.saved_values import omegaconf_name as _plain
 
 LIGHTNING_MODULES: FrozenSet[str] = frozenset(
     {
@@ -33,13 +34,10 @@ LIGHTNING_MODULES: FrozenSet[str] = frozenset(
         "lightning.pytorch.core.module.LightningModule",
     }
 )
-# Types an __init__ parameter may be annotated with that make it an OmegaConf config.
-CONFIG_TYPES: FrozenSet[str] = frozenset({"omegaconf.DictConfig", "omegaconf.ListConfig", "omegaconf.OmegaConf"})
 # Calls whose result is an OmegaConf config (the save-side table's, and Hydra's compose).
 CONFIG_BUILDERS: FrozenSet[str] = frozenset(
     {name for name, (kind, _) in REFUSED_CALLS.items() if kind == "config" and name.startswith("omegaconf.")} | {"hydra.compose"}
 )
-HYDRA_MAIN: FrozenSet[str] = frozenset({"hydra.main"})
 # Lightning's attributes that name a checkpoint file it wrote (ModelCheckpoint's).
 CHECKPOINT_PATH_ATTRIBUTES: FrozenSet[str] = frozenset({"best_model_path", "last_model_path", "kth_best_model_path"})
 
@@ -56,16 +54,6 @@ class ConfigHyperparameters:
     def describe(self) -> str:
         name = self.qualified.rpartition(".")[2]
         return f"the hyper-parameters of `{name}`, whose `{self.parameter}` is an OmegaConf config ({self.evidence})"
-
-
-def _plain(qualified: Optional[str]) -> Optional[str]:
-    """``omegaconf.OmegaConf.load`` for the names omegaconf's submodules give it too."""
-    if qualified is None:
-        return None
-    for inner in ("omegaconf.omegaconf.", "omegaconf.dictconfig.", "omegaconf.listconfig."):
-        if qualified.startswith(inner):
-            return "omegaconf." + qualified[len(inner):]
-    return qualified
 
 
 class _OneFile:
