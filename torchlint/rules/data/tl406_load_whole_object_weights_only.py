@@ -70,11 +70,17 @@ class LoadWholeObjectWeightsOnly(Rule):
       these;
     - the `argparse.Namespace` of parsed options, a `collections.defaultdict`
       or `deque`, a `frozenset`, a `pathlib.Path`, a `datetime`, a NumPy
-      random generator, a function of the project.
+      random generator, a function of the project;
+    - a configuration object (yacs, OmegaConf, EasyDict, ml_collections),
+      also the config Hydra passes to a `@hydra.main` function and a
+      parameter annotated `DictConfig`.
 
     The saved value is followed through dict, list and tuple literals, names
     bound once in the saving function (or at the module's top level), entries
-    added before the save (`ckpt["args"] = args`) and `copy.deepcopy`. What
+    added before the save (`ckpt["args"] = args`), `copy.deepcopy`, what every
+    call of a function passes for a parameter, and what every construction of
+    a class (or of a subclass keeping its `__init__`) passes for an
+    `__init__` parameter a field holds (`self.config = config`). What
     the analysis knows of each kind, checked against torch 2.13, is written
     down in `torchlint/analysis/model/saved_values.py`. Follows
     `target-torch-version`: below 2.6 nothing is reported.
