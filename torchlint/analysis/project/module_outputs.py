@@ -215,7 +215,7 @@ class _SiteReader:
             return tuple(self.value(e.value, site, depth) for e in node.elements)
         if isinstance(node, cst.IfExp):
             return join([self.value(node.body, site, depth), self.value(node.orelse, site, depth)])
-        if isinstance(node, cst.Call) and not any(arg.star for arg in node.args):
+        if isinstance(node, cst.Call):  # ``model(**inputs)``: what a module or helper returns is not in its arguments
             return self._call(node, site, depth)
         return None
 
@@ -364,6 +364,8 @@ class _SiteReader:
 
 def _first_argument(call: cst.Call) -> Optional[cst.BaseExpression]:
     for arg in call.args:
+        if arg.star == "*":
+            return None  # ``torch.sigmoid(*xs)``: the first argument is not written
         if arg.keyword is None and not arg.star:
             return arg.value
         if arg.keyword is not None and arg.keyword.value == "input":
@@ -583,7 +585,7 @@ class _AstReader:
             return tuple(self.value(e, scope, depth) for e in node.elts)
         if isinstance(node, ast.IfExp):
             return join([self.value(node.body, scope, depth), self.value(node.orelse, scope, depth)])
-        if not isinstance(node, ast.Call) or any(isinstance(a, ast.Starred) for a in node.args):
+        if not isinstance(node, ast.Call):
             return None
         func = node.func
         qualified = self._qualified(func)
@@ -591,6 +593,8 @@ class _AstReader:
             step = call_step(qualified, None, bool(node.args))
             if step is not None:
                 first = node.args[0] if node.args else next((k.value for k in node.keywords if k.arg == "input"), None)
+                if isinstance(first, ast.Starred):
+                    return None  # ``torch.sigmoid(*xs)``: the first argument is not written
                 return _stepped(step, ast.unparse(func), lambda: self.value(first, scope, depth) if first is not None else None)
             if qualified.startswith("torch."):
                 return None
