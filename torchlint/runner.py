@@ -54,6 +54,11 @@ class RecordingIndex(project_index.ProjectIndex):
         if self.looked_up is not None and self._records(module):
             self.looked_up.add(module)
 
+    def _read_all(self, modules) -> None:
+        super()._read_all(modules)
+        if self.looked_up is not None:
+            self.looked_up |= self._recorded(modules)
+
     def dependencies(self, modules: Set[str], known: Optional[Dict[str, str]] = None) -> Tuple[Dependency, ...]:
         """(module, path, hash of its bytes) of each module, path and hash None when the run has no such module.
 

@@ -728,14 +728,24 @@ class ProjectIndex:
                     self._reading = outer
                 self._facts_of_project.setdefault(key, (value, read))
         value, read = self._facts_of_project[key]
-        for module in read:
-            self._read(module)
+        self._read_all(read)
         return value
 
     def _read(self, module: str) -> None:
         """Hook: ``module``'s text or facts went into an answer (the run's index records it for the cache)."""
         if self._reading is not None and self._records(module):
             self._reading.add(module)
+
+    def _read_all(self, modules: FrozenSet[str]) -> None:
+        """:meth:`_read` of each of ``modules``, as one set operation (a fact asked again replays what it read)."""
+        if self._reading is not None:
+            self._reading |= self._recorded(modules)
+
+    def _recorded(self, modules: FrozenSet[str]) -> FrozenSet[str]:
+        """Those of ``modules`` that :meth:`_records` notes."""
+        if self._reading is not None and EVERY_FILE in self._reading:
+            return modules & {EVERY_FILE}
+        return modules
 
     def _records(self, module: str) -> bool:
         """Whether reading ``module`` is noted: not while an answer that rests on every file is computed."""
