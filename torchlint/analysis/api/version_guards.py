@@ -41,12 +41,19 @@ _VERSION_WORDS = re.compile(r"version|TORCH_\w*|_TORCH\w*|torch_\w*(?:greater|le
 _PROBES = frozenset({"hasattr", "getattr"})
 
 
-def is_version_guarded(context: "FileContext") -> bool:
-    """Whether the node being visited runs only on some releases of torch (or functorch, torchvision)."""
+def is_version_guarded(context: "FileContext", present_on_target: bool = False) -> bool:
+    """Whether the node being visited runs only on some releases of torch (or functorch, torchvision).
+
+    ``present_on_target``: the use is of an API the target release still has (deprecated, not removed). A ``try``
+    body that plans for its absence then runs on the target all the same (``try: from torch.cuda.amp import
+    autocast`` ``except ImportError: ...`` imports it and warns at each call): only the handlers and the version
+    tests guard it."""
     ancestors = context.ancestors
     for index, node in enumerate(ancestors):
         child = ancestors[index + 1] if index + 1 < len(ancestors) else None
-        if isinstance(node, cst.Try) and child is node.body and any(_catches_missing_api(h) for h in node.handlers):
+        if isinstance(node, cst.Try) and child is node.body and not present_on_target and any(
+            _catches_missing_api(h) for h in node.handlers
+        ):
             return True
         if isinstance(node, cst.ExceptHandler) and _catches_missing_api(node):
             return True  # the fallback for the releases where the try's API is missing

@@ -79,7 +79,8 @@ class ApiUseRule(Rule):
         return change
 
     def guarded(self) -> bool:
-        return is_version_guarded(self.context)
+        # A deprecated API is still there on the target: a ``try`` planning for its absence runs it and warns.
+        return is_version_guarded(self.context, present_on_target=self.status is Status.DEPRECATED)
 
     def _bound_by_guarded_import(self, node: cst.BaseExpression) -> bool:
         head = (dotted_name(node) or "").split(".", 1)[0]
