@@ -61,6 +61,7 @@ from torchlint.analysis.model.ast_names import BUILTIN_NAMES, ast_dotted_name, e
 from torchlint.analysis.model.calls import arguments_passed, constructor_arguments_passed
 from torchlint.analysis.model.checkpoints import (
     COMPOSITE_KEY_PREFIX,
+    LOAD_FUNCTIONS,
     SAVE_FUNCTIONS,
     ast_file_name,
     ast_path_key,
@@ -888,9 +889,30 @@ def _attribute(expr: ast.Attribute, scope: Scope, depth: int) -> Optional[Refuse
         if attribute == expr.attr
     ]
     if len(assigned) != 1:
+        # ``self.fc = None`` until ``create_fc`` builds a layer, and ``self.fc = checkpoint["fc"]`` when a load
+        # restores it: what the field holds when it is more than nothing is what the other assignment builds.
+        assigned = [
+            (value, method) for value, method in assigned
+            if not (isinstance(value, ast.Constant) and value.value is None) and not _restored_by_a_load(value, method)
+        ]
+    if len(assigned) != 1:
         return None
     value, method = assigned[0]
     return refused_value(value, method, 10**9, depth)
+
+
+def _restored_by_a_load(value: ast.expr, scope: Scope) -> bool:
+    """``checkpoint["fc"]`` (or ``.fc``) where ``checkpoint`` is bound once in ``scope`` to a ``torch.load``: a
+    value restored from a file, not a new one."""
+    root = value
+    while isinstance(root, (ast.Subscript, ast.Attribute)):
+        root = root.value
+    if not isinstance(root, ast.Name):
+        return False
+    bound = scope.single.get(root.id)
+    while isinstance(bound, (ast.Subscript, ast.Attribute)):
+        bound = bound.value
+    return isinstance(bound, ast.Call) and scope.facts.qualify(bound.func) in LOAD_FUNCTIONS
 
 
 def _assigned_fields(cls: ast.ClassDef, facts, locate: Locate) -> List[Tuple[str, ast.expr, Scope]]:
