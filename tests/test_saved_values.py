@@ -280,6 +280,6 @@ def test_lightning_hyperparameters_follow_what_save_hyperparameters_saves():
         """
     )
     facts = facts_of_source(source, "module.py")
-    found = {(c.qualified, c.parameter, c.evidence) for c in lightning.config_hyperparameters(None, facts)}
+    found = {(c.qualified, c.parameter, c.evidence) for c in lightning.refused_hyperparameters(None, facts)}
     assert found == {("module.Saved", "cfg", "annotated `DictConfig`")}
     assert set(lightning.lightning_classes(None, facts)) == {"module.Saved", "module.Ignored"}

@@ -209,23 +209,6 @@ class _ModuleFacts:
                 found.extend(self._calls.get(local, ()))
         return found
 
-    def function_holding(self, node: ast.AST) -> Optional[ast.FunctionDef]:
-        """The innermost ``def`` whose body holds ``node`` (None: the module's top level); the tree is walked once
-        per module."""
-        holders = self.memo.get("function holding")
-        if holders is None:
-            holders = {}
-            pending: List[Tuple[ast.AST, Optional[ast.FunctionDef]]] = [(self.tree, None)]
-            while pending:
-                parent, holder = pending.pop()
-                inner = parent if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)) else holder
-                for child in ast.iter_child_nodes(parent):
-                    if inner is not None:
-                        holders[id(child)] = inner
-                    pending.append((child, inner))
-            self.memo["function holding"] = holders
-        return holders.get(id(node))  # type: ignore[union-attr]
-
     def stars(self) -> Optional[StarImports]:
         """What this module's ``from m import *`` statements bind, through the project's modules (None without any)."""
         if not self.star_modules:

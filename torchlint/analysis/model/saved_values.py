@@ -116,6 +116,7 @@ REFUSED_CALLS: Dict[str, Tuple[str, str]] = {
     "omegaconf.OmegaConf.load": ("config", "an OmegaConf config"),
     "omegaconf.OmegaConf.merge": ("config", "an OmegaConf config"),
     "omegaconf.DictConfig": ("config", "an OmegaConf config"),
+    "hydra.compose": ("config", "an OmegaConf config"),
     "easydict.EasyDict": ("config", "an `EasyDict`"),
     "ml_collections.ConfigDict": ("config", "an `ml_collections.ConfigDict`"),
     "ml_collections.config_dict.ConfigDict": ("config", "an `ml_collections.ConfigDict`"),
@@ -814,6 +815,12 @@ def _names_class(module, base: ast.expr, wanted: Set[Tuple[str, str]], modules) 
     return qualified is not None and any(
         qualified == f"{other.module}.{name}" for other in modules for path, name in wanted if other.path == path
     )
+
+
+def refused_at_call(facts, call: ast.Call, value: ast.expr, locate: Locate) -> Optional[Refused]:
+    """What ``value``, an argument of ``call`` in module ``facts``, holds that weights_only refuses (read in the
+    top-level function holding the call, or the module's top level)."""
+    return refused_value(value, _scope_holding(facts, call, locate, {}), getattr(call, "lineno", 10**9))
 
 
 def _scope_holding(facts, call: ast.Call, locate: Locate, cache: Dict[int, "Scope"]) -> "Scope":

@@ -1,16 +1,15 @@
-"""Lightning checkpoints whose hyper-parameters hold an OmegaConf config.
+"""Lightning checkpoints whose hyper-parameters hold a value weights_only refuses.
 
 A ``LightningModule`` that calls ``self.save_hyperparameters(cfg)`` (or ``save_hyperparameters()``, which
 saves every argument of ``__init__`` not ignored) writes those arguments into every checkpoint Lightning
-saves for it: an OmegaConf ``DictConfig`` is pickled as it is, and ``torch.load`` under the weights_only
-default of torch >= 2.6 refuses it ("Unsupported global: omegaconf..."), as does ``load_from_checkpoint``,
-which loads through it.
+saves for it: an OmegaConf ``DictConfig``, a project object, a module is pickled as it is, and ``torch.load``
+under the weights_only default of torch >= 2.6 refuses it ("Unsupported global: omegaconf..."), as does
+``load_from_checkpoint``, which loads through it.
 
-An argument is a config when the code shows it: ``__init__`` annotates the parameter with an OmegaConf type,
-or a construction of the class in the project passes a value an OmegaConf or Hydra call built
-(``OmegaConf.load``/``create``/``merge``, ``hydra.compose``), directly, through a name the calling function
-binds to one, or as the config parameter of a ``@hydra.main`` function.  Facts are read from the modules'
-``ast`` through their imports; a name says nothing.
+An argument is refused when the code shows it: ``__init__`` annotates the parameter with an OmegaConf type,
+or a construction of the class in the project passes a value that analysis/model/saved_values.py reads as
+refused (an OmegaConf or Hydra config, a project object, a module, NumPy values, ...), the one reader the
+checkpoint rules share.  Facts are read from the modules' ``ast`` through their imports; a name says nothing.
 """
 from __future__ import annotations
 
@@ -19,7 +18,8 @@ import os
 from dataclasses import dataclass
 from typing import FrozenSet, Iterator, List, Optional, Tuple
 
-from torchlint.analysis.model.saved_values import CONFIG_TYPES, HYDRA_MAIN, REFUSED_CALLS
+from torchlint.analysis.model.project_index import definition
+from torchlint.analysis.model.saved_values import ADVICE, CONFIG_TYPES, refused_at_call
 from torchlint.analysis.model.saved_values import omegaconf_name as _plain
 
 LIGHTNING_MODULES: FrozenSet[str] = frozenset(
@@ -34,26 +34,28 @@ LIGHTNING_MODULES: FrozenSet[str] = frozenset(
         "lightning.pytorch.core.module.LightningModule",
     }
 )
-# Calls whose result is an OmegaConf config (the save-side table's, and Hydra's compose).
-CONFIG_BUILDERS: FrozenSet[str] = frozenset(
-    {name for name, (kind, _) in REFUSED_CALLS.items() if kind == "config" and name.startswith("omegaconf.")} | {"hydra.compose"}
-)
 # Lightning's attributes that name a checkpoint file it wrote (ModelCheckpoint's).
 CHECKPOINT_PATH_ATTRIBUTES: FrozenSet[str] = frozenset({"best_model_path", "last_model_path", "kth_best_model_path"})
 
 
 @dataclass(frozen=True)
-class ConfigHyperparameters:
-    """A LightningModule whose checkpoints hold an OmegaConf config among their hyper-parameters."""
+class RefusedHyperparameters:
+    """A LightningModule whose checkpoints hold, among their hyper-parameters, a value weights_only refuses."""
 
     qualified: str  # the class, as the project's modules name it (module.Class)
     path: str
     parameter: str  # the __init__ parameter saved
-    evidence: str  # how the code shows it is a config
+    evidence: str  # how the code shows what it holds
+    kind: str = "config"  # a key of saved_values.ADVICE
+    label: str = "an OmegaConf config"
 
     def describe(self) -> str:
         name = self.qualified.rpartition(".")[2]
-        return f"the hyper-parameters of `{name}`, whose `{self.parameter}` is an OmegaConf config ({self.evidence})"
+        return f"the hyper-parameters of `{name}`, whose `{self.parameter}` is {self.label} ({self.evidence})"
+
+    @property
+    def advice(self) -> str:
+        return ADVICE[self.kind]
 
 
 class _OneFile:
@@ -61,6 +63,7 @@ class _OneFile:
 
     def __init__(self, facts) -> None:
         self.facts = facts
+        self.project = None
 
     def modules(self) -> Iterator[object]:
         yield self.facts
@@ -85,16 +88,16 @@ class _Project:
         return self.project.modules_calling(name)
 
 
-def config_hyperparameters(project, facts=None) -> Tuple[ConfigHyperparameters, ...]:
+def refused_hyperparameters(project, facts=None) -> Tuple[RefusedHyperparameters, ...]:
     """Every such class of the project (computed once per run), or of the file of ``facts`` when there is no
     project index (a file checked on its own)."""
     if project is None:
         return tuple(_compute(_OneFile(facts))) if facts is not None else ()
-    return project.fact("lightning-config-hyperparameters", lambda: tuple(_compute(_Project(project))))
+    return project.fact("lightning-refused-hyperparameters", lambda: tuple(_compute(_Project(project))))
 
 
 def lightning_classes(project, facts=None) -> Tuple[str, ...]:
-    """The LightningModule classes that save hyper-parameters (qualified), as :func:`config_hyperparameters`."""
+    """The LightningModule classes that save hyper-parameters (qualified), as :func:`refused_hyperparameters`."""
     if project is None:
         return tuple(q for q, _, _, _ in _saving_classes(_OneFile(facts))) if facts is not None else ()
     return project.fact("lightning-saving-classes", lambda: tuple(q for q, _, _, _ in _saving_classes(_Project(project))))
@@ -113,15 +116,20 @@ def _saving_classes(source) -> Iterator[Tuple[str, object, ast.ClassDef, List[st
                 yield f"{facts.module}.{statement.name}", facts, statement, saved
 
 
-def _compute(source) -> Iterator[ConfigHyperparameters]:
+def _compute(source) -> Iterator[RefusedHyperparameters]:
     for qualified, facts, cls, saved in _saving_classes(source):
         init = _method(cls, "__init__")
         if init is None:
             continue
         for parameter in saved:
-            evidence = _annotated(facts, init, parameter) or _built_by_callers(source, facts, cls, init, parameter)
+            evidence = _annotated(facts, init, parameter)
             if evidence is not None:
-                yield ConfigHyperparameters(qualified, facts.path, parameter, evidence)
+                yield RefusedHyperparameters(qualified, facts.path, parameter, evidence)
+                break
+            found = _built_by_callers(source, facts, cls, init, parameter)
+            if found is not None:
+                refused, evidence = found
+                yield RefusedHyperparameters(qualified, facts.path, parameter, evidence, refused.kind, refused.label)
                 break
 
 
@@ -178,13 +186,15 @@ def _annotated(facts, init: ast.FunctionDef, parameter: str) -> Optional[str]:
     return None
 
 
-def _built_by_callers(source, facts, cls: ast.ClassDef, init: ast.FunctionDef, parameter: str) -> Optional[str]:
-    """How a construction of ``cls`` in the project passes an OmegaConf config as ``parameter``."""
+def _built_by_callers(source, facts, cls: ast.ClassDef, init: ast.FunctionDef, parameter: str):
+    """(what weights_only refuses, where) that a construction of ``cls`` in the project passes as ``parameter``."""
     positional = [arg.arg for arg in [*init.args.posonlyargs, *init.args.args][1:]]
     position = positional.index(parameter) if parameter in positional else None
     wanted = f"{facts.module}.{cls.name}"
+    project = source.project
+    locate = lambda qualified, local: definition(qualified, local, project)  # noqa: E731
     for caller in source.modules_calling(cls.name):
-        for function, call in _calls_in_functions(caller, cls.name):
+        for call in caller.calls_of(cls.name):
             if caller.qualify(call.func) != wanted:
                 continue
             value = next((k.value for k in call.keywords if k.arg == parameter), None)
@@ -192,45 +202,7 @@ def _built_by_callers(source, facts, cls: ast.ClassDef, init: ast.FunctionDef, p
                 value = call.args[position]
             if value is None:
                 continue
-            how = _config_value(caller, function, value)
-            if how is not None:
-                return f"{how} in {os.path.basename(caller.path)}"
+            refused = refused_at_call(caller, call, value, locate)
+            if refused is not None:
+                return refused, f"`{refused.shown}` in {os.path.basename(caller.path)}"
     return None
-
-
-def _calls_in_functions(facts, name: str) -> Iterator[Tuple[Optional[ast.FunctionDef], ast.Call]]:
-    """Calls written ``name(...)`` or ``x.name(...)`` with the function that holds each (None: the module)."""
-    for call in facts.calls_of(name):
-        yield facts.function_holding(call), call
-
-
-def _config_value(facts, function: Optional[ast.FunctionDef], value: ast.expr) -> Optional[str]:
-    if isinstance(value, ast.Call):
-        built = _plain(facts.qualify(value.func))
-        return f"`{built.rpartition('.')[2]}(...)`" if built in CONFIG_BUILDERS else None
-    if not isinstance(value, ast.Name):
-        return None
-    name = value.id
-    if function is not None:
-        for arg in _parameters_of(function):
-            if arg.arg == name:
-                if any(_plain(facts.qualify(d.func if isinstance(d, ast.Call) else d)) in HYDRA_MAIN for d in function.decorator_list):
-                    return f"the config of the @hydra.main function `{function.name}`"
-                if arg.annotation is not None and _plain(facts.qualify(arg.annotation)) in CONFIG_TYPES:
-                    return f"a parameter annotated `{_plain(facts.qualify(arg.annotation)).rpartition('.')[2]}` of `{function.name}`"
-        assigned = [
-            node.value
-            for node in ast.walk(function)
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
-        ]
-    else:
-        assigned = [facts.values[name]] if name in facts.values else []
-    built = [_plain(facts.qualify(v.func)) for v in assigned if isinstance(v, ast.Call)]
-    if assigned and len(built) == len(assigned) and all(b in CONFIG_BUILDERS for b in built):
-        return f"`{name} = {built[0].rpartition('.')[2]}(...)`"
-    return None
-
-
-def _parameters_of(function: ast.FunctionDef) -> List[ast.arg]:
-    arguments = function.args
-    return [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]

@@ -24,7 +24,7 @@ from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.model.project_index import definition, file_facts, refused_saves_in
 from torchlint.analysis.model.saved_values import ADVICE, saved_layouts, saves_by_file_name
 from torchlint.analysis.project.allow_lists import allow_lists_in_file, allow_lists_in_program
-from torchlint.analysis.project.lightning import CHECKPOINT_PATH_ATTRIBUTES, config_hyperparameters, lightning_classes
+from torchlint.analysis.project.lightning import CHECKPOINT_PATH_ATTRIBUTES, lightning_classes, refused_hyperparameters
 from torchlint.analysis.api.signatures import gives_keyword
 from torchlint.analysis.flow.callers import framework_called
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
@@ -35,6 +35,8 @@ MAX_STEPS = 6
 _SAVE_CALL = re.compile(r"\bsave\s*\(")
 
 
+# How a LightningModule saves its config as plain containers.
+_PLAIN_HYPERPARAMETERS = " (save_hyperparameters(OmegaConf.to_container(cfg)))"
 # Lightning's loader of a module's checkpoint (a classmethod of every LightningModule).
 LIGHTNING_LOAD = "load_from_checkpoint"
 
@@ -181,7 +183,8 @@ blind on the calibration draws d1-d13 (code the rules were tuned on), 37 of
 built at run time) until validation draws have read such findings.
 A Lightning checkpoint (a `.ckpt` path, ModelCheckpoint's `best_model_path`,
 or `MyModule.load_from_checkpoint`) of a project whose LightningModules save
-an OmegaConf config among their hyper-parameters is found at `high`, the
+among their hyper-parameters a value weights_only refuses (an OmegaConf
+config, an object of the project's classes, a module) is found at `high`, the
 level of loads a save ties to by path, and shown where the table shows
 those; no validation draw has read this form on its own yet.
 """
@@ -388,11 +391,11 @@ those; no validation draw has read this form on its own yet.
             value = bound_value(self.context, value.value) or _loop_iterable(self.context, value.value)
         if value is None or not _names_lightning_checkpoint(self.context, value):
             return None
-        configs = config_hyperparameters(project, facts)
-        if not configs or {c.qualified for c in configs} != set(lightning_classes(project, facts)):
+        refused = refused_hyperparameters(project, facts)
+        if not refused or {c.qualified for c in refused} != set(lightning_classes(project, facts)):
             return None
         # Found at high, the level of loads a save ties to by path: the table shows them as it shows those.
-        return f"{configs[0].describe()} (a Lightning checkpoint)", ADVICE["config"], Confidence.HIGH
+        return f"{refused[0].describe()} (a Lightning checkpoint)", refused[0].advice, Confidence.HIGH
 
     def _lightning_load(self, node: cst.Call) -> None:
         """``MyModule.load_from_checkpoint(path)``: Lightning loads through ``torch.load``, under its default."""
@@ -405,14 +408,14 @@ those; no validation draw has read this form on its own yet.
         facts = file_facts(self.context)
         owner = facts.qualify_dotted(dotted_name(node.func.value)) if facts is not None and isinstance(node.func, cst.Attribute) else None
         project = self.context.project
-        configs = config_hyperparameters(project, None if project is not None else facts)
-        found = next((c for c in configs if owner is not None and _same_class(owner, c.qualified)), None)
+        refused = refused_hyperparameters(project, None if project is not None else facts)
+        found = next((c for c in refused if owner is not None and _same_class(owner, c.qualified)), None)
         if found is None or allow_lists_in_file(self.context) or allow_lists_in_program(self.context):
             return
         message = (
             f"load_from_checkpoint loads through torch.load, which loads weights only by default since torch 2.6, and "
             f"this checkpoint holds {found.describe()}: loading raises 'Weights only load failed'; "
-            f"{ADVICE['config']} (save_hyperparameters(OmegaConf.to_container(cfg))), or load a file you trust with weights_only=False"
+            f"{found.advice}{_PLAIN_HYPERPARAMETERS if found.kind == 'config' else ''}, or load a file you trust with weights_only=False"
         )
         self.report(node, message, None, confidence=Confidence.HIGH)
 
