@@ -145,14 +145,18 @@ class ApiUseRule(Rule):
         self.report(node, self.describe(change, qualified, form), fix, confidence=self.level(change))
 
     def _fails_at_import(self, node: cst.BaseExpression, change: ApiChange) -> bool:
-        """A bare name of a removed API that is gone (not a stub): its ``from ... import`` fails first and is
-        the finding; its uses never run.  So are the uses of a package no release of which loads on the target
+        """A bare name of a removed API that is gone (not a stub), or a chain whose first name an import of it
+        binds: its ``from ... import`` fails first and is the finding; its uses never run.  So are the uses of a package no release of which loads on the target
         (torchtext from torch 2.4) reached through an import of one of its modules (``from torchtext import
         data``; ``data.Field``, even where ``Field`` left earlier): that import fails."""
         if self.status is not Status.REMOVED or change.raises_when_called:
             return False
         if isinstance(node, cst.Name):
             return True
+        head = (dotted_name(node) or "").split(".", 1)[0]
+        bound = self.context.imports.bindings.get(head)
+        if bound is not None and (bound == change.name or bound.startswith(change.name + ".")):
+            return True  # ``from torch._six import queue``; ``queue.Empty``: the import fails first and is the finding
         ended = package_ended_by(change.name, self.target)
         return ended is not None and (dotted_name(node) or "").split(".", 1)[0] != ended
 
