@@ -22,6 +22,7 @@ from torchlint.analysis.flow.autograd_terms import (
 from torchlint.analysis.flow.flow_events import BackwardCall, FlowBinding, ListFeed, Place, StepCall
 from torchlint.analysis.flow.module_evidence import (
     ClassAttributes,
+    defines_a_backward_method,
     function_is_no_grad,
     is_no_grad_item,
     last_name,
@@ -320,7 +321,8 @@ class _CallScanner(cst.CSTVisitor):
                     # ``accelerator.backward(loss)``, ``self.manual_backward(loss)``: the loss is the argument
                     if positional:
                         flow.backward_calls.append(BackwardCall(node, positional[0].value, self.site, frees_graph(node, 99)))
-                else:
+                elif not (positional and method == "backward" and defines_a_backward_method(flow.context)):
+                    # ``flow.backward(z)`` where the project defines such a method (a flow's inverse) is that method
                     flow.backward_calls.append(BackwardCall(node, unscaled(receiver), self.site, frees_graph(node)))
             elif method == "step" and not node.args:
                 flow.step_sites.append(self.site)

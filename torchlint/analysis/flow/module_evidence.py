@@ -3,6 +3,7 @@ calls ``.parameters()`` on), and where the node being visited runs: under ``no_g
 test file.  Read by the per-function flow (gradflow.py) and by rules directly."""
 from __future__ import annotations
 
+import ast
 import re
 import weakref
 from dataclasses import dataclass
@@ -24,7 +25,9 @@ from torchlint.analysis.flow.autograd_terms import (
     TEST_PATH,
 )
 from torchlint.analysis.model import conventions
+from torchlint.analysis.model.autograd_functions import FUNCTION_BASES
 from torchlint.analysis.model.calls import argument
+from torchlint.analysis.model.project_index import file_facts
 from torchlint.analysis.model.names import dotted_name
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -265,3 +268,39 @@ def _is_runtime_condition(test: cst.BaseExpression) -> bool:
     return True
 
 
+
+
+def defines_a_backward_method(context: "FileContext") -> bool:
+    """Whether a class of the project (of the file, when it is checked on its own) that is not an autograd
+    ``Function`` defines a ``backward`` method taking an argument (``def backward(self, y)``: a normalising
+    flow's inverse).  Then ``flow.backward(z)`` calls that method, which frees no graph; a ``Tensor.backward`` call
+    of the same shape cannot be told from it by the call alone.  Read once per run (per file without a project)."""
+    project = getattr(context, "project", None)
+    if project is None:
+        facts = file_facts(context)
+        return facts is not None and _defines_backward(facts)
+
+    def compute() -> bool:
+        for module in sorted(project.module_paths()):
+            if b"def backward" not in project.module_bytes(module):
+                continue  # a cost gate: the definition is what is looked for
+            facts = project.module_facts(module)
+            if facts is not None and _defines_backward(facts):
+                return True
+        return False
+
+    return project.fact("flow.defines-backward-method", compute)
+
+
+def _defines_backward(facts) -> bool:
+    for node in ast.walk(facts.tree):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        if any((facts.qualify(base) or "") in FUNCTION_BASES for base in node.bases):
+            continue
+        for member in node.body:
+            if isinstance(member, ast.FunctionDef) and member.name == "backward" and not member.decorator_list:
+                arguments = member.args
+                if len(arguments.posonlyargs) + len(arguments.args) >= 2 or arguments.vararg is not None:
+                    return True
+    return False
