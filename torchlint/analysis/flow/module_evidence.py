@@ -278,7 +278,7 @@ def defines_a_backward_method(context: "FileContext") -> bool:
     project = getattr(context, "project", None)
     if project is None:
         facts = file_facts(context)
-        return facts is not None and _defines_backward(facts)
+        return facts is not None and context.memoized("flow.defines-backward-method", context.module, lambda _: _defines_backward(facts))
 
     def compute() -> bool:
         for module in sorted(project.module_paths()):

@@ -764,14 +764,23 @@ def omegaconf_name(qualified: Optional[str]) -> Optional[str]:
     return qualified
 
 
+def annotated_config_type(function: ast.FunctionDef, name: str, facts) -> Optional[str]:
+    """The OmegaConf type (:data:`CONFIG_TYPES`) the parameter ``name`` of ``function`` is annotated with, if any."""
+    arguments = function.args
+    for arg in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]:
+        if arg.arg == name and arg.annotation is not None:
+            qualified = omegaconf_name(facts.qualify(arg.annotation))
+            return qualified if qualified in CONFIG_TYPES else None
+    return None
+
+
 def _config_parameter(function: ast.FunctionDef, name: str, facts) -> Optional[Refused]:
     """A parameter the code shows to hold an OmegaConf config: annotated with its type (``cfg: DictConfig``), or
     the one Hydra passes to a ``@hydra.main`` function (its first)."""
+    if annotated_config_type(function, name, facts) is not None:
+        return Refused("config", "an OmegaConf config", name)
     arguments = function.args
     every = [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]
-    for arg in every:
-        if arg.arg == name and arg.annotation is not None and omegaconf_name(facts.qualify(arg.annotation)) in CONFIG_TYPES:
-            return Refused("config", "an OmegaConf config", name)
     if every and every[0].arg == name and any(
         facts.qualify(d.func if isinstance(d, ast.Call) else d) in HYDRA_MAIN for d in function.decorator_list
     ):

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import FrozenSet, Iterator, List, Optional, Tuple
 
 from torchlint.analysis.model.project_index import definition
-from torchlint.analysis.model.saved_values import ADVICE, CONFIG_TYPES, refused_at_call
+from torchlint.analysis.model.saved_values import ADVICE, annotated_config_type, refused_at_call
 from torchlint.analysis.model.saved_values import omegaconf_name as _plain
 
 LIGHTNING_MODULES: FrozenSet[str] = frozenset(
@@ -178,12 +178,8 @@ def _ignored(call: ast.Call) -> FrozenSet[str]:
 
 
 def _annotated(facts, init: ast.FunctionDef, parameter: str) -> Optional[str]:
-    for arg in _parameters(init):
-        if arg.arg == parameter and arg.annotation is not None:
-            qualified = _plain(facts.qualify(arg.annotation))
-            if qualified in CONFIG_TYPES:
-                return f"annotated `{qualified.rpartition('.')[2]}`"
-    return None
+    qualified = annotated_config_type(init, parameter, facts)
+    return f"annotated `{qualified.rpartition('.')[2]}`" if qualified is not None else None
 
 
 def _built_by_callers(source, facts, cls: ast.ClassDef, init: ast.FunctionDef, parameter: str):
