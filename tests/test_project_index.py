@@ -279,3 +279,21 @@ def test_a_call_that_leaves_a_required_parameter_out_passes_nothing(tmp_path):
     index = project_index.ProjectIndex([str(p) for p in tmp_path.glob("*.py")])
     facts = index.module_facts("lib")
     assert arguments_passed(facts, facts.functions["train"], "args") is None
+
+
+def test_a_file_is_parsed_once_for_the_linter_and_the_index(tmp_path):
+    (tmp_path / "model.py").write_text("class Net:\n    pass\n", encoding="utf-8")
+    (tmp_path / "train.py").write_text("from model import Net\n", encoding="utf-8")
+    model, train = str(tmp_path / "model.py"), str(tmp_path / "train.py")
+    index = project_index.ProjectIndex([model, train])
+    assert index.parsed_text(model, "class Net:\n    pass\n") is None  # not parsed yet
+    # The linter's tree of a file is the one the index takes when a fact parses that module next...
+    tree = ast.parse("class Net:\n    pass\n")
+    index.adopt(model, "class Net:\n    pass\n", tree)
+    assert index.module_facts("model").tree is tree and index.parsed_files == 1
+    # ...and the index's tree is the linter's when the text is the one the index read.
+    assert index.parsed_text(model, "class Net:\n    pass\n") is tree
+    assert index.parsed_text(model, "class Net:\n    pass  # edited\n") is None
+    # A tree of another text (the file as edited in an editor) is never taken for the file on disk.
+    index.adopt(train, "import os\n", ast.parse("import os\n"))
+    assert index.module_facts("train").imports == {"Net": "model.Net"}

@@ -309,6 +309,16 @@ def test_a_module_only_failing_scripts_import_never_runs(tmp_path, capsys):
     assert levels(project(tmp_path, files), capsys) == {"fewshot/helpers.py": ["low"], "kd/helpers.py": ["high"]}
 
 
+def test_modules_that_only_import_each_other_reach_no_program(tmp_path, capsys):
+    # helpers.py is imported by a.py and b.py, which import each other and run nothing: no chain of importers
+    # reaches code that runs, until a script imports one of them.
+    user = "import b\nfrom helpers import init_params\n\n\ndef build(net):\n    init_params(net)\n"
+    files = {"helpers.py": HELPER, "a.py": user, "b.py": "import a\n"}
+    assert levels(project(tmp_path / "cycle", files), capsys) == {"helpers.py": ["low"]}
+    files["train.py"] = "import torch.nn as nn\nimport b\n\nnet = nn.Linear(2, 2)\n"
+    assert levels(project(tmp_path / "run", files), capsys) == {"helpers.py": ["high"]}
+
+
 def test_a_name_the_module_beside_the_script_does_not_define_fails_to_import(tmp_path, capsys):
     # d25: ``from losses import CE_KL_PWCE_loss`` where losses.py defines no such name: ImportError at the top.
     script = "import torch.nn as nn\nimport torch.nn.init as init\nfrom losses import {name}\n\n\ndef main():\n    init.kaiming_normal(nn.Linear(2, 2).weight)\n\n\nmain()\n"

@@ -24,7 +24,7 @@ from torchlint.config import Settings
 from torchlint.analysis.model import conventions
 from torchlint.analysis.model.codegen import statement_positions
 from torchlint.analysis.model.file_context import FileContext
-from torchlint.analysis.model.project_index import file_context
+from torchlint.analysis.model.project_index import active_project, file_context
 from torchlint.noqa import NoqaIndex, is_skipped_file
 from torchlint.rule import (
     DEFAULT_CONFIDENCE_FLOOR,
@@ -214,7 +214,12 @@ def lint_text(
         return result
     parsed_text, line_map, plan = source, [], None
     if use_prepass:
+        project = active_project()
+        if tree is None and project is not None:
+            tree = project.parsed_text(path, source)  # a fact of an earlier file parsed this one
         plan = prepass.plan(source, path, rule_classes, tree)
+        if project is not None and plan is not None and plan.tree is not None:
+            project.adopt(path, source, plan.tree)
         if plan is not None:
             rule_classes, parsed_text, line_map = plan.rules, plan.text, plan.lines
             if not rule_classes:

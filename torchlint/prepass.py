@@ -78,6 +78,8 @@ class Region:
     assigned: Dict[str, List[ast.expr]] = field(default_factory=dict)  # ``name = value`` statements in it
     bool_membership: bool = False  # ``True in x`` / ``False not in x``
     masked_assignment: bool = False  # ``x[x != x] = 0``, ``x[torch.isnan(x) | m] = 0``: a mask of ``x`` as its index
+    # Every node of the region (every_node's, walked once for all the seed conditions); a class header's: none.
+    nodes: List[ast.AST] = field(default_factory=list)
 
 
 class Scan:
@@ -313,7 +315,8 @@ class Scan:
                 for inner in every_node(node):
                     self._note(region, inner)
             return region
-        for node in every_node(statement):
+        region.nodes = every_node(statement)
+        for node in region.nodes:
             self._note(region, node)
         return region
 

@@ -28,6 +28,7 @@ files, and ``__getitem__`` inherited from a class outside the project.
 from __future__ import annotations
 
 import ast
+import collections
 import contextlib
 import contextvars
 import functools
@@ -320,6 +321,17 @@ def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
     return _ModuleFacts(tree, _module_of_path(path), path, active_project())
 
 
+_NOT_ASKED = object()
+
+
+def _encoded(text: str) -> Optional[bytes]:
+    """``text`` as the UTF-8 bytes a file holding it has (None when no file can: a lone surrogate)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
 def _parsed(source: "str | bytes") -> Optional[ast.Module]:
     """``ast``'s tree of a module's text; a text of torch 0.3 days (``x.cuda(async=True)``) read as the engine
     reads it (source.readable_legacy_text); None when it does not parse."""
@@ -544,6 +556,9 @@ class ProjectIndex:
         self._facts_of_project: Dict[str, Tuple[object, frozenset]] = {}
         self._reading: Optional[set] = None
         self.parsed_files = 0
+        # module -> (the text, its ``ast`` tree) of files the linter parsed lately, for a fact that parses them next
+        self._adopted: "collections.OrderedDict[str, Tuple[str, ast.Module]]" = collections.OrderedDict()
+        self._script_folders: Dict[str, Optional[str]] = {}  # resolve_from's, per path
 
     # -- building ---------------------------------------------------------------
 
@@ -631,8 +646,12 @@ class ProjectIndex:
         imports from there): ``util.misc`` is the ``util/misc.py`` beside it, whatever other file the project
         knows as ``util.misc``."""
         self._ensure()
-        folder = os.path.dirname(os.path.abspath(path))
-        if _has_init(folder):
+        folder = self._script_folders.get(path, _NOT_ASKED)
+        if folder is _NOT_ASKED:
+            # The folder Python puts first on the path when ``path`` runs; None inside a package.
+            folder = os.path.dirname(os.path.abspath(path))
+            folder = self._script_folders[path] = None if _has_init(folder) else folder
+        if folder is None:
             return dotted
         parts = dotted.split(".")
         found: Optional[Tuple[int, str]] = None
@@ -670,7 +689,7 @@ class ProjectIndex:
         if path is not None:
             data = self._module_bytes(module, record=False)
             if data.strip():  # an empty module (a bare ``__init__.py``) defines nothing
-                tree = _parsed(data)
+                tree = self._adopted_tree(module, data) or _parsed(data)
                 if tree is not None:
                     self.parsed_files += 1
                     facts = _ModuleFacts(tree, module, path, self)
@@ -694,6 +713,48 @@ class ProjectIndex:
                     found = b""
             self._bytes[module] = found
         return found
+
+    # -- one parse of a file for the linter and the index -----------------------------
+
+    _ADOPTED_KEPT = 16  # the linter's latest trees: a file's own facts are asked while it is linted
+
+    def parsed_text(self, path: str, source: str) -> Optional[ast.Module]:
+        """The ``ast`` tree of the file at ``path`` when this index has parsed it and ``source`` is the text it read
+        there, so the linter does not parse the same text again; None otherwise."""
+        module = self._own_module(path)
+        facts = self._facts.get(module) if module is not None else None
+        data = self._bytes.get(module) if facts is not None else None
+        if data is None or _encoded(source) != data:
+            return None
+        return facts.tree
+
+    def adopt(self, path: str, source: str, tree: ast.Module) -> None:
+        """``tree`` is ``ast.parse(source)`` of the file at ``path``: a fact that parses that module while its
+        text is still ``source`` takes it instead of parsing again."""
+        module = self._own_module(path)
+        if module is None or module in self._facts:
+            return
+        with self._lock:
+            self._adopted[module] = (source, tree)
+            self._adopted.move_to_end(module)
+            while len(self._adopted) > self._ADOPTED_KEPT:
+                self._adopted.popitem(last=False)
+
+    def _adopted_tree(self, module: str, data: bytes) -> Optional[ast.Module]:
+        with self._lock:
+            adopted = self._adopted.pop(module, None)
+        if adopted is None or _encoded(adopted[0]) != data:
+            return None
+        return adopted[1]
+
+    def _own_module(self, path: str) -> Optional[str]:
+        """The module the index reads from ``path`` itself (not another file that hides it)."""
+        module = self.module_of(path)
+        if module is None:
+            return None
+        module = self.canonical(module)
+        found = self._ensure().get(module)
+        return module if found is not None and os.path.abspath(found) == os.path.abspath(path) else None
 
     # -- questions ----------------------------------------------------------------
 

@@ -214,10 +214,13 @@ class _Words:
         self.package_importers: set = set()
         self.users: Dict[bytes, list] = {}
         self._seers: Dict[tuple, frozenset] = {}
+        # Every file's code as it stands (for mentions of a module's path, which load it wherever they are).
+        self.code_texts: list = []
         for module, data in index.every_file_text():
-            if module is not None and b"async" in data and not index.compiles(module):
-                data = b""  # it raises SyntaxError when run or imported: it uses nothing
             code = _code_text(data)
+            self.code_texts.append(code)
+            if module is not None and b"async" in data and not index.compiles(module):
+                code = b""  # it raises SyntaxError when run or imported: it uses nothing
             words = Counter(_WORD.findall(code))
             number = len(self.file_words)
             self.file_stems.append(None if module is None else module.rpartition(".")[2].encode("utf-8"))
@@ -893,45 +896,40 @@ def _imported_only_by_failing_files(index: ProjectIndex, module: str) -> bool:
 def _no_live_importer(index: ProjectIndex, importers: frozenset) -> bool:
     """Whether none of ``importers`` runs its top-level imports: a module is live when its imports succeed and it
     runs code at its top level, or no module imports it (a script, a notebook's module), or a live module
-    imports it. Walked up the importers once per question, each module judged once (a module on the walk's own
-    path counts as not live there; such an answer is not kept)."""
+    imports it. The importers are searched upwards, each module once per question: live when some chain of
+    importers that neither fail nor run code by themselves reaches one that runs (a cycle reaches nothing)."""
     every_importer = _importers(index)
-    known: Dict[str, bool] = {}
-    walking: Set[str] = set()
+    seen: Set[str] = set()
+    pending = sorted(importers, reverse=True)
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        own = _own_liveness(index, name)
+        if own:
+            return False
+        if own is None:
+            pending.extend(sorted(every_importer.get(os.path.abspath(index.module_path(name) or ""), ()), reverse=True))
+    return True
 
-    def live(name: str) -> Tuple[bool, bool]:
-        """(live, sure): ``sure`` is False when the answer assumed a module on the path not live."""
-        if name in known:
-            return known[name], True
-        if name in walking:
-            return False, False
+
+def _own_liveness(index: ProjectIndex, name: str) -> Optional[bool]:
+    """What a module shows of its liveness by itself: False when it does not compile or one of its top-level
+    imports fails, True when it runs code at its top level or no module imports it, None when it lives as long
+    as one of its importers does. Asked once per module, whichever importer's question reaches it."""
+
+    def compute() -> Optional[bool]:
         facts, path = index.module_facts(name), index.module_path(name)
         if facts is None or path is None:
-            known[name] = True
-            return True, True
+            return True
         if not index.compiles(name) or _import_fails(path, facts.tree, index):
-            known[name] = False
-            return False, True
-        above = every_importer.get(os.path.abspath(path))
-        if not above or any(_runs(statement, facts.qualify) for statement in facts.tree.body):
-            known[name] = True
-            return True, True
-        walking.add(name)
-        sure = True
-        try:
-            for importer in sorted(above):
-                found, certain = live(importer)
-                if found:
-                    known[name] = True
-                    return True, True
-                sure = sure and certain
-        finally:
-            walking.discard(name)
-        if sure:
-            known[name] = False
-        return False, sure
+            return False
+        if not _importers(index).get(os.path.abspath(path)) or any(_runs(statement, facts.qualify) for statement in facts.tree.body):
+            return True
+        return None
 
-    return not any(live(importer)[0] for importer in sorted(importers))
+    return index.fact(f"reached.own-liveness:{name}", compute)  # type: ignore[return-value]
 
 
 def _importers(index: ProjectIndex) -> Dict[str, frozenset]:
@@ -1047,7 +1045,7 @@ def _module_mentions(index: ProjectIndex, pattern: "re.Pattern[bytes]") -> int:
     """How often the project's code (comments left out) holds a :func:`_module_reference`."""
 
     def compute() -> int:
-        return sum(len(pattern.findall(_code_text(data))) for data in index.every_text())
+        return sum(len(pattern.findall(code)) for code in _words(index).code_texts)
 
     return index.fact(f"reached.module-mentions:{pattern.pattern!r}", compute)  # type: ignore[return-value]
 

@@ -296,7 +296,7 @@ def _names_in(scan, region, watched: FrozenSet[str]) -> FrozenSet[str]:
     if region.uses.isdisjoint(watched) and scan.stars is None and not isinstance(region.node, (ast.Import, ast.ImportFrom)):
         return frozenset()
     names: Set[str] = set()
-    for node in every_node(region.node):
+    for node in region.nodes:
         kind = type(node)
         if kind is ast.ImportFrom:
             if node.module and not node.level:

@@ -14,7 +14,6 @@ from torchlint.analysis.api.api_drift import (
     version_text,
 )
 from torchlint.analysis.api.version_guards import is_version_guarded
-from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.model.calls import add_keyword, has_star_args, without_args
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.kinds import value_kind
@@ -97,7 +96,7 @@ class NumberFirstOverload(Rule):
         keyword (``x.add_(a, b)``, ``torch.addcmul(x, v, a, b)``): ``seen.add(k)`` needs no LibCST."""
 
         def overload_shaped(region) -> bool:
-            for node in every_node(region.node):
+            for node in region.nodes:
                 if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or node.keywords:
                     continue
                 method = node.func.attr

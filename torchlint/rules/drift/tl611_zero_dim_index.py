@@ -7,7 +7,6 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import ZERO_DIM_INDEX_RAISES_SINCE, ZERO_DIM_INDEX_WARNS_SINCE, effective_target, version_text
 from torchlint.analysis.api.version_guards import is_version_guarded
-from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.flow.callers import arguments_from_callers, constructor_passed_by_callers
 from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
@@ -88,7 +87,7 @@ class ZeroDimIndex(Rule):
         module_names = _names_bound_to_calls(scan.tree.body)
 
         def indexes_with_zero(region) -> bool:
-            nodes = list(every_node(region.node))
+            nodes = region.nodes
             indexed = [
                 node.value.value if isinstance(node.value, ast.Attribute) and node.value.attr == "data" else node.value
                 for node in nodes

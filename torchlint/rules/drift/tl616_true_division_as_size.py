@@ -7,7 +7,6 @@ from typing import Iterator, Optional
 import libcst as cst
 
 from torchlint.analysis.api.integer_arguments import BY_FUNCTION, BY_METHOD, IntegerArguments
-from torchlint.analysis.model.ast_names import every_node
 from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
@@ -90,7 +89,7 @@ class TrueDivisionAsSize(Rule):
         module_names = _names_bound_to_divisions(scan.tree.body)
 
         def may_report(region) -> bool:
-            nodes = list(every_node(region.node))
+            nodes = region.nodes
             divided = module_names | _names_bound_to_divisions(nodes)
             for node in nodes:
                 if isinstance(node, ast.Call) and _called_name(node.func) in _CALLED_NAMES:

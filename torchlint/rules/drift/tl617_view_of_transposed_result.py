@@ -27,6 +27,7 @@ _ELEMENTWISE_OPERATORS = (cst.Equal, cst.NotEqual, cst.LessThan, cst.LessThanEqu
 # Methods that lay a 2-D or larger tensor out transposed without copying.
 _TRANSPOSING_METHODS = frozenset({"t", "transpose", "permute"})
 _TRANSPOSED_ATTRIBUTES = frozenset({"T", "mT"})
+_TRANSPOSING = _TRANSPOSING_METHODS | _TRANSPOSED_ATTRIBUTES
 _MAX_HOPS = 6
 _VIEW_CALL = re.compile(r"\.\s*view\s*\(")
 
@@ -87,6 +88,9 @@ class ViewOfTransposedResult(Rule):
 
     @classmethod
     def prepass(cls, scan):
+        # The flattened value is followed back to a transposing method or attribute the file writes.
+        if not any(region.attributes & _TRANSPOSING for region in scan.regions):
+            return None
         return scan.regions_whose_text_matches(_VIEW_CALL) or None
 
     def visit_Call(self, node: cst.Call) -> None:

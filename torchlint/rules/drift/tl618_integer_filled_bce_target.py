@@ -8,10 +8,11 @@ from torchlint.analysis.api.api_drift import FULL_INFERS_DTYPE_SINCE, effective_
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.model.calls import add_keyword, argument, has_star_args, keyword_arg
 from torchlint.analysis.model.dataflow import Binding, bindings, site_of
-from torchlint.analysis.values.losses import match_loss
-from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
+from torchlint.analysis.values.losses import LOSS_FUNCTIONS, LOSS_MODULES, match_loss
+from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, Replacement, Rule
 
 MAX_DEPTH = 4
+_FULL_CALLS = frozenset({"torch.full", "torch.full_like"})
 # The losses that refuse an int64 target.
 _FLOAT_TARGET_LOSSES = frozenset({"bce", "bce_logits"})
 # Methods that keep the dtype of the tensor they are called on (moves, shape steps, in-place fills).
@@ -19,6 +20,8 @@ _DTYPE_KEEPING = frozenset(
     {"to", "cuda", "cpu", "view", "reshape", "unsqueeze", "squeeze", "expand", "expand_as", "view_as", "clone", "detach",
      "fill_", "contiguous"}
 )
+# The functional losses and the loss modules' constructors of those losses.
+_BCE_CALLS = frozenset(name for table in (LOSS_FUNCTIONS, LOSS_MODULES) for name, kind in table.items() if kind in _FLOAT_TARGET_LOSSES)
 
 
 class IntegerFilledBceTarget(Rule):
@@ -74,6 +77,14 @@ class IntegerFilledBceTarget(Rule):
         "validation draw has read one blind yet, so its precision on users' code is unmeasured."
     )
 
+    @classmethod
+    def prepass(cls, scan):
+        # A report is at a ``torch.full``/``torch.full_like`` call that reaches a binary cross-entropy the file
+        # calls or builds (a functional loss, or a loss module's constructor); both may be anywhere in it.
+        if scan.regions_calling_qualified(_FULL_CALLS) and scan.regions_calling_qualified(_BCE_CALLS):
+            return WHOLE_FILE
+        return None
+
     def visit_Call(self, node: cst.Call) -> None:
         loss = match_loss(self.context, node)
         if loss is None or loss.kind not in _FLOAT_TARGET_LOSSES or loss.target is None:
@@ -109,7 +120,7 @@ class IntegerFilledBceTarget(Rule):
                 return None  # ``.to(torch.float)`` (or a name the code shows nothing of) may change the dtype
             return self._integer_full(func.value, site, depth + 1)
         qualified = self.context.qualified_name(func)
-        if qualified not in ("torch.full", "torch.full_like") or keyword_arg(value, "dtype") is not None:
+        if qualified not in _FULL_CALLS or keyword_arg(value, "dtype") is not None:
             return None
         fill = argument(value, 1, "fill_value")
         if fill is None or not _is_integer(fill.value, site):
