@@ -17,7 +17,7 @@ bindings reach a use; it asks this module what one statement does to a name:
 """
 from __future__ import annotations
 
-from typing import Iterator, List, Set
+from typing import Dict, FrozenSet, Iterator, List, Set, Tuple
 
 import libcst as cst
 
@@ -98,11 +98,24 @@ class _Binders(cst.CSTVisitor):
         return False
 
 
-def bound_names(node: cst.CSTNode) -> Set[str]:
+def bound_names(node: cst.CSTNode) -> FrozenSet[str]:
     """Every name ``node`` binds (assignment, for/with/except targets, walrus, del, import, def, class), nested scopes excluded."""
+    found = _BOUND.get(id(node))
+    if found is not None and found[0] is node:
+        return found[1]
     visitor = _Binders()
     visit(node, visitor)
-    return visitor.names
+    names = frozenset(visitor.names)
+    if len(_BOUND) >= _BOUND_KEPT:
+        _BOUND.clear()
+    _BOUND[id(node)] = (node, names)  # the entry holds the node: its id names no other node while kept
+    return names
+
+
+# Nodes are immutable, and the same statements are asked again by every query that crosses them (the statements
+# between a definition and its use, a function's body): the latest answers, dropped together when many.
+_BOUND: Dict[int, Tuple[cst.CSTNode, FrozenSet[str]]] = {}
+_BOUND_KEPT = 4096
 
 
 def root_names(expression: cst.CSTNode) -> Iterator[str]:

@@ -195,27 +195,28 @@ def _within(path: Sequence[cst.CSTNode], position: int, cleaned: cst.BaseExpress
 
 
 def _filters_name(context: "FileContext", statement: cst.CSTNode, name: str) -> bool:
-    found = []
+    return name in context.memoized("owners.filtered-names", statement, lambda node: _filtered_names(context, node))
+
+
+def _filtered_names(context: "FileContext", statement: cst.CSTNode) -> FrozenSet[str]:
+    """The names ``statement`` cleans of NaN/Inf: read by a filter call (``torch.nan_to_num(x)``), or assigned
+    through a NaN test as their index (``x[torch.isnan(x)] = 0``)."""
+    found: Set[str] = set()
 
     class _Find(cst.CSTVisitor):
         def visit_Call(self, call: cst.Call) -> None:
             cleaned = is_nan_filter(context, call)
-            if cleaned is not None and name in read_names(cleaned):
-                found.append(call)
+            if cleaned is not None:
+                found.update(read_names(cleaned))
 
         def visit_Assign(self, assign: cst.Assign) -> None:
             for target in assign.targets:
                 subscript = target.target
-                if (
-                    isinstance(subscript, cst.Subscript)
-                    and isinstance(subscript.value, cst.Name)
-                    and subscript.value.value == name
-                    and _is_nan_test(context, subscript)
-                ):
-                    found.append(assign)
+                if isinstance(subscript, cst.Subscript) and isinstance(subscript.value, cst.Name) and _is_nan_test(context, subscript):
+                    found.add(subscript.value.value)
 
     visit(statement, _Find())
-    return bool(found)
+    return frozenset(found)
 
 
 def _rebinds(statement: cst.CSTNode, name: str) -> bool:

@@ -1025,7 +1025,7 @@ def _dead_module(context: "FileContext", index: ProjectIndex) -> bool:
         return True
     folder = os.path.basename(os.path.dirname(os.path.abspath(context.path)))
     pattern = _module_reference(module, folder)
-    return _module_mentions(index, pattern) - len(pattern.findall(own)) <= 0
+    return _module_mentions(index, module, pattern) - len(pattern.findall(own)) <= 0
 
 
 def _module_reference(module: str, folder: str) -> "re.Pattern[bytes]":
@@ -1041,11 +1041,13 @@ def _module_reference(module: str, folder: str) -> "re.Pattern[bytes]":
     return re.compile(b"|".join(sorted(forms)))
 
 
-def _module_mentions(index: ProjectIndex, pattern: "re.Pattern[bytes]") -> int:
+def _module_mentions(index: ProjectIndex, module: str, pattern: "re.Pattern[bytes]") -> int:
     """How often the project's code (comments left out) holds a :func:`_module_reference`."""
 
     def compute() -> int:
-        return sum(len(pattern.findall(code)) for code in _words(index).code_texts)
+        # Every form of the reference writes the module's last name: a text without it holds none.
+        name = module.rpartition(".")[2].encode("utf-8")
+        return sum(len(pattern.findall(code)) for code in _words(index).code_texts if name in code)
 
     return index.fact(f"reached.module-mentions:{pattern.pattern!r}", compute)  # type: ignore[return-value]
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import functools
 import re
 from typing import List, Optional
 
@@ -405,6 +406,7 @@ def _removed_keyword(qualified: str, keyword: str) -> bool:
     return name is not None and api_table.keyword_removed_in(name, keyword) is not None
 
 
+@functools.lru_cache(maxsize=None)  # the table is fixed: every class of every file asks of the same few bases
 def _drops_keywords(qualified: str) -> bool:
     """Whether some keyword of the API ``qualified`` names is gone by the newest release the table knows."""
     name = _table_name(qualified)
