@@ -309,6 +309,24 @@ def test_a_module_only_failing_scripts_import_never_runs(tmp_path, capsys):
     assert levels(project(tmp_path, files), capsys) == {"fewshot/helpers.py": ["low"], "kd/helpers.py": ["high"]}
 
 
+def test_a_main_block_the_pre_pass_leaves_out_still_makes_the_file_a_program(tmp_path, capsys):
+    # No rule asks for the ``__main__`` block, so LibCST never parses it: the file is still a script that runs,
+    # and the helper it never calls is unreached there (d40: a test module's findings moved a level with it).
+    script = HELPER + '\n\nif __name__ == "__main__":\n    for step in range(3):\n        print(step)\n'
+    assert levels(project(tmp_path, {"tool.py": script}), capsys) == {"tool.py": ["low"]}
+
+
+def test_classes_a_test_runner_collects_are_reached(tmp_path, capsys):
+    # unittest.main() and pytest find TestCase classes and a test file's Test* classes themselves, and call their
+    # test methods by name; the same class in a file no runner collects is named by nothing.
+    body = "    def test_init(self):\n        init.kaiming_normal(nn.Linear(2, 2).weight)\n"
+    unit = "import unittest\n\nimport torch.nn as nn\nimport torch.nn.init as init\n\n\nclass Case(unittest.TestCase):\n" + body
+    unit += '\n\nif __name__ == "__main__":\n    unittest.main()\n'
+    plain = "import torch.nn as nn\nimport torch.nn.init as init\n\n\nclass TestInit:\n" + body
+    files = {"check_init.py": unit, "test_init.py": plain, "tool.py": plain + '\n\nif __name__ == "__main__":\n    print(1)\n'}
+    assert levels(project(tmp_path, files), capsys) == {"check_init.py": ["high"], "test_init.py": ["high"], "tool.py": ["low"]}
+
+
 def test_modules_that_only_import_each_other_reach_no_program(tmp_path, capsys):
     # helpers.py is imported by a.py and b.py, which import each other and run nothing: no chain of importers
     # reaches code that runs, until a script imports one of them.

@@ -485,11 +485,15 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
         name = node.name.value
         parent = _owning_class(owners, position)
         if isinstance(node, cst.FunctionDef) and parent is not None:
+            if _RUNNER_CALLED_METHODS.match(name) and _collected_by_a_test_runner(context, parent):
+                continue  # a test method (or fixture) the runner calls by its name
             if _method_never_named(context, words, parent, name):
                 return True
             continue  # else a method lives as long as its class
         if isinstance(node, cst.FunctionDef) and _CALLED_BY_NAME.match(name):
             continue  # a hook is called by its name
+        if isinstance(node, cst.ClassDef) and _collected_by_a_test_runner(context, node):
+            continue  # the runner finds the class itself
         encoded = name.encode("utf-8")
         if words.used_where_seen(encoded, index.module_of(context.path)):
             continue
@@ -1079,7 +1083,23 @@ def _runs(statement: ast.stmt, qualify) -> bool:
 
 def _runs_at_top_level(context: "FileContext") -> bool:
     """A statement of the module's top level that runs code: a call (not a set-up call), a loop, a ``with``, a
-    ``__main__`` block."""
+    ``__main__`` block. The compound statements no rule needed are not in the parsed module (the pre-pass left
+    them out): they are read from the file's ``ast`` tree."""
+    if _runs_in_parsed(context):
+        return True
+    tree = context.ast_tree if context.line_map else None
+    return tree is not None and any(_compound_runs(statement, context.source) for statement in tree.body)
+
+
+def _compound_runs(statement: ast.stmt, source: str) -> bool:
+    """:func:`_runs_in_parsed`'s reading of a compound statement, from ``ast``: a loop, a ``with``, an ``if``
+    whose test names ``__name__``."""
+    if isinstance(statement, (ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith)):
+        return True
+    return isinstance(statement, ast.If) and "__name__" in (ast.get_source_segment(source, statement.test) or "")
+
+
+def _runs_in_parsed(context: "FileContext") -> bool:
     for statement in context.module.body:
         if isinstance(statement, (cst.For, cst.While, cst.With)):
             return True
@@ -1130,6 +1150,21 @@ def _inherits_only_from_this_file(context: "FileContext", owner: cst.ClassDef, t
         if local is None or not _inherits_only_from_this_file(context, local, trail | {base.value.value}):
             return False
     return True
+
+
+# What unittest and pytest run of a test class: its test methods and set-up/tear-down hooks, by their names.
+_RUNNER_CALLED_METHODS = re.compile(r"^(test\w*|setUp|tearDown|setUpClass|tearDownClass|setup_method|teardown_method|setup_class|teardown_class)$")
+_TEST_CASES = frozenset({
+    "unittest.TestCase", "unittest.case.TestCase", "unittest.IsolatedAsyncioTestCase", "unittest.async_case.IsolatedAsyncioTestCase",
+})
+
+
+def _collected_by_a_test_runner(context: "FileContext", owner: cst.ClassDef) -> bool:
+    """A class a test runner finds by itself: a ``unittest.TestCase`` (``unittest.main()`` and pytest load every one
+    of a module they run), or a ``Test*`` class of a file pytest collects by its name (its default rules)."""
+    if any(context.qualified_name(base.value) in _TEST_CASES for base in owner.bases):
+        return True
+    return bool(_COLLECTED_BY_NAME.match(os.path.basename(context.path))) and owner.name.value.startswith("Test")
 
 
 def _owning_class(owners, position: int) -> Optional[cst.ClassDef]:
