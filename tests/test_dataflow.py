@@ -7,7 +7,7 @@ from typing import List, Optional, Sequence
 import libcst as cst
 import pytest
 
-from torchlint.analysis.model.dataflow import Definition, reaching_definition
+from torchlint.analysis.model.dataflow import Definition, attribute_assignment_reaches, reaching_definition
 
 
 class _UseFinder(cst.CSTVisitor):
@@ -115,3 +115,42 @@ def test_the_definition_names_its_own_ancestors() -> None:
     # asked again from the assignment, the earlier statement of its line gives ``a``
     inner = reaching_definition(definition.ancestors, "a")
     assert _value(inner) == "1"
+
+
+def _attribute_reaches(source: str) -> bool:
+    module = cst.parse_module(textwrap.dedent(source))
+    finder = _UseFinder()
+    module.visit(finder)
+    assert finder.found is not None, "the snippet holds no use(...)"
+    assignment = next(
+        small for statement in _every_statement(module) for small in statement.body
+        if isinstance(small, cst.Assign) and cst.Module([]).code_for_node(small.value) == "load()"
+    )
+    return attribute_assignment_reaches(assignment, "m.net", finder.found)
+
+
+def _every_statement(module: cst.Module) -> List[cst.SimpleStatementLine]:
+    found: List[cst.SimpleStatementLine] = []
+
+    class _Lines(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
+            found.append(node)
+
+    module.visit(_Lines())
+    return found
+
+
+@pytest.mark.parametrize(
+    "source, reaches",
+    [
+        ("m.net = load()\nm.other = 1\nuse(m.net)\n", True),
+        ("def f(m):\n    m.net = load()\n    if c:\n        use(m.net)\n", True),
+        ("m.net = load()\nm.net = build()\nuse(m.net)\n", False),  # stored again
+        ("m.net = load()\nm = Model()\nuse(m.net)\n", False),  # another object
+        ("use(m.net)\nm.net = load()\n", False),  # read before the load
+        ("if c:\n    m.net = load()\nuse(m.net)\n", False),  # only on one branch
+        ("m.net = load()\ndel m.net\nuse(m.net)\n", False),
+    ],
+)
+def test_an_attribute_assignment_reaches_a_later_read_of_its_block(source: str, reaches: bool) -> None:
+    assert _attribute_reaches(source) is reaches

@@ -218,7 +218,7 @@ def composite_path_names(node: ast.expr) -> Optional[FrozenSet[str]]:
     if isinstance(node, (ast.Name, ast.Attribute)):
         dotted = ast_dotted_name(node)
         return None if dotted is None else frozenset({dotted.split(".")[0]})
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod, ast.Div)):
         parts = [node.left, node.right]
     elif isinstance(node, ast.JoinedStr):
         parts = list(node.values)

@@ -46,6 +46,8 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, Iterator, List, Optional, Seq
 import libcst as cst
 
 from torchlint.analysis.model.bindings import all_params, bound_names, names_in_target, root_names, touches
+from torchlint.analysis.model.names import dotted_name
+from torchlint.walk_order import visit
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -466,6 +468,58 @@ def reaching_definition(ancestors: Sequence[cst.CSTNode], name: str) -> Optional
     if any(name in bound_names(node) for node in between[1:]):
         return None
     return Definition(name, binding.value, line, tuple(between), tuple(ancestors[: holder + 1]) + (line, binding.node))
+
+
+def attribute_assignment_reaches(assignment: cst.Assign, dotted: str, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """Whether what ``assignment`` stores into the attribute chain ``dotted`` (``model.net = torch.load(p)``) is
+    what a read of it below ``ancestors`` sees: the read stands in a later statement of the block holding the
+    assignment, and no statement from the assignment to that one stores into ``dotted`` again or rebinds its
+    root. The bindings walk follows names only; a method called between that might store the attribute is not
+    looked into."""
+    root = dotted.split(".", 1)[0]
+    for index in range(len(ancestors) - 2, -1, -1):
+        statements = _statements_of(ancestors[index])
+        if statements is None:
+            continue
+        assigned_at = next(
+            (position for position, statement in enumerate(statements)
+             if isinstance(statement, cst.SimpleStatementLine) and any(small is assignment for small in statement.body)),
+            None,
+        )
+        if assigned_at is None:
+            continue
+        used_at = next((position for position, statement in enumerate(statements) if statement is ancestors[index + 1]), None)
+        if used_at is None or used_at <= assigned_at:
+            return False
+        return not any(
+            root in bound_names(statement) or _stores_into(statement, dotted) for statement in statements[assigned_at + 1 : used_at + 1]
+        )
+    return False
+
+
+def _stores_into(statement: cst.CSTNode, dotted: str) -> bool:
+    """Whether ``statement`` assigns to or deletes the attribute chain ``dotted``."""
+    found: List[bool] = []
+
+    class _Stores(cst.CSTVisitor):
+        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
+            if dotted_name(node.target) == dotted:
+                found.append(True)
+
+        def visit_AugAssign(self, node: cst.AugAssign) -> None:
+            if dotted_name(node.target) == dotted:
+                found.append(True)
+
+        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
+            if dotted_name(node.target) == dotted:
+                found.append(True)
+
+        def visit_Del(self, node: cst.Del) -> None:
+            if dotted_name(node.target) == dotted:
+                found.append(True)
+
+    visit(statement, _Stores())
+    return bool(found)
 
 
 def _index_holding(ancestors: Sequence[cst.CSTNode], statement: cst.CSTNode) -> Optional[int]:

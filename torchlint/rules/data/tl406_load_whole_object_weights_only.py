@@ -18,7 +18,7 @@ from torchlint.analysis.model.checkpoints import (
     is_project_path,
     path_key,
 )
-from torchlint.analysis.model.dataflow import bindings, site_of
+from torchlint.analysis.model.dataflow import attribute_assignment_reaches, bindings, site_of
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.model.project_index import definition, file_facts, refused_saves_in
@@ -286,7 +286,9 @@ those; no validation draw has read this form on its own yet.
         kinds = (cst.ClassDef, cst.Module) if name.startswith("self.") else (cst.FunctionDef, cst.Module)
         scope = next((a for a in reversed(ancestors) if isinstance(a, kinds)), self.context.module)
         for use, use_ancestors in _mentions(scope, name):
-            if name.startswith("self.") or _reaches(self.context, assignment, name, use_ancestors):
+            if name.startswith("self.") or _reaches(self.context, assignment, name, use_ancestors) or (
+                "." in name and attribute_assignment_reaches(assignment, name, use_ancestors)
+            ):
                 found = self._used_as_module(use, use_ancestors, depth + 1)
                 if found:
                     return found
