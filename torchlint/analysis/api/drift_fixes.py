@@ -451,6 +451,13 @@ def _amp_with_device(new_name: str, device: str, parameters: Sequence[str]) -> R
         reference = _reference_node(context, new_name)
         if args is None or reference is None:
             return None
+        first = args.get(parameters[0])
+        if isinstance(first, cst.SimpleString):
+            # The new API's device written into the old class (``torch.cuda.amp.GradScaler("cuda")`` takes it for
+            # ``init_scale`` and fails at the first step): that device is what the call meant, nothing else.
+            if first.evaluated_value != device:
+                return None
+            args = {name: value for name, value in args.items() if name != parameters[0]}
         keywords = [(name, args[name]) for name in parameters if name in args]
         new = make_call(reference[0], (_string(device),), keywords)
         return _fix(f"Use `{new_name}(\"{device}\", ...)`", Replacement(site.call, new), reference[1])
