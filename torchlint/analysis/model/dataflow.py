@@ -499,27 +499,21 @@ def attribute_assignment_reaches(assignment: cst.Assign, dotted: str, ancestors:
 
 def _stores_into(statement: cst.CSTNode, dotted: str) -> bool:
     """Whether ``statement`` assigns to or deletes the attribute chain ``dotted``."""
-    found: List[bool] = []
 
     class _Stores(cst.CSTVisitor):
-        def visit_AssignTarget(self, node: cst.AssignTarget) -> None:
-            if dotted_name(node.target) == dotted:
-                found.append(True)
+        found = False
 
-        def visit_AugAssign(self, node: cst.AugAssign) -> None:
-            if dotted_name(node.target) == dotted:
-                found.append(True)
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if isinstance(node, _STORES) and dotted_name(node.target) == dotted:
+                self.found = True
+            return not self.found
 
-        def visit_AnnAssign(self, node: cst.AnnAssign) -> None:
-            if dotted_name(node.target) == dotted:
-                found.append(True)
+    visitor = _Stores()
+    visit(statement, visitor)
+    return visitor.found
 
-        def visit_Del(self, node: cst.Del) -> None:
-            if dotted_name(node.target) == dotted:
-                found.append(True)
 
-    visit(statement, _Stores())
-    return bool(found)
+_STORES = (cst.AssignTarget, cst.AugAssign, cst.AnnAssign, cst.Del)
 
 
 def _index_holding(ancestors: Sequence[cst.CSTNode], statement: cst.CSTNode) -> Optional[int]:
