@@ -101,7 +101,7 @@ def device_facts(tree: ast.Module, qualify: Callable[[ast.expr], Optional[str]])
             built = True
     # A script's own top level that moves something to the GPU on no condition cannot run without one.
     for statement in _script_statements(tree):
-        if isinstance(statement, (ast.Expr, ast.Assign)) and _moves_to_gpu(statement.value):
+        if _moves_everything_to_gpu(statement):
             built = True
     moved = any(_moves_everything_to_gpu(statement) for statement in _function_statements(tree))
     return DeviceFacts(chooses, uses or built or moved, built, moved)
@@ -173,12 +173,13 @@ def _moves_to_gpu(value: ast.expr) -> bool:
 
 def _script_statements(tree: ast.Module) -> Iterable[ast.stmt]:
     """The statements a script's top level runs on no condition: the module's own, those of its ``with``
-    blocks and of its ``if __name__ == "__main__":`` block."""
+    blocks and of its ``if __name__ == "__main__":`` block; a ``for`` over batches runs its body (as in a
+    function: :func:`_function_statements`)."""
     pending: List[ast.stmt] = list(tree.body)
     while pending:
         statement = pending.pop()
         yield statement
-        if isinstance(statement, ast.With) or (isinstance(statement, ast.If) and _is_main_guard(statement.test)):
+        if isinstance(statement, (ast.With, ast.For)) or (isinstance(statement, ast.If) and _is_main_guard(statement.test)):
             pending.extend(statement.body)
 
 
