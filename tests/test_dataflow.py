@@ -5,6 +5,7 @@ import textwrap
 from typing import List, Optional, Sequence
 
 import libcst as cst
+import libcst.matchers as m
 import pytest
 
 from torchlint.analysis.model.dataflow import Definition, attribute_assignment_reaches, reaching_definition
@@ -122,22 +123,8 @@ def _attribute_reaches(source: str) -> bool:
     finder = _UseFinder()
     module.visit(finder)
     assert finder.found is not None, "the snippet holds no use(...)"
-    assignment = next(
-        small for statement in _every_statement(module) for small in statement.body
-        if isinstance(small, cst.Assign) and cst.Module([]).code_for_node(small.value) == "load()"
-    )
+    (assignment,) = m.findall(module, m.Assign(value=m.Call(func=m.Name("load"))))
     return attribute_assignment_reaches(assignment, "m.net", finder.found)
-
-
-def _every_statement(module: cst.Module) -> List[cst.SimpleStatementLine]:
-    found: List[cst.SimpleStatementLine] = []
-
-    class _Lines(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, node: cst.SimpleStatementLine) -> None:
-            found.append(node)
-
-    module.visit(_Lines())
-    return found
 
 
 @pytest.mark.parametrize(

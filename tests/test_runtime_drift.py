@@ -493,6 +493,31 @@ def test_tl602_amp_rewrites_construct_the_same_objects_on_a_cpu_only_machine():
     assert y_old.dtype == y_new.dtype == torch.bfloat16 and torch.equal(y_old, y_new)
 
 
+SCALER_GIVEN_ITS_DEVICE = """
+import torch
+
+def scaler():
+    return torch.cuda.amp.GradScaler("cuda")
+"""
+
+
+def test_tl602_a_scaler_given_its_device_string_keeps_the_device_not_a_string_scale():
+    # The old class takes its first argument for init_scale: a scaler holding the string "cuda" as its scale
+    # fails at its first step (shown on the CPU device, which enables a scaler on this machine). The rewrite
+    # passes the device only, and builds what the original builds here.
+    import inspect
+
+    assert list(inspect.signature(torch.cuda.amp.GradScaler.__init__).parameters)[1] == "init_scale"
+    with pytest.raises(TypeError):
+        torch.amp.GradScaler("cpu", init_scale="cuda").scale(torch.ones((), requires_grad=True))
+    after = fixed(SCALER_GIVEN_ITS_DEVICE, "TL602")
+    assert 'torch.amp.GradScaler("cuda")' in after and "init_scale" not in after
+    old, _ = quietly(run(SCALER_GIVEN_ITS_DEVICE)["scaler"])
+    new, _ = quietly(run(after)["scaler"])
+    assert old.is_enabled() == new.is_enabled()
+    assert float(torch.amp.GradScaler("cpu").scale(torch.ones((), requires_grad=True))) == 65536.0
+
+
 CUSTOM_FWD = """
 import torch
 
