@@ -9,9 +9,9 @@ lacks the GPU they were saved from. What the code shows about that (TL401 asks t
   True, which no command line turns off): it runs on machines without the GPU its
   checkpoints were saved from. A load is a sure hazard.
 - **The program requires a GPU** (it calls ``.cuda()`` or names a ``"cuda"`` device, with no such choice,
-  or the loading file builds a model with ``Net(...).cuda()`` unconditionally, or one of its functions moves
-  what it makes to the GPU outside any ``if``: ``images, labels = images.cuda(), labels.cuda()`` in the batch
-  loop): it runs only where a GPU is, and a checkpoint saved from ``cuda:0`` loads there; only one saved from
+  or the loading file builds a model with ``Net(...).cuda()`` unconditionally, or one of its functions (or its
+  script's own top level) moves what it makes to the GPU outside any ``if``: ``images, labels = images.cuda(),
+  labels.cuda()`` in the batch loop): it runs only where a GPU is, and a checkpoint saved from ``cuda:0`` loads there; only one saved from
   another index fails.
 - **Nothing in the program mentions CUDA**: the file comes from elsewhere (a released checkpoint), and its
   device is unknown; a load is a hazard, unless the project writes that path from what it computes on the

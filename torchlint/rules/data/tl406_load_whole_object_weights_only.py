@@ -48,12 +48,14 @@ class LoadWholeObjectWeightsOnly(Rule):
     objects that weights-only loading refuses. Either the loaded value is
     used as a module or an optimizer (called, `.eval()`, `.parameters()`,
     `.zero_grad()`, also after `.to(device)`, through the name it is bound
-    to, or through a same-file helper that returns it), or a `torch.save` to
+    to, through the attribute it is stored into when a later statement of
+    the same block uses it (`solver.net = torch.load(p)` then
+    `solver.net.eval()`), or through a same-file helper that returns it), or a `torch.save` to
     the same path shows what the file holds (in the same file: the same
     literal, constant or attribute path such as `args.checkpoint`, a
     function's own variable within that function, or a path built within
     one function from the same names and literals, none of them reassigned:
-    `folder + args.name + ".model"`, `f"{out}/last.pt"`; or as the same literal
+    `folder + args.name + ".model"`, `f"{out}/last.pt"`, `run_dir / "last.pt"`; or as the same literal
     path in another module of the project: of the package the file belongs
     to, or of its folder), or the keys the loaded value is read by
     (`ckpt["args"]`, `ckpt.get("epoch")`) are keys of a dict the project
