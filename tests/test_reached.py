@@ -203,6 +203,22 @@ def test_a_script_that_parses_its_command_line_is_a_program_in_a_library_folder(
     assert levels(project(tmp_path, files), capsys) == {"rl/policy_train.py": ["high"]}
 
 
+def test_a_script_whose_main_parses_the_command_line_is_a_program_in_a_library_folder(tmp_path, capsys):
+    # revive: bamos/densenet.pytorch's train.py, beside densenet.py that attic/ imports; its __main__ block calls
+    # main(), and main() reads the arguments
+    script = HELPER + (
+        "\n\ndef main():\n    import argparse\n    args = argparse.ArgumentParser().parse_args()\n    run(args)\n"
+        "\n\ndef run(args):\n    init_params(nn.Linear(2, 2))\n"
+        "\n\nif __name__ == '__main__':\n    main()\n"
+    )
+    files = {"layers.py": MODEL, "train.py": script, "attic/check.py": "from layers import build\n\nnet = build()\n"}
+    assert levels(project(tmp_path / "cli", files), capsys) == {"train.py": ["high"]}
+    # a __main__ block that calls a function reading no arguments stays a self-test of the library module
+    quiet = script.replace("    import argparse\n    args = argparse.ArgumentParser().parse_args()\n", "    args = None\n")
+    files["train.py"] = quiet
+    assert levels(project(tmp_path / "quiet", files), capsys) == {"train.py": ["low"]}
+
+
 # A module class whose method TL602 finds ``init.kaiming_normal`` in.
 LAYER = (
     "import torch.nn as nn\n"

@@ -46,7 +46,7 @@ import os
 import re
 import threading
 from collections import Counter
-from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
@@ -973,9 +973,25 @@ def _library_self_test(context: "FileContext", index: ProjectIndex, module: Opti
     running = [statement for statement in facts.tree.body if _runs(statement, facts.qualify)]
     if not running or not all(_is_main_guard(statement) for statement in running):
         return False
-    if any(_reads_command_line(statement) for statement in running):
-        return False  # it parses a command line: a program someone runs, not a check of a module
+    if any(_reads_command_line(statement) for statement in _with_called_functions(running, facts.tree)):
+        return False  # it parses a command line (itself or in a function it calls): a program someone runs
     return os.path.dirname(os.path.abspath(context.path)) in _library_folders(index)
+
+
+def _with_called_functions(statements: List[ast.stmt], tree: ast.Module, depth: int = 2) -> List[ast.stmt]:
+    """``statements`` and the top-level functions of ``tree`` they call by name (``main()`` under the guard), followed
+    ``depth`` calls deep."""
+    functions = {s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    found: List[ast.stmt] = list(statements)
+    frontier = list(statements)
+    for _ in range(depth):
+        called = {
+            node.func.id for statement in frontier for node in ast.walk(statement)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in functions
+        }
+        frontier = [functions[name] for name in sorted(called) if functions[name] not in found]
+        found.extend(frontier)
+    return found
 
 
 def _reads_command_line(statement: ast.stmt) -> bool:
