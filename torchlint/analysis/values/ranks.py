@@ -59,6 +59,8 @@ RANK_KEEPING_METHODS = frozenset({"relu", "sigmoid", "tanh", "float", "double", 
 FLATTEN_MODULES = frozenset({"torch.nn.Flatten", "torch.nn.modules.flatten.Flatten"})
 # Reductions to one number when called with no dimension (and no other argument).
 FULL_REDUCTIONS = frozenset({"sum", "mean", "norm", "prod", "std", "var", "max", "min"})
+# Arithmetic written as methods (``loss.div(n)``): a 0-dim tensor with a number or another 0-dim one stays 0-dim.
+ELEMENTWISE_METHODS = frozenset({"add", "sub", "mul", "div", "true_divide", "add_", "sub_", "mul_", "div_"})
 # A loss call returns one number under these reductions.
 REDUCING = frozenset({"mean", "sum", "batchmean"})
 # *Loss modules that do not return a loss tensor.
@@ -107,6 +109,8 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
                 or known_rank(context, receiver, ancestors, depth + 1) is not None
             )
             return 0 if known else None
+        if method in ELEMENTWISE_METHODS and len(node.args) == 1 and node.args[0].keyword is None:
+            return _scalar_arithmetic_rank(context, (func.value, node.args[0].value), ancestors, depth)
         if method in ("view", "reshape"):
             return _shape_rank(node)
         if method == "flatten":
@@ -266,6 +270,15 @@ def _ast_zero_dim(
         func = node.func
         if isinstance(func, ast.Attribute) and func.attr in FULL_REDUCTIONS and not node.args and not node.keywords:
             return True
+        if (
+            isinstance(func, ast.Attribute) and func.attr in ELEMENTWISE_METHODS and len(node.args) == 1
+            and not node.keywords and not isinstance(node.args[0], ast.Starred)
+        ):
+            # ``loss.div(batch_size)``: the method form of the arithmetic above
+            receiver, by = func.value, node.args[0]
+            return _ast_zero_dim(receiver, function, facts, depth + 1, defaults) and (
+                _ast_number(by, function, defaults, facts) or _ast_zero_dim(by, function, facts, depth + 1, defaults)
+            )
         qualified = facts.qualify(func) or ""
         if qualified.startswith("torch.") and qualified[len("torch."):] in FULL_REDUCTIONS:
             return len(node.args) == 1 and not node.keywords
@@ -303,6 +316,8 @@ def _ast_zero_dim(
                     return False
             elif any(_stores(target, node.id) for target in _binding_targets(statement)):
                 return False  # annotated, a loop or ``with`` target, a walrus
+        # a branch that binds None (``else: loss = None``) makes no tensor: indexing fails there too
+        values = [value for value in values if not (isinstance(value, ast.Constant) and value.value is None)]
         return bool(values) and all(_ast_zero_dim(value, function, facts, depth + 1, defaults) for value in values)
     return False
 
@@ -314,7 +329,7 @@ def _ast_number(node: ast.expr, function: ast.FunctionDef, defaults: Dict[str, o
         return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
     if isinstance(node, ast.Name):
         if _rebinds(function, node.id):
-            return False
+            return _counts(_bound_once(function, node.id))  # ``batch_size = x.size(0)``
         if node.id in defaults:
             value = defaults[node.id]
             return isinstance(value, (int, float)) and not isinstance(value, bool)
@@ -324,6 +339,27 @@ def _ast_number(node: ast.expr, function: ast.FunctionDef, defaults: Dict[str, o
     if isinstance(node, ast.BinOp) and isinstance(node.op, _AST_ELEMENTWISE + (ast.Pow,)):
         return _ast_number(node.left, function, defaults, facts) and _ast_number(node.right, function, defaults, facts)
     return False
+
+
+def _counts(node: Optional[ast.expr]) -> bool:
+    """A size read as a Python int: ``x.size(0)``, ``x.shape[0]``, ``x.numel()``, ``len(x)``, ``int(v)``, or a
+    numeric literal."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Subscript):
+        index = node.slice
+        return (
+            isinstance(node.value, ast.Attribute) and node.value.attr == "shape"
+            and isinstance(index, ast.Constant) and type(index.value) is int
+        )
+    if not isinstance(node, ast.Call) or node.keywords:
+        return False
+    func = node.func
+    if isinstance(func, ast.Name):
+        return func.id in ("len", "int", "float") and len(node.args) == 1
+    if isinstance(func, ast.Attribute) and func.attr == "size":
+        return len(node.args) == 1 and isinstance(node.args[0], ast.Constant) and type(node.args[0].value) is int
+    return isinstance(func, ast.Attribute) and func.attr == "numel" and not node.args
 
 
 def _is_parameter(function: ast.FunctionDef, name: str) -> bool:
@@ -583,3 +619,87 @@ def _reduces(call: cst.Call, positional_allowed: int) -> bool:
         return False
     reduction = keyword_arg(call, "reduction")
     return reduction is None or literal_value(reduction.value) in REDUCING
+
+
+# -- what a list collects, and values ``backward()`` shows to hold one element --------------------------------
+
+# Methods that hand back the tensor they are called on, shape kept (``loss.data`` is an attribute, read alike).
+_SHAPE_KEEPING_READS = frozenset({"detach", "clone", "cpu", "cuda", "float", "double", "contiguous"})
+
+
+def without_shape_keeping_reads(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``loss`` for ``loss.data``, ``loss.detach().cpu()``: the value whose shape the expression keeps."""
+    while True:
+        if isinstance(node, cst.Attribute) and node.attr.value == "data":
+            node = node.value
+        elif (
+            isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
+            and node.func.attr.value in _SHAPE_KEEPING_READS
+        ):
+            node = node.func.value
+        else:
+            return node
+
+
+def calls_with_ancestors(root: cst.CSTNode, ancestors: Sequence[cst.CSTNode]):
+    """Every call under ``root`` (``root`` included), in source order, with its enclosing nodes (outermost first,
+    as a visitor's ``context.ancestors`` holds them when it visits the call)."""
+    stack: List[Tuple[cst.CSTNode, List[cst.CSTNode]]] = [(root, list(ancestors))]
+    while stack:
+        node, above = stack.pop()
+        if isinstance(node, cst.Call):
+            yield node, above
+        inner = above + [node]
+        stack.extend((child, inner) for child in reversed(node.children))
+
+
+def appended_elements(
+    holder: cst.BaseExpression, ancestors: Sequence[cst.CSTNode], before: Optional[cst.CSTNode] = None
+) -> List[Tuple[cst.BaseExpression, List[cst.CSTNode]]]:
+    """What the list ``holder`` receives through ``append``/``extend`` of a display, each with its enclosing
+    nodes: a local name, in the innermost function of ``ancestors`` (or the module) up to the node ``before``;
+    ``self.name``, in every method of the innermost class (the methods run in any order)."""
+    if isinstance(holder, cst.Name):
+        scope_at = next((i for i in range(len(ancestors) - 1, -1, -1) if isinstance(ancestors[i], cst.FunctionDef)), 0)
+        matches = lambda target: isinstance(target, cst.Name) and target.value == holder.value  # noqa: E731
+    elif isinstance(holder, cst.Attribute) and isinstance(holder.value, cst.Name) and holder.value.value == "self":
+        scope_at = next((i for i in range(len(ancestors) - 1, -1, -1) if isinstance(ancestors[i], cst.ClassDef)), None)
+        if scope_at is None:
+            return []
+        before = None
+        matches = lambda target: (  # noqa: E731
+            isinstance(target, cst.Attribute) and isinstance(target.value, cst.Name) and target.value.value == "self"
+            and target.attr.value == holder.attr.value
+        )
+    else:
+        return []
+    found: List[Tuple[cst.BaseExpression, List[cst.CSTNode]]] = []
+    for call, above in calls_with_ancestors(ancestors[scope_at], ancestors[:scope_at]):
+        if call is before:
+            break
+        func = call.func
+        if not (isinstance(func, cst.Attribute) and func.attr.value in ("append", "extend") and matches(func.value)):
+            continue
+        if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+            continue
+        value = call.args[0].value
+        if func.attr.value == "append":
+            found.append((value, above + [call]))
+        elif isinstance(value, (cst.List, cst.Tuple)):
+            found.extend((e.value, above + [call]) for e in value.elements if not isinstance(e, cst.StarredElement))
+    return found
+
+
+def backward_shows_one_element(name: str, ancestors: Sequence[cst.CSTNode]) -> bool:
+    """``name.backward()`` with no gradient in the function of ``ancestors``: autograd creates the gradient only for
+    a tensor of one element ("grad can be implicitly created only for scalar outputs"), 0-dim unless the code
+    built it with a shape such as ``(1,)``."""
+    scope_at = next((i for i in range(len(ancestors) - 1, -1, -1) if isinstance(ancestors[i], cst.FunctionDef)), 0)
+    for call, _ in calls_with_ancestors(ancestors[scope_at], ()):
+        func = call.func
+        if (
+            isinstance(func, cst.Attribute) and func.attr.value == "backward" and not call.args
+            and isinstance(func.value, cst.Name) and func.value.value == name
+        ):
+            return True
+    return False
