@@ -1329,6 +1329,43 @@ def test_tl614_settings_move_into_apply_and_the_padding_and_blend_compute_the_sa
     assert torch.equal(right, torch.nn.functional.pad(x, (0, 1)))
 
 
+# -- TL619 cat-of-zero-dim-tensors ------------------------------------------------------------------------
+
+
+def test_tl619_cat_of_collected_losses_raises_and_the_stacked_vector_is_what_cat_of_one_element_losses_gave():
+    source = (FIXTURES / "TL619" / "fix" / "collected_losses.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL619", unsafe=True)
+    assert after == (FIXTURES / "TL619" / "fix" / "collected_losses.out.py").read_text(encoding="utf-8")
+    batches = [(torch.randn(4, 3), torch.randn(4, 2)) for _ in range(3)]
+
+    def train(code, name, *extra):
+        torch.manual_seed(0)
+        model = torch.nn.Linear(3, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        return run(code)[name](model, batches, optimizer, *extra), model
+
+    for name, extra in (("train_epoch", ()), ("backward_only", (torch.nn.functional.mse_loss,))):
+        with pytest.raises(RuntimeError, match="zero-dimensional tensor .* cannot be concatenated"):
+            train(source, name, *extra)
+    (mean, vector), model = train(after, "train_epoch")
+    history, _ = train(after, "backward_only", torch.nn.functional.mse_loss)
+    # what torch 0.3 gave: cat of the 1-element forms of the same losses, trained the same way
+    torch.manual_seed(0)
+    reference = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(reference.parameters(), lr=0.1)
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = torch.nn.functional.mse_loss(reference(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach().reshape(1))
+    expected = torch.cat(losses)
+    assert vector.shape == history.shape == (3,)
+    assert torch.equal(vector, expected) and torch.equal(history, expected) and torch.equal(mean, expected.mean())
+    assert torch.equal(model.weight, reference.weight)
+
+
 # -- TL618 integer-filled-bce-target -----------------------------------------------------------------------
 
 

@@ -494,6 +494,11 @@ FUNCTION_INSTANCE_CALL_RAISES_SINCE: Version = (1, 5)
 # stride" since then (measured on 2.13).
 ELEMENTWISE_KEEPS_STRIDES_SINCE: Version = (1, 7)
 
+# ``torch.cat`` of 0-dim tensors: torch 0.4 made losses and full reductions 0-dim, and cat refuses them
+# ("RuntimeError: zero-dimensional tensor (at position 0) cannot be concatenated"; measured on 2.13).  Old code
+# collected the 1-element losses of 0.3 in a list and concatenated them; ``torch.stack`` gives the same vector.
+ZERO_DIM_CAT_RAISES_SINCE: Version = (0, 4)
+
 # ``scheduler.step(epoch)``: an LR scheduler's ``step`` warns of its epoch argument since torch 1.4 ("The epoch
 # parameter in `scheduler.step()` was not necessary and is being deprecated"; measured on 2.13).
 # ReduceLROnPlateau's ``step(metrics)`` takes a value on purpose; the composite schedulers take none at all.
