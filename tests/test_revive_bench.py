@@ -51,6 +51,18 @@ def test_a_crash_is_placed_on_the_repository_line_it_came_from(revive, tmp_path)
     assert ("lib.py:7", "FutureWarning", "an old spelling") in run.warnings
 
 
+def test_a_crash_in_a_script_run_by_its_relative_path_is_placed_on_its_line(revive, tmp_path):
+    # runpy.run_path("main.py"), as a smoke script runs a repository's training script: its frames read File "main.py"
+    root = tmp_path / "repo"
+    root.mkdir()
+    (root / "main.py").write_text(LIBRARY + "\nstep()\n", encoding="utf-8")
+    smoke = tmp_path / "smoke.py"
+    smoke.write_text("import runpy\n\nimport smoke_support\n\nrunpy.run_path('main.py', run_name='__main__')\n", encoding="utf-8")
+    run = revive.run_smoke(sys.executable, smoke, root)
+    assert (run.crash.path, run.crash.line) == ("main.py", 9)
+    assert ("main.py:7", "FutureWarning", "an old spelling") in run.warnings
+
+
 def test_a_fixed_copy_runs_and_its_changed_lines_are_numbered_as_before(revive, tmp_path):
     before = _repository(tmp_path / "before")
     after = _repository(tmp_path / "after", LIBRARY.replace("loss.data[0]", "loss.item()"))

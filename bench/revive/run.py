@@ -61,7 +61,7 @@ TIMEOUT_S = 600
 TARGET = "2.13"
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)')
-_WARNING = re.compile(r"^(?P<path>/[^:]+\.py):(?P<line>\d+): (?P<category>\w*Warning): (?P<message>.*)$")
+_WARNING = re.compile(r"^(?P<path>[^:\s][^:]*\.py):(?P<line>\d+): (?P<category>\w*Warning): (?P<message>.*)$")
 _EXCEPTION = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit)|AssertionError)(?::\s*(?P<message>.*))?$")
 
 
@@ -133,8 +133,10 @@ def source_line(root: Path, relative: str, line: int) -> str:
 
 
 def _inside(path: str, root: Path) -> Optional[str]:
+    """``path`` relative to ``root``, when it lies there; a relative path is the smoke run's (its working folder is
+    the copy: ``runpy.run_path("main.py")`` frames read ``File "main.py"``)."""
     try:
-        resolved = Path(path).resolve()
+        resolved = (Path(path) if os.path.isabs(path) else root / path).resolve()
         return str(resolved.relative_to(root.resolve()))
     except (ValueError, OSError):
         return None
