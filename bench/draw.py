@@ -1,6 +1,7 @@
 """Validation draws: fresh repositories of users' PyTorch code, drawn at random from a candidate list.
 
     python bench/draw.py new NAME --n 20 --seed S      # draw N repositories no earlier draw used
+    python bench/draw.py new NAME --n 15 --seed S --topic old-code   # ... of one topic only
     python bench/draw.py pin NAME [--mirror DIR]       # record each fetched snapshot's commit
     python bench/draw.py build NAME [--corpus DIR]     # copy the pinned commits' files out of the mirrors
 
@@ -11,7 +12,9 @@ work, competition solutions and research prototypes; no libraries), excluding th
 (``bench/user_corpus.tsv``) and every repository an earlier draw took, whatever became of it.
 
 ``new`` writes ``bench/draws/NAME.tsv`` (repo, topic, kind, commit, status) with N rows ``drawn``,
-spread over the candidates' topics (a random topic order, then a random repository of each in turn),
+spread over the candidates' topics (a random topic order, then a random repository of each in turn), or
+from one topic with ``--topic`` (``old-code``: repositories whose newest commit predates 2021, to measure
+the rules about code written for an older torch; kept in ``NAME.topic`` for the replacements),
 and prints the repositories to fetch (the search tool's ``fetch`` leaves git mirrors under
 ``/work/.mirror/<owner>+<name>/``). ``pin`` records each mirror's newest commit (``pinned``); a
 repository that has no mirror, holds no PyTorch code, or holds more than ``MAX_LINES`` lines of Python
@@ -113,9 +116,10 @@ def drawing_order(candidates: Sequence[Row], seed: int) -> List[Row]:
     return order
 
 
-def next_candidates(name: str, seed: int, count: int, taken: Sequence[Row]) -> List[Row]:
+def next_candidates(name: str, seed: int, count: int, taken: Sequence[Row], topic: Optional[str] = None) -> List[Row]:
     used = used_repositories(excluding=name) | {row.repo.lower() for row in taken}
-    fresh = [row for row in drawing_order(read_rows(CANDIDATES), seed) if row.repo.lower() not in used]
+    candidates = [row for row in read_rows(CANDIDATES) if topic is None or row.topic == topic]
+    fresh = [row for row in drawing_order(candidates, seed) if row.repo.lower() not in used]
     if len(fresh) < count:
         raise SystemExit(f"only {len(fresh)} candidates left; add repositories to {CANDIDATES}")
     return fresh[:count]
@@ -126,13 +130,20 @@ def seed_of(name: str) -> int:
     return int(path.read_text().strip())
 
 
-def new(name: str, count: int, seed: int) -> int:
+def topic_of(name: str) -> Optional[str]:
+    path = DRAWS / f"{name}.topic"
+    return path.read_text().strip() if path.exists() else None
+
+
+def new(name: str, count: int, seed: int, topic: Optional[str] = None) -> int:
     path = draw_path(name)
     if path.exists():
         raise SystemExit(f"{path} exists: a draw is made once")
-    rows = next_candidates(name, seed, count, [])
+    rows = next_candidates(name, seed, count, [], topic)
     write_rows(path, rows)
     (DRAWS / f"{name}.seed").write_text(f"{seed}\n")
+    if topic is not None:
+        (DRAWS / f"{name}.topic").write_text(f"{topic}\n")
     print(f"{path}: {len(rows)} repositories drawn with seed {seed}; fetch them:")
     for row in rows:
         print(f"  github:{row.repo}")
@@ -178,7 +189,7 @@ def pin(name: str, mirrors: Sequence[Path]) -> int:
         out.append(replace(row, commit=commit if status == "pinned" else "", status=status))
     missing = wanted - sum(1 for row in out if row.status in ("drawn", "pinned"))
     if missing:
-        replacements = next_candidates(name, seed_of(name), missing, out)
+        replacements = next_candidates(name, seed_of(name), missing, out, topic_of(name))
         out += replacements
         print(f"{missing} repositories replaced; fetch them, then pin again:")
         for row in replacements:
@@ -206,12 +217,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--seed", type=int)
     parser.add_argument("--corpus", type=Path, default=default_corpus())
     parser.add_argument("--mirror", type=Path, action="append", default=None)
+    parser.add_argument("--topic", help="new: draw from the candidates of this topic only")
     args = parser.parse_args(argv)
     mirrors = args.mirror or [Path("/work/.mirror")]
     if args.command == "new":
         if args.seed is None:
             parser.error("new needs --seed")
-        return new(args.name, args.n, args.seed)
+        return new(args.name, args.n, args.seed, args.topic)
     if args.command == "pin":
         return pin(args.name, mirrors)
     return build(args.name, args.corpus, mirrors)
