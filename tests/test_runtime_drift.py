@@ -1102,6 +1102,26 @@ def test_tl611_fix_without_data_is_unsafe_because_item_leaves_the_graph():
     assert loss.dim() == 0 and loss.requires_grad and not isinstance(loss.item(), torch.Tensor)
 
 
+MOVED_AFTER_DATA = """
+import torch.nn.functional as F
+
+def logged(out, y):
+    loss = F.mse_loss(out, y)
+    return loss.data.cpu()[0], loss.detach().cpu()[0]
+"""
+
+
+def test_tl611_a_loss_read_through_data_then_moved_is_found_and_its_fix_is_safe():
+    # d42: deep_Mahalanobis_detector's loss.data.cpu()[0] (the move after .data hid the 0-dim loss)
+    out, y = torch.randn(4, requires_grad=True), torch.zeros(4)
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        run(MOVED_AFTER_DATA)["logged"](out, y)
+    after = fixed(MOVED_AFTER_DATA, "TL611")  # safe fixes only
+    assert "loss.data.cpu().item()" in after and "loss.detach().cpu().item()" in after
+    first, second = run(after)["logged"](out, y)
+    assert first == second == torch.nn.functional.mse_loss(out, y).item()
+
+
 SUMMED_OVER_STEPS = """
 import torch.nn as nn
 

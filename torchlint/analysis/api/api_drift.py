@@ -144,6 +144,9 @@ _RECORDS: Tuple[ApiChange, ...] = (
     # Modules removed without a deprecation period.
     _change("torch.utils.ffi", removed=(1, 0), replacement="torch.utils.cpp_extension", source="torch 1.0 release notes"),
     _change("torch.legacy", removed=(1, 0), replacement="torch.nn", source="torch 1.0 release notes"),
+    # (``torch.utils.serialization`` itself exists on torch 2.13 again, holding the ``config`` of torch.save/load.)
+    _change("torch.utils.serialization.load_lua", removed=(1, 0), replacement="the torchfile package (torchfile.load) to read Lua Torch .t7 files",
+            source="torch 1.0 release notes: load_lua removed"),
     _change("torch._six", removed=(2, 0), replacement="the standard library (math.inf, collections.abc, str)",
             source="torch 2.0: the module is gone (ModuleNotFoundError)"),
     # Deprecated in favour of torch.linalg; still working, with a warning.

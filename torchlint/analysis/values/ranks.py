@@ -80,6 +80,8 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
         return known_rank(context, definition.value, definition.ancestors, depth + 1)
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, _ELEMENTWISE):
         return _scalar_arithmetic_rank(context, (node.left, node.right), ancestors, depth)
+    if isinstance(node, cst.Attribute) and node.attr.value == "data":
+        return known_rank(context, node.value, ancestors, depth + 1)  # ``loss.data``: the same tensor, detached
     if not isinstance(node, cst.Call) or has_star_args(node):
         return None
     func = node.func

@@ -67,7 +67,9 @@ class ZeroDimIndex(Rule):
 
     ## Fix safety
     Safe for `X.data[0]`: it was the Python number `X.item()` returns, and
-    `.data` had already cut the graph. Unsafe for `X[0]` without `.data`: on
+    `.data` had already cut the graph; safe too where the indexed value was
+    read through `.data` or `.detach()` before a move (`loss.data.cpu()[0]`).
+    Unsafe for `X[0]` without `.data`: on
     torch 0.3 a `Variable` indexed so stayed in the autograd graph, and
     `.item()` returns a number that does not (if the result is
     back-propagated, keep the 0-dim tensor `X` itself instead).
@@ -136,7 +138,7 @@ class ZeroDimIndex(Rule):
             node,
             f"{written} on a 0-dim tensor (a loss or a full reduction) {effect}: "
             f"invalid index of a 0-dim tensor; use `.item()`",
-            self._fix(node, base, through_data),
+            self._fix(node, base, through_data, _detached(base)),
             confidence=confidence,
         )
 
@@ -159,15 +161,32 @@ class ZeroDimIndex(Rule):
         )
 
     @staticmethod
-    def _fix(node: cst.Subscript, base: cst.BaseExpression, through_data: bool) -> FixSpec:
+    def _fix(node: cst.Subscript, base: cst.BaseExpression, through_data: bool, detached: bool) -> FixSpec:
         item = cst.Call(func=cst.Attribute(value=base, attr=cst.Name("item")))
         if through_data:
             return FixSpec(Applicability.SAFE, "Use `.item()` (the number `.data[0]` read)", (Replacement(node, item),))
+        if detached:
+            return FixSpec(Applicability.SAFE, "Use `.item()` (the number `[0]` read from a detached value)", (Replacement(node, item),))
         return FixSpec(
             Applicability.UNSAFE,
             "Use `.item()` (a number: out of the autograd graph, where the old `Variable` element stayed in it)",
             (Replacement(node, item),),
         )
+
+
+def _detached(base: cst.BaseExpression) -> bool:
+    """``loss.data.cpu()``, ``loss.detach().cpu()``: the value read is out of the graph already, so the number
+    ``.item()`` returns loses nothing the old element kept."""
+    while True:
+        if isinstance(base, cst.Attribute) and base.attr.value == "data":
+            return True
+        if not (isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and not base.args):
+            return False
+        if base.func.attr.value == "detach":
+            return True
+        if base.func.attr.value not in ("cpu", "cuda", "clone", "float", "double", "contiguous"):
+            return False
+        base = base.func.value
 
 
 def _tight(node: cst.Subscript) -> bool:
