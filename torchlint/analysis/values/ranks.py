@@ -24,7 +24,7 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
@@ -692,16 +692,19 @@ def appended_elements(
     return found
 
 
-def backward_shows_one_element(name: str, ancestors: Sequence[cst.CSTNode]) -> bool:
+def backward_shows_one_element(context: "FileContext", name: str, ancestors: Sequence[cst.CSTNode]) -> bool:
     """``name.backward()`` with no gradient in the function of ``ancestors``: autograd creates the gradient only for
     a tensor of one element ("grad can be implicitly created only for scalar outputs"), 0-dim unless the code
     built it with a shape such as ``(1,)``."""
     scope_at = next((i for i in range(len(ancestors) - 1, -1, -1) if isinstance(ancestors[i], cst.FunctionDef)), 0)
-    for call, _ in calls_with_ancestors(ancestors[scope_at], ()):
-        func = call.func
-        if (
-            isinstance(func, cst.Attribute) and func.attr.value == "backward" and not call.args
-            and isinstance(func.value, cst.Name) and func.value.value == name
-        ):
-            return True
-    return False
+    return name in context.memoized("ranks.backpropagated-names", ancestors[scope_at], _backpropagated_names)
+
+
+def _backpropagated_names(scope: cst.CSTNode) -> FrozenSet[str]:
+    """The names ``scope`` calls ``.backward()`` on with no argument."""
+    return frozenset(
+        call.func.value.value
+        for call, _ in calls_with_ancestors(scope, ())
+        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" and not call.args
+        and isinstance(call.func.value, cst.Name)
+    )

@@ -14,20 +14,48 @@ from torchlint.analysis.values.ranks import (
     known_rank,
     without_shape_keeping_reads,
 )
-from torchlint.rule import WHOLE_FILE, Applicability, Confidence, FixSpec, Replacement, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 _CATS = frozenset({"torch.cat", "torch.concat", "torch.concatenate"})
-# The dimensions along which ``torch.stack`` of 0-dim tensors gives what ``cat`` of their 1-element forms gave.
-_VECTOR_DIMS = (0, -1)
+# The dimension old code joined its 1-element losses along (``torch.stack`` of 0-dim tensors gives that vector).
+_FIRST_DIM = 0
+
+
+def _along_the_first_dimension(call: cst.Call) -> bool:
+    """No ``dim``, or ``dim=0``: how old code joined its 1-element losses (along dimension 1 their 1-element forms
+    failed too, and ``-1`` joins features in today's code)."""
+    dim = argument(call, 1, "dim")
+    return dim is None or literal_value(dim.value) == _FIRST_DIM
+
+
+def _ast_along_the_first_dimension(call: ast.Call) -> bool:
+    """:func:`_along_the_first_dimension` read with ``ast`` (a dimension given by a name may be 0: kept)."""
+    given = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "dim"), None)
+    if given is None or not isinstance(given, (ast.Constant, ast.UnaryOp)):
+        return True
+    try:
+        return ast.literal_eval(given) == _FIRST_DIM
+    except ValueError:
+        return True
+
+
+def _appends_to(nodes, listed: ast.expr) -> bool:
+    """Whether ``nodes`` hold ``<listed>.append(...)`` or ``.extend(...)`` (``listed`` a name or ``self.name``)."""
+    want = ast.dump(listed, annotate_fields=False).replace("Load()", "")
+    return any(
+        isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend")
+        and ast.dump(node.func.value, annotate_fields=False).replace("Load()", "") == want
+        for node in nodes
+    )
 
 
 class CatOfZeroDimTensors(Rule):
     """
     ## What it does
-    Flags `torch.cat` (`torch.concat`) of tensors the code shows to be
-    0-dimensional: the list it concatenates is a display or comprehension of
-    them, or a list (a local name, or `self.name` of the class) that
-    `append`s one. An element is 0-dim when it is (through `.data`,
+    Flags `torch.cat` (`torch.concat`) along the first dimension (no `dim`,
+    or `dim=0`) of tensors the code shows to be 0-dimensional: the list it
+    concatenates is a display or comprehension of them, or a list (a local
+    name, or `self.name` of the class) that `append`s one. An element is 0-dim when it is (through `.data`,
     `.detach()`, `.cpu()`) what TL611 reads as 0-dim: the output of a torch
     loss with a reducing `reduction`, a full reduction (`x.sum()`,
     `x.mean()`), a name bound to one. A name the same function calls
@@ -58,8 +86,8 @@ class CatOfZeroDimTensors(Rule):
     ```
 
     ## Fix safety
-    Safe where every element the finding rests on is shown 0-dim and the
-    concatenation runs along dimension 0 (or -1, or none given):
+    Safe where every element the finding rests on is shown 0-dim (the
+    concatenation runs along dimension 0):
     `torch.stack` of n 0-dim tensors is the vector of length n that `cat`
     of their 1-element forms gave. Unsafe where only `.backward()` shows
     one element: a `(1,)` tensor stacks into an `(n, 1)` matrix.
@@ -83,9 +111,10 @@ class CatOfZeroDimTensors(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        """Regions calling ``torch.cat`` on a display, a comprehension or a local name; the whole file where it
-        concatenates ``self.name`` (the methods appending to it may be anywhere in the class) or where a
-        top-level statement calls it (the list may be fed by another top-level statement)."""
+        """Regions calling ``torch.cat`` on a display or comprehension with a computed element, or on a list
+        that some region appends to: a local name appended in the same region; ``self.name`` appended in a
+        region of the same class (those regions too: the elements are read there); a top-level name appended
+        at the top level (those regions too)."""
         seeds = set()
         for index in scan.regions_calling_qualified(_CATS):
             region = scan.regions[index]
@@ -93,19 +122,38 @@ class CatOfZeroDimTensors(Rule):
                 if not call.args or _CATS.isdisjoint(scan.qualified(call.func)):
                     continue
                 listed = call.args[0]
-                if isinstance(listed, ast.Attribute) or (
-                    isinstance(listed, ast.Name) and not isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                if not _ast_along_the_first_dimension(call):
+                    continue
+                if isinstance(listed, ast.ListComp) or (
+                    isinstance(listed, (ast.List, ast.Tuple)) and any(isinstance(e, (ast.Call, ast.Name, ast.Attribute, ast.BinOp)) for e in listed.elts)
                 ):
-                    return WHOLE_FILE
-                if isinstance(listed, (ast.Name, ast.List, ast.Tuple, ast.ListComp)):
                     seeds.add(index)
+                    continue
+                in_function = isinstance(region.node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                if isinstance(listed, ast.Name) and in_function:
+                    if _appends_to(region.nodes, listed):
+                        seeds.add(index)
+                    continue
+                if isinstance(listed, ast.Name) or (
+                    isinstance(listed, ast.Attribute) and isinstance(listed.value, ast.Name) and listed.value.id == "self"
+                ):
+                    # the regions that may feed it: the same class's members, or the top level's statements
+                    feeding = [
+                        other for other, candidate in enumerate(scan.regions)
+                        if (candidate.enclosing_class == region.enclosing_class if isinstance(listed, ast.Attribute)
+                            else candidate.enclosing_class is None and not isinstance(candidate.node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
+                        and _appends_to(candidate.nodes, listed)
+                    ]
+                    if feeding:
+                        seeds.update(feeding)
+                        seeds.add(index)
         return frozenset(seeds) or None
 
     def visit_Call(self, node: cst.Call) -> None:
         if self.context.qualified_name(node.func) not in _CATS or has_star_args(node):
             return
         listed = argument(node, 0, "tensors")
-        if listed is None:
+        if listed is None or not _along_the_first_dimension(node):
             return
         evidence = self._zero_dim_element(listed.value, node)
         if evidence is None:
@@ -141,15 +189,12 @@ class CatOfZeroDimTensors(Rule):
             rank = known_rank(self.context, value, above)
             if rank == 0:
                 return element, True
-            if rank is None and one_element is None and isinstance(value, cst.Name) and backward_shows_one_element(value.value, above):
+            if rank is None and one_element is None and isinstance(value, cst.Name) and backward_shows_one_element(self.context, value.value, above):
                 one_element = element
         return (one_element, False) if one_element is not None else None
 
     @staticmethod
     def _fix(node: cst.Call, shown: bool) -> Optional[FixSpec]:
-        dim = argument(node, 1, "dim")
-        if dim is not None and literal_value(dim.value) not in _VECTOR_DIMS:
-            return None
         func = node.func
         if not isinstance(func, cst.Attribute):
             return None  # ``from torch import cat``: the file may bind no name to reach ``stack`` through
