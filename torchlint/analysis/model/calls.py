@@ -185,3 +185,19 @@ def _names_definition(written: Optional[str], qualified: str, facts: Any, name: 
         return False
     found = project.locate(written)
     return found is not None and found[0] is facts and found[1] == name
+
+
+def backpropagated_names(scope: cst.CSTNode) -> frozenset:
+    """The names ``scope`` (a function, or a module's top level with its functions) calls ``.backward()`` on with no
+    argument: ``loss.backward()``."""
+    found = set()
+
+    class Backward(cst.CSTVisitor):
+        def visit_Call(self, call: cst.Call) -> None:
+            func = call.func
+            if isinstance(func, cst.Attribute) and func.attr.value == "backward" and not call.args and isinstance(func.value, cst.Name):
+                found.add(func.value.value)
+
+    scope.visit(Backward())
+    return frozenset(found)
+

@@ -24,12 +24,12 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import replace
-from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
 from torchlint.analysis.model.dataflow import reaching_definition
-from torchlint.analysis.model.calls import NOT_A_LITERAL, argument, has_star_args, keyword_arg, literal_value, positional_args
+from torchlint.analysis.model.calls import NOT_A_LITERAL, argument, backpropagated_names, has_star_args, keyword_arg, literal_value, positional_args
 from torchlint.analysis.model.ops import module_constructor, unmoved
 from torchlint.analysis.model.ast_names import own_nodes
 from torchlint.analysis.model.project_index import bound_once, file_facts
@@ -697,14 +697,4 @@ def backward_shows_one_element(context: "FileContext", name: str, ancestors: Seq
     a tensor of one element ("grad can be implicitly created only for scalar outputs"), 0-dim unless the code
     built it with a shape such as ``(1,)``."""
     scope_at = next((i for i in range(len(ancestors) - 1, -1, -1) if isinstance(ancestors[i], cst.FunctionDef)), 0)
-    return name in context.memoized("ranks.backpropagated-names", ancestors[scope_at], _backpropagated_names)
-
-
-def _backpropagated_names(scope: cst.CSTNode) -> FrozenSet[str]:
-    """The names ``scope`` calls ``.backward()`` on with no argument."""
-    return frozenset(
-        call.func.value.value
-        for call, _ in calls_with_ancestors(scope, ())
-        if isinstance(call.func, cst.Attribute) and call.func.attr.value == "backward" and not call.args
-        and isinstance(call.func.value, cst.Name)
-    )
+    return name in context.memoized("calls.backpropagated-names", ancestors[scope_at], backpropagated_names)

@@ -6,7 +6,8 @@ from typing import Dict, FrozenSet, Iterator, List, Optional, Sequence, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.model.calls import has_star_args, keyword_arg, positional_args
+from torchlint.analysis.flow.callers import CallSite, every_call_site
+from torchlint.analysis.model.calls import backpropagated_names, has_star_args, keyword_arg, positional_args
 from torchlint.analysis.flow.gradflow import FunctionFlow, current_flow
 from torchlint.analysis.flow.flow_events import Place
 from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
@@ -14,8 +15,9 @@ from torchlint.rule import WHOLE_FILE, Applicability, FixSpec, Replacement, Rule
 TORCH_CONVERTERS = frozenset({"torch.as_tensor", "torch.tensor", "torch.Tensor", "torch.FloatTensor"})
 FLOAT_CONSTRUCTORS = frozenset({"torch.Tensor", "torch.FloatTensor"})
 NUMPY_CONVERTERS = frozenset({"numpy.array", "numpy.asarray"})
-# Functions whose return value is trained through by their caller.
-_TRAINED_RETURN = re.compile(r"^(forward|training_step|compute_loss)$|loss", re.I)
+# Methods a framework calls by their name and trains through what they return (``nn.Module.__call__``, Lightning's
+# trainer, transformers' ``Trainer``): the frameworks' protocol, not a naming convention.
+_FRAMEWORK_TRAINED_RETURNS = frozenset({"forward", "training_step", "compute_loss"})
 
 
 class GraphBreakTensorFromList(Rule):
@@ -32,9 +34,11 @@ class GraphBreakTensorFromList(Rule):
     the tensor), added by `extend`
     or `+=`, or built by a list comprehension or a list display, when the
     result flows into a tensor that is `.backward()`-ed in the same function
-    or into the return value of `forward`, `training_step`, or a function
-    whose name says loss (for `np.array`, anywhere). Lists gathered for metrics and
-    logging with the torch constructors stay silent.
+    or into the return value of `forward`, `training_step` or `compute_loss`
+    (which their frameworks train through), or of a function that a caller in
+    the file back-propagates (`loss = multitask_loss(...)`, then
+    `loss.backward()`); for `np.array`, anywhere. Lists gathered for metrics
+    and logging with the torch constructors stay silent.
 
     ## Why is this bad?
     These constructors read each element as a Python number and copy it into
@@ -82,7 +86,7 @@ class GraphBreakTensorFromList(Rule):
 
     Not seen: lists filled in another function or kept on `self`, elements
     from callees whose names say neither model nor loss, a result returned
-    to a caller that back-propagates it from a function not named as above.
+    to a caller in another file that back-propagates it.
     """
 
     code = "TL301"
@@ -111,7 +115,8 @@ class GraphBreakTensorFromList(Rule):
                     return WHOLE_FILE
                 seeds.add(index)
                 break
-        return frozenset(seeds) or None
+        # with the regions that call a seeded function: a caller may back-propagate what it returns
+        return scan.with_mentions(frozenset(seeds)) if seeds else None
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
@@ -136,14 +141,13 @@ class GraphBreakTensorFromList(Rule):
             return
         self.report(node, fix=self._fix(flow, node, qualified, positional[0].value, elements))
 
-    @staticmethod
-    def _trained(flow: FunctionFlow, call: cst.Call) -> bool:
+    def _trained(self, flow: FunctionFlow, call: cst.Call) -> bool:
         """Whether the converted value reaches a backward()-ed tensor, or the return of a
-        function that trains (``forward``, a name that says train or loss): a list of outputs
-        gathered for metrics or logging is not trained through, and keeping its graph would
-        only hold memory."""
+        function whose result is trained (a framework's ``forward``/``training_step``/``compute_loss``,
+        or a function a caller in the file back-propagates): a list of outputs gathered for
+        metrics or logging is not trained through, and keeping its graph would only hold memory."""
         sinks = [(c.tensor, c.site) for c in flow.backward_calls]
-        if _TRAINED_RETURN.search(flow.name):
+        if _returns_trained(self.context, flow.function):
             sinks.extend(flow.returns)
         return any(id(call) in flow.flows_into(sink, site) for sink, site in sinks)
 
@@ -233,6 +237,30 @@ _AST_SOURCES = (ast.Name, ast.List, ast.Tuple, ast.ListComp)
 _FEEDING_METHODS = frozenset({"append", "insert", "extend"})
 
 
+def _returns_trained(context, function) -> bool:
+    """What ``function`` returns is trained: it is a framework's trained hook, or a call of it in the file is
+    back-propagated (:func:`_back_propagated`)."""
+    if not isinstance(function, cst.FunctionDef):
+        return False
+    if function.name.value in _FRAMEWORK_TRAINED_RETURNS:
+        return True
+    return any(_back_propagated(context, site) for site in every_call_site(context, function) or ())
+
+
+def _back_propagated(context, site: CallSite) -> bool:
+    """The caller back-propagates what the call returns: ``f(...).backward()``, or ``loss = f(...)`` (or
+    ``loss += f(...)``) and ``loss.backward()`` in the calling function."""
+    parent = site.ancestors[-1] if site.ancestors else None
+    if isinstance(parent, cst.Attribute) and parent.attr.value == "backward" and parent.value is site.call:
+        return True
+    if not isinstance(parent, (cst.Assign, cst.AugAssign)) or parent.value is not site.call:
+        return False
+    targets = [target.target for target in parent.targets] if isinstance(parent, cst.Assign) else [parent.target]
+    names = {target.value for target in targets if isinstance(target, cst.Name)}
+    scope = next((node for node in reversed(site.ancestors) if isinstance(node, cst.FunctionDef)), context.module)
+    return not names.isdisjoint(context.memoized("calls.backpropagated-names", scope, backpropagated_names))
+
+
 def _scopes_with_candidate_conversions(
     scan, root: ast.stmt, in_class_body: bool, converters: frozenset, scope_facts: Dict[int, Tuple[FrozenSet[str], bool]]
 ) -> Iterator[Optional[ast.AST]]:
@@ -280,8 +308,8 @@ def _may_report(
         return False
     if candidates <= NUMPY_CONVERTERS:
         return True
-    if scope is not None and _TRAINED_RETURN.search(scope.name):
-        return True
+    if scope is not None and (scope.name in _FRAMEWORK_TRAINED_RETURNS or "backward" in scan.identifiers):
+        return True  # a framework's hook, or a function a caller of the file may back-propagate (its callers kept)
     return mentions_backward
 
 
