@@ -98,7 +98,7 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
         if qualified in RANK_KEEPING_FUNCTIONS:
             given = argument(node, 0, "input")
             return known_rank(context, given.value, ancestors, depth + 1) if given is not None else None
-        return None
+        return _imported_function_rank(context, qualified, node)
     if isinstance(func, cst.Name) and qualified is None:
         return called_function_rank(context, func.value, node, ancestors)
     is_self_module = isinstance(func, cst.Attribute) and isinstance(func.value, cst.Name) and func.value.value == "self"
@@ -405,9 +405,17 @@ def _bound_only_by_its_def(ancestors: Sequence[cst.CSTNode], name: str) -> bool:
 def called_function_rank(context: "FileContext", name: str, call: cst.Call, ancestors: Sequence[cst.CSTNode]) -> Optional[int]:
     """The rank of what ``call`` returns when ``name`` (its callee, or the function a caller passes for it) is, where
     ``ancestors`` read it, a top-level function of the file: 0 when it returns a 0-dim value."""
-    if has_star_args(call) or not _bound_only_by_its_def(ancestors, name):
+    if has_star_args(call):
+        return None
+    if not _bound_only_by_its_def(ancestors, name) and (bindings(site_of(ancestors), name) or not _star_imported(context, name)):
         return None
     return function_return_rank(context, name, _call_shape(call))
+
+
+def _star_imported(context: "FileContext", name: str) -> bool:
+    """``name`` reaches the file only through a ``from module import *`` of a project module."""
+    facts = file_facts(context)
+    return facts is not None and name not in facts.functions and name not in facts.imports and facts.imported(name) is not None
 
 
 def function_return_rank(context: "FileContext", name: str, shape: CallShape = None) -> Optional[int]:
@@ -415,10 +423,36 @@ def function_return_rank(context: "FileContext", name: str, shape: CallShape = N
     a full reduction, arithmetic of those with numbers, the numbers a call of ``shape`` passes or leaves at their
     defaults): ``loss = distillation(out, y, teacher, T=20.0, alpha=0.7)``."""
     facts = file_facts(context)
-    function = facts.functions.get(name) if facts is not None else None
+    if facts is None:
+        return None
+    function, owner = facts.functions.get(name), facts
+    if function is None:  # a function another module of the project defines, imported by name or by ``*``
+        qualified = facts.imported(name)
+        project = getattr(context, "project", None)
+        found = project.locate(qualified) if project is not None and qualified is not None else None
+        if found is None:
+            return None
+        owner, defined = found
+        function = owner.functions.get(defined)
+        if function is None:
+            return None
+    return 0 if _returns_zero_dim(function, owner, _known_parameters(function, shape, receiver=0)) else None
+
+
+def _imported_function_rank(context: "FileContext", qualified: str, call: cst.Call) -> Optional[int]:
+    """0 when ``call`` calls a function another module of the project defines (imported by name or by ``*``) that
+    returns a 0-dim value on every ``return``: ``loss = binary_cross_entropy_weight(y_pred, y)``."""
+    project = getattr(context, "project", None)
+    if project is None or has_star_args(call) or qualified.startswith("torch."):
+        return None
+    found = project.locate(qualified)
+    if found is None:
+        return None
+    owner, defined = found
+    function = owner.functions.get(defined)
     if function is None:
         return None
-    return 0 if _returns_zero_dim(function, facts, _known_parameters(function, shape, receiver=0)) else None
+    return 0 if _returns_zero_dim(function, owner, _known_parameters(function, _call_shape(call), receiver=0)) else None
 
 
 def _returns_zero_dim(
