@@ -425,34 +425,34 @@ def function_return_rank(context: "FileContext", name: str, shape: CallShape = N
     facts = file_facts(context)
     if facts is None:
         return None
-    function, owner = facts.functions.get(name), facts
-    if function is None:  # a function another module of the project defines, imported by name or by ``*``
-        qualified = facts.imported(name)
-        project = getattr(context, "project", None)
-        found = project.locate(qualified) if project is not None and qualified is not None else None
-        if found is None:
-            return None
-        owner, defined = found
-        function = owner.functions.get(defined)
-        if function is None:
-            return None
+    # this file's function, else one another module of the project defines, imported by name or by ``*``
+    found = (facts, facts.functions[name]) if name in facts.functions else _project_function(context, facts.imported(name))
+    if found is None:
+        return None
+    owner, function = found
     return 0 if _returns_zero_dim(function, owner, _known_parameters(function, shape, receiver=0)) else None
 
 
 def _imported_function_rank(context: "FileContext", qualified: str, call: cst.Call) -> Optional[int]:
     """0 when ``call`` calls a function another module of the project defines (imported by name or by ``*``) that
     returns a 0-dim value on every ``return``: ``loss = binary_cross_entropy_weight(y_pred, y)``."""
-    project = getattr(context, "project", None)
-    if project is None or has_star_args(call) or qualified.startswith("torch."):
-        return None
-    found = project.locate(qualified)
+    found = None if has_star_args(call) or qualified.startswith("torch.") else _project_function(context, qualified)
     if found is None:
         return None
-    owner, defined = found
-    function = owner.functions.get(defined)
-    if function is None:
-        return None
+    owner, function = found
     return 0 if _returns_zero_dim(function, owner, _known_parameters(function, _call_shape(call), receiver=0)) else None
+
+
+def _project_function(context: "FileContext", qualified: Optional[str]):
+    """(the module's facts, the function) that ``qualified`` names in the project, following re-exports; None for
+    anything else."""
+    project = getattr(context, "project", None)
+    located = project.locate(qualified) if project is not None and qualified is not None else None
+    if located is None:
+        return None
+    owner, defined = located
+    function = owner.functions.get(defined)
+    return (owner, function) if function is not None else None
 
 
 def _returns_zero_dim(
@@ -571,17 +571,10 @@ def _function_element_rank(context: "FileContext", name: str, call: cst.Call, el
     facts = file_facts(context)
     if facts is None or has_star_args(call):
         return None
-    function, owner = facts.functions.get(name), facts
-    if function is None:
-        qualified = context.qualified_name(call.func)
-        project = getattr(context, "project", None)
-        found = project.locate(qualified) if project is not None and qualified is not None else None
-        if found is None:
-            return None
-        owner, defined = found
-        function = owner.functions.get(defined)
-        if function is None:
-            return None
+    found = (facts, facts.functions[name]) if name in facts.functions else _project_function(context, context.qualified_name(call.func))
+    if found is None:
+        return None
+    owner, function = found
     return 0 if _returns_zero_dim(function, owner, _known_parameters(function, _call_shape(call), receiver=0), element) else None
 
 
