@@ -447,7 +447,11 @@ def _project_function(context: "FileContext", qualified: Optional[str]):
     """(the module's facts, the function) that ``qualified`` names in the project, following re-exports; None for
     anything else."""
     project = getattr(context, "project", None)
-    located = project.locate(qualified) if project is not None and qualified is not None else None
+    if project is None or qualified is None:
+        return None
+    module, _, name = qualified.rpartition(".")
+    # ``model.f`` from a script is the ``model.py`` beside it (its folder comes first on the path)
+    located = project.locate(f"{project.resolve_from(context.path, module)}.{name}" if module else qualified)
     if located is None:
         return None
     owner, defined = located
