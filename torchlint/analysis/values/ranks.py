@@ -662,16 +662,28 @@ _SHAPE_KEEPING_READS = frozenset({"detach", "clone", "cpu", "cuda", "float", "do
 
 def without_shape_keeping_reads(node: cst.BaseExpression) -> cst.BaseExpression:
     """``loss`` for ``loss.data``, ``loss.detach().cpu()``: the value whose shape the expression keeps."""
+    return _shape_keeping_chain(node)[0]
+
+
+def read_detached(node: cst.BaseExpression) -> bool:
+    """Whether ``node`` reads its value through ``.data`` or ``.detach()`` among such shape-keeping reads
+    (``loss.data.cpu()``): the value is out of the autograd graph."""
+    return _shape_keeping_chain(node)[1]
+
+
+def _shape_keeping_chain(node: cst.BaseExpression) -> Tuple[cst.BaseExpression, bool]:
+    detached = False
     while True:
         if isinstance(node, cst.Attribute) and node.attr.value == "data":
-            node = node.value
+            node, detached = node.value, True
         elif (
             isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
             and node.func.attr.value in _SHAPE_KEEPING_READS
         ):
+            detached = detached or node.func.attr.value == "detach"
             node = node.func.value
         else:
-            return node
+            return node, detached
 
 
 def calls_with_ancestors(root: cst.CSTNode, ancestors: Sequence[cst.CSTNode]):

@@ -10,7 +10,7 @@ from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.flow.callers import arguments_from_callers, constructor_passed_by_callers
 from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
-from torchlint.analysis.values.ranks import called_function_rank, known_rank, scalar_loss_module, zero_dim_on_some_path
+from torchlint.analysis.values.ranks import called_function_rank, known_rank, read_detached, scalar_loss_module, zero_dim_on_some_path
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
@@ -138,7 +138,7 @@ class ZeroDimIndex(Rule):
             node,
             f"{written} on a 0-dim tensor (a loss or a full reduction) {effect}: "
             f"invalid index of a 0-dim tensor; use `.item()`",
-            self._fix(node, base, through_data, _detached(base)),
+            self._fix(node, base, through_data, read_detached(base)),
             confidence=confidence,
         )
 
@@ -172,21 +172,6 @@ class ZeroDimIndex(Rule):
             "Use `.item()` (a number: out of the autograd graph, where the old `Variable` element stayed in it)",
             (Replacement(node, item),),
         )
-
-
-def _detached(base: cst.BaseExpression) -> bool:
-    """``loss.data.cpu()``, ``loss.detach().cpu()``: the value read is out of the graph already, so the number
-    ``.item()`` returns loses nothing the old element kept."""
-    while True:
-        if isinstance(base, cst.Attribute) and base.attr.value == "data":
-            return True
-        if not (isinstance(base, cst.Call) and isinstance(base.func, cst.Attribute) and not base.args):
-            return False
-        if base.func.attr.value == "detach":
-            return True
-        if base.func.attr.value not in ("cpu", "cuda", "clone", "float", "double", "contiguous"):
-            return False
-        base = base.func.value
 
 
 def _tight(node: cst.Subscript) -> bool:

@@ -7,6 +7,7 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import ZERO_DIM_CAT_RAISES_SINCE, effective_target, version_text
 from torchlint.analysis.api.version_guards import is_version_guarded
+from torchlint.analysis.model.ast_names import ast_dotted_name
 from torchlint.analysis.model.calls import argument, has_star_args, literal_value
 from torchlint.analysis.values.ranks import (
     appended_elements,
@@ -41,10 +42,10 @@ def _ast_along_the_first_dimension(call: ast.Call) -> bool:
 
 def _appends_to(nodes, listed: ast.expr) -> bool:
     """Whether ``nodes`` hold ``<listed>.append(...)`` or ``.extend(...)`` (``listed`` a name or ``self.name``)."""
-    want = ast.dump(listed, annotate_fields=False).replace("Load()", "")
-    return any(
+    wanted = ast_dotted_name(listed)
+    return wanted is not None and any(
         isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in ("append", "extend")
-        and ast.dump(node.func.value, annotate_fields=False).replace("Load()", "") == want
+        and ast_dotted_name(node.func.value) == wanted
         for node in nodes
     )
 
