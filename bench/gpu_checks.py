@@ -18,6 +18,10 @@ codemod fixture tests, so torchlint itself need not be installed there) and prin
   the class (``x.type(torch.cuda.FloatTensor)``) does not, which is why the rule flags calls only.
 - TL401: ``map_location="cuda"`` fails where no GPU is visible; the fix that loads on the CPU and lets
   ``load_state_dict`` copy into the GPU model gives the same weights on the GPU.
+- trace: the watch reads each CUDA tensor's least and greatest entry (``torch.aminmax``, one reduction in the
+  tensor's own dtype): both are finite exactly when every entry is, in fp32, bf16 and fp16; a gradient born
+  Inf on the GPU (the backward of ``sqrt`` at 0) is named at its forward line, and ``--stop-on-first`` stops
+  the run in that step (needs torchlint importable: run from the repository with it on ``PYTHONPATH``).
 """
 from __future__ import annotations
 
@@ -176,6 +180,60 @@ def check_tl401_cuda_map_location() -> None:
         )
 
 
+TRACED_ON_CUDA = """\
+import torch
+
+x = torch.tensor([0.0, 1.0, 4.0], device="cuda")
+weight = torch.nn.Parameter(torch.ones(3, device="cuda"))
+optimizer = torch.optim.SGD([weight], lr=0.1)
+for step in range(3):
+    root = torch.sqrt(x * weight)
+    loss = root.sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+print("finished all steps")
+"""
+
+
+def check_trace_on_cuda() -> None:
+    import json
+
+    wrong = []
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        clean = torch.randn(1 << 20, device="cuda").to(dtype)
+        if not all(torch.isfinite(v).item() for v in torch.aminmax(clean)):
+            wrong.append(f"{dtype} finite")
+        for bad in (float("nan"), float("inf"), float("-inf")):
+            spoiled = clean.clone()
+            spoiled[12345] = bad
+            least, greatest = torch.aminmax(spoiled)
+            finite = bool(torch.isfinite(least).item() and torch.isfinite(greatest).item())
+            nan = bool(torch.isnan(least).item() or torch.isnan(greatest).item())
+            if finite or nan != (bad != bad):
+                wrong.append(f"{dtype} {bad}")
+    claim("trace: aminmax on CUDA is finite exactly when every entry is (fp32, bf16, fp16)", not wrong, ", ".join(wrong) or "9 spoiled tensors seen, 3 clean ones passed")
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "pyproject.toml").write_text("[tool.torchlint]\n", encoding="utf-8")
+        (Path(folder) / "train.py").write_text(TRACED_ON_CUDA, encoding="utf-8")
+        line = TRACED_ON_CUDA.splitlines().index("    root = torch.sqrt(x * weight)") + 1
+        for extra, ends in (([], 0), (["--stop-on-first"], 1)):
+            command = [sys.executable, "-m", "torchlint", "trace", *extra, "--output-file", "t.json", "train.py"]
+            proc = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300)
+            report = json.loads((Path(folder) / "t.json").read_text(encoding="utf-8")) if (Path(folder) / "t.json").exists() else {}
+            first = report.get("first_nonfinite") or {}
+            named = (first.get("line"), first.get("phase"), first.get("op"), first.get("kind"))
+            finished = "finished all steps" in proc.stdout
+            steps = report.get("run", {}).get("optimizer_steps")
+            claim(
+                f"trace{' --stop-on-first' if extra else ''}: a gradient born Inf on the GPU is named at its forward line"
+                + (", and the run stops in that step" if extra else ""),
+                named == (line, "backward", "SqrtBackward0", "inf") and proc.returncode == ends and finished == (not extra),
+                f"exit {proc.returncode}, first non-finite {named}, optimizer steps {steps}, program finished: {finished}"
+                + ("" if proc.returncode == ends else f"; {proc.stderr.strip().splitlines()[-1:]}"),
+            )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path)
@@ -184,7 +242,7 @@ def main() -> int:
         print("no CUDA device: nothing to check here")
         return 2
     print(f"torch {torch.__version__}, {torch.cuda.get_device_name(0)}", flush=True)
-    for check in (check_tl401, check_tl307, check_tl602_amp, check_tl602_cuda_constructors, check_tl401_cuda_map_location):
+    for check in (check_tl401, check_tl307, check_tl602_amp, check_tl602_cuda_constructors, check_tl401_cuda_map_location, check_trace_on_cuda):
         try:
             check()
         except Exception as error:  # one broken check must not hide the others

@@ -15,6 +15,8 @@ Modes:
 - traced:  ``python -m torchlint trace train.py`` (then the same steps again with the watch off the
   mode stack, in the same process: the watch's own cost, free of how processes were scheduled)
 - anomaly: ``python train.py --anomaly`` (``torch.autograd.set_detect_anomaly(True)``)
+- baseline (with ``--baseline-tree DIR``): traced, by the ``torchlint`` package in DIR (an earlier tree,
+  unpacked there with ``git archive REV torchlint | tar -x -C DIR``): before and after in the same run
 
 Each run times its own loop after warm-up steps (on the CPU the process's CPU time and wall time; on
 a GPU wall time between two synchronizations) and prints its final loss and a sum of its weights,
@@ -44,7 +46,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Dict, List, NamedTuple
+from typing import Dict, List, NamedTuple, Optional
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results" / "trace_overhead.md"
@@ -236,6 +238,7 @@ if "--unwatched" in sys.argv and torch._C._len_torch_function_stack():
 
 PROGRAMS = {"mlp": TRAIN_MLP, "transformer": TRAIN_TRANSFORMER}
 MODES = ("plain", "traced", "anomaly")
+BASELINE = "baseline"
 _LINE = re.compile(r"cpu (\S+) wall (\S+) loss (\S+)")
 _UNWATCHED = re.compile(r"unwatched cpu (\S+)(?: wall (\S+))?")
 # The planted 0/0: the line of the transformer's masked mean.
@@ -270,16 +273,19 @@ def command(mode: str, script: Path, config: Config, steps: int, extra: List[str
     arguments = [str(script), "--steps", str(steps), *extra]
     if config.program == "transformer":
         arguments += ["--device", config.device, "--dtype", config.dtype]
-    if mode == "traced":
+    if mode in ("traced", BASELINE):
         return [sys.executable, "-m", "torchlint", "trace", *arguments, "--unwatched"]
     if mode == "anomaly":
         return [sys.executable, *arguments, "--anomaly"]
     return [sys.executable, *arguments]
 
 
-def run_once(mode: str, script: Path, config: Config, steps: int) -> Dict[str, float]:
+def run_once(mode: str, script: Path, config: Config, steps: int, baseline_tree: Optional[Path] = None) -> Dict[str, float]:
+    env = dict(os.environ)
+    if mode == BASELINE:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(baseline_tree), env.get("PYTHONPATH")]))
     start = time.perf_counter()
-    proc = subprocess.run(command(mode, script, config, steps), cwd=script.parent, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(command(mode, script, config, steps), cwd=script.parent, capture_output=True, text=True, timeout=900, env=env)
     total = time.perf_counter() - start
     found = _LINE.search(proc.stdout)
     if proc.returncode != 0 or found is None:
@@ -301,21 +307,23 @@ def write_programs(folder: Path) -> Dict[str, Path]:
     return scripts
 
 
-def measure(config: Config, script: Path, rounds: int, steps: int) -> str:
-    runs: Dict[str, List[Dict[str, float]]] = {mode: [] for mode in MODES}
+def measure(config: Config, script: Path, rounds: int, steps: int, baseline: Optional[Dict[str, str]] = None) -> str:
+    modes = MODES + ((BASELINE,) if baseline else ())
+    tree = Path(baseline["tree"]) if baseline else None
+    runs: Dict[str, List[Dict[str, float]]] = {mode: [] for mode in modes}
     for round_number in range(rounds):
-        for mode in MODES:
-            runs[mode].append(run_once(mode, script, config, steps))
-        print(f"{config.label}: round {round_number + 1}/{rounds}: " + ", ".join(f"{m} {runs[m][-1][config.timed]:.3f}s" for m in MODES), flush=True)
-    losses = {mode: {run["loss"] for run in runs[mode]} for mode in MODES}
-    if losses["traced"] != losses["plain"] or len(losses["plain"]) != 1:
-        raise SystemExit(f"{config.label}: the traced loop computed another result, or two plain runs differ: {losses}")
-    medians = {mode: {key: statistics.median(run[key] for run in runs[mode]) for key in ("cpu", "wall", "total")} for mode in MODES}
+        for mode in modes:
+            runs[mode].append(run_once(mode, script, config, steps, tree))
+        print(f"{config.label}: round {round_number + 1}/{rounds}: " + ", ".join(f"{m} {runs[m][-1][config.timed]:.3f}s" for m in modes), flush=True)
+    losses = {mode: {run["loss"] for run in runs[mode]} for mode in modes}
+    if any(losses[mode] != losses["plain"] for mode in ("traced", BASELINE) if mode in modes) or len(losses["plain"]) != 1:
+        raise SystemExit(f"{config.label}: a traced loop computed another result, or two plain runs differ: {losses}")
+    medians = {mode: {key: statistics.median(run[key] for run in runs[mode]) for key in ("cpu", "wall", "total")} for mode in modes}
     # Each round's runs follow one another: their ratio cancels most of the drift of a shared machine.
-    for mode in MODES:
+    for mode in modes:
         medians[mode]["paired"] = statistics.median(run[config.timed] / plain[config.timed] for run, plain in zip(runs[mode], runs["plain"]))
-    watch = statistics.median(run["watch"] for run in runs["traced"])
-    return render(config, medians, losses["plain"], watch, rounds, steps)
+    watch = {mode: statistics.median(run["watch"] for run in runs[mode]) for mode in ("traced", BASELINE) if mode in modes}
+    return render(config, medians, losses["plain"], watch, rounds, steps, baseline)
 
 
 def planted(script: Path, config: Config) -> str:
@@ -346,13 +354,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default: 200 for the MLP, 20 for the transformer on the CPU, 30 on a GPU)")
     parser.add_argument("--plant-check", action="store_true", help="also trace the transformer with a planted 0/0, on each config's device")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--baseline-tree", type=Path, help="also trace with the torchlint package of this folder (an earlier tree)")
+    parser.add_argument("--baseline-label", default="an earlier tree", help="what --baseline-tree holds, for the table (a commit)")
     args = parser.parse_args()
+    baseline = {"tree": str(args.baseline_tree.resolve()), "label": args.baseline_label} if args.baseline_tree else None
 
     sections = []
     with tempfile.TemporaryDirectory(prefix="trace-overhead-") as folder:
         scripts = write_programs(Path(folder))
         for config in args.config:
-            sections.append(measure(config, scripts[config.program], args.rounds, args.steps or default_steps(config)))
+            sections.append(measure(config, scripts[config.program], args.rounds, args.steps or default_steps(config), baseline))
         if args.plant_check:
             checks = [planted(scripts["transformer"], config) for config in args.config if config.program == "transformer"]
             sections.append("\n".join(["## A planted 0/0", "", *checks, ""]))
@@ -375,7 +386,8 @@ def header(args: argparse.Namespace) -> str:
             "",
             (
                 f"`python bench/trace_overhead.py --config {configs} --rounds {args.rounds}{f' --steps {args.steps}' if args.steps else ''}"
-                f"{' --plant-check' if args.plant_check else ''}`: the three modes interleaved, {args.rounds} rounds, medians. "
+                f"{' --plant-check' if args.plant_check else ''}"
+                f"{f' --baseline-tree DIR --baseline-label {args.baseline_label}' if args.baseline_tree else ''}`: the modes interleaved, {args.rounds} rounds, medians. "
                 "Loop = the timed steps inside the program (on the CPU its CPU time, the steadier figure on a shared "
                 "machine; on a GPU wall time between synchronizations); per round = the median over rounds of each "
                 "run's loop time over the plain run's of the same round; run = the whole command (for trace: the static "
@@ -391,14 +403,17 @@ def header(args: argparse.Namespace) -> str:
     )
 
 
-def render(config: Config, medians: Dict[str, Dict[str, float]], losses, watch: float, rounds: int, steps: int) -> str:
+def render(
+    config: Config, medians: Dict[str, Dict[str, float]], losses, watch: Dict[str, float], rounds: int, steps: int, baseline: Optional[Dict[str, str]] = None
+) -> str:
     plain = medians["plain"]
     timed = config.timed
+    names = {BASELINE: f"traced by {baseline['label']}" if baseline else BASELINE}
     rows = []
-    for mode in MODES:
+    for mode in medians:
         m = medians[mode]
         rows.append(
-            f"| {mode} | {m[timed]:.3f} | {m[timed] / plain[timed]:.2f}x | {m['paired']:.2f}x | {m['total']:.2f} | {m['total'] / plain['total']:.2f}x |"
+            f"| {names.get(mode, mode)} | {m[timed]:.3f} | {m[timed] / plain[timed]:.2f}x | {m['paired']:.2f}x | {m['total']:.2f} | {m['total'] / plain['total']:.2f}x |"
         )
     what = {
         "mlp": "an MLP 784-256-256-10, batch 64, Adam, one intra-op thread, 20 warm-up steps",
@@ -423,8 +438,9 @@ def render(config: Config, medians: Dict[str, Dict[str, float]], losses, watch: 
             "",
             (
                 "The watch alone: each traced run then repeats the timed steps with the watch taken off the mode stack "
-                f"(its site probes and step hooks stay); the watched steps took {watch:.2f}x the unwatched ones "
-                "(median), in the same process."
+                "(its site probes and step hooks stay); the watched steps took "
+                + "; ".join(f"{ratio:.2f}x the unwatched ones ({names.get(mode, mode)})" for mode, ratio in watch.items())
+                + " (medians), in the same process."
             ),
             "",
         ]

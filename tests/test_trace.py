@@ -270,9 +270,13 @@ def test_max_steps_ends_the_run_before_the_planted_step(tmp_path):
     assert "the run was stopped after 2 steps (--max-steps)" in proc.stderr.decode()
 
 
-def test_stop_on_first_ends_the_run_at_the_first_nonfinite_value(tmp_path):
+@pytest.mark.parametrize("deferred", [False, True], ids=["read-at-once", "read-later"])
+def test_stop_on_first_ends_the_run_at_the_first_nonfinite_value(tmp_path, deferred):
+    """Read later (as on a GPU), the checks are read at each backward call and step: the run still stops in
+    the step that made the value."""
     folder = project(tmp_path, "scenarios")
-    proc, report = trace(folder, "--stop-on-first", "run_all.py", "numerics_masked_mean", "numerics_contrastive")
+    env = {"TORCHLINT_TRACE_DEFERRED": "1" if deferred else "0"}
+    proc, report = trace(folder, "--stop-on-first", "run_all.py", "numerics_masked_mean", "numerics_contrastive", env=env)
     assert proc.returncode == 1
     assert proc.stdout == b""
     assert report["run"]["stopped"] == "first-nonfinite"

@@ -107,9 +107,10 @@ def test_c6_a_nan_in_a_module_the_block_imports(tmp_path):
     assert confirmed(document) == [("TL104", "layers.py", 14)]
 
 
-def test_c7_stop_on_first_raises_naming_the_line(tmp_path):
+@pytest.mark.parametrize("deferred", ["0", "1"], ids=["read-at-once", "read-later"])
+def test_c7_stop_on_first_raises_naming_the_line(tmp_path, deferred):
     folder = case(tmp_path, "c7_watch_stop_on_first")
-    watched = run(folder, sys.executable, "run.py")
+    watched = run(folder, sys.executable, "run.py", TORCHLINT_TRACE_DEFERRED=deferred)
     assert watched.returncode == 3, watched.stderr
     lines = watched.stdout.splitlines()
     assert [line.split(" loss")[0] for line in lines if line.startswith("step")] == ["step 0", "step 1", "step 2"]

@@ -119,3 +119,87 @@ def test_deferred_checks_are_read_together_in_the_order_they_were_added():
     assert read == [[1.0, 0.0, float("inf")], [float("inf")], [1.5, 7.0]] and deferred.pending == []
     deferred.add([], read.append)  # nothing to read: nothing kept
     assert deferred.pending == []
+
+
+def test_extremes_are_finite_exactly_when_every_entry_is_and_keep_the_dtype():
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        values = torch.tensor([1.0, -2.0, 3.0], dtype=dtype)
+        parts = runtime._extremes(values)
+        assert [p.dtype for p in parts] == [dtype, dtype] and [p.item() for p in parts] == [-2.0, 3.0]
+        for bad, kind in ((float("nan"), "nan"), (float("inf"), "inf"), (float("-inf"), "inf")):
+            spoiled = values.clone()
+            spoiled[1] = bad
+            read = [p.item() for p in runtime._extremes(spoiled)]
+            assert not runtime._all_finite(read) and runtime._any_nan(read) == (kind == "nan")
+    assert runtime._extremes(torch.empty(0)) == []  # nothing to read: an empty tensor is finite
+
+
+@pytest.fixture
+def deferred_checks(checks, monkeypatch):
+    """The watch reading its checks later, as on a GPU."""
+    monkeypatch.setattr(runtime, "_FORCE_DEFERRED", True)
+    return checks
+
+
+def test_read_later_a_gradient_born_in_the_backward_pass_is_named_at_its_forward_line(deferred_checks):
+    started, recorder, _ = deferred_checks
+    x = torch.tensor([0.0, 4.0], requires_grad=True)
+    hidden = x * 2.0
+    root = torch.sqrt(hidden)  # the backward of sqrt at 0 is Inf from a finite gradient
+    line = sys._getframe().f_lineno - 1
+    (root * 3.0).sum().backward()
+    assert recorder.first_nonfinite is None  # nothing is read before the batch is
+    started.deferred.flush()
+    event = recorder.first_nonfinite
+    assert (event["phase"], event["op"], event["kind"], event["line"]) == ("backward", "SqrtBackward0", "inf", line)
+
+
+def test_read_later_a_nonfinite_gradient_a_tensor_hook_returns_is_not_born_in_the_next_node(deferred_checks):
+    """The received gradient of a node is read unless a hooked node of the pass made that very memory: a
+    tensor hook's output is new memory, so the node after it is seen receiving the NaN, not making it."""
+    started, recorder, _ = deferred_checks
+    x = torch.tensor([1.0, 4.0], requires_grad=True)
+    hidden = torch.exp(x)
+    hidden.register_hook(lambda gradient: gradient * float("nan"))
+    (hidden * 3.0).sum().backward()
+    started.deferred.flush()
+    assert recorder.first_nonfinite is None
+    assert torch.isnan(x.grad).all()
+
+
+def test_batches_still_on_their_way_are_read_later_in_order_and_a_flush_waits_for_them(monkeypatch):
+    """As on a GPU, where a batch's copy lands without the program waiting: a batch is handed to its checks
+    only once it has arrived and every batch before it has, and ``flush()`` (a scaler step, the exit) waits."""
+    arrived = set()
+
+    class SlowRead:
+        made = 0
+
+        def __init__(self, flat):
+            self.number, SlowRead.made = SlowRead.made, SlowRead.made + 1
+            self.flat = flat
+
+        def ready(self):
+            return self.number in arrived
+
+        def values(self):
+            return self.flat.tolist()
+
+    monkeypatch.setattr(runtime, "_Read", SlowRead)
+    read = []
+    deferred = runtime.Deferred(every=2)
+
+    def add(*values):
+        for value in values:
+            deferred.add([torch.tensor(value)], read.append)
+
+    add(1.0, 2.0, 3.0, 4.0)
+    assert read == [] and len(deferred.reading) == 2 and deferred.waiting  # two batches on their way
+    arrived.add(1)
+    add(5.0, 6.0)
+    assert read == []  # the second batch has arrived, the first not: nothing is read out of order
+    arrived.add(0)
+    add(7.0, 8.0)
+    assert read == [[1.0], [2.0], [3.0], [4.0]] and len(deferred.reading) == 2
+    deferred.flush()
+    assert read == [[float(v)] for v in range(1, 9)] and not deferred.waiting

@@ -16,18 +16,21 @@ their checks (:class:`SiteChecks`) and starts the watch (:class:`Watch`, a ``Tor
   parameters they changed.  ``--max-steps`` and ``--stop-on-first`` end the run from here.
 
 Checks only read values: a sum, a minimum, a count of entries at the edge, on a detached tensor.  On
-the CPU they are read at once.  On other devices reading a value would wait for the device at every
-op, so the checks stay on the device as small tensors and are read every ``sync_every`` checks and at
-exit (``TORCHLINT_TRACE_DEFERRED=1`` takes that path on the CPU too; the tests use it).
+the CPU they are read at once (a sum; the exact test only when it is not finite).  On other devices
+reading a value would wait for the device at every op, so a check is the tensor's least and greatest
+entry (one reduction in its own dtype, finite exactly when every entry is), kept on the device; every
+``sync_every`` checks they are copied off it without waiting, and read once they have arrived, in order,
+and all at exit (``TORCHLINT_TRACE_DEFERRED=1`` takes that path on the CPU too; the tests use it).
 """
 from __future__ import annotations
 
 import bisect
+import collections
 import math
 import os
 import sys
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Deque, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch.optim.optimizer import (
@@ -170,52 +173,131 @@ class Locator:
 
 
 class Deferred:
-    """Device-side checks waiting to be read: each a few 0-dim float64 tensors and what to do with their values.
-    Nothing is launched per check beyond its own reductions: all the values are gathered by one ``stack`` per
-    device when they are read."""
+    """Device-side checks waiting to be read: each a few 0-dim tensors and what to do with their values.
+    Nothing is launched per check beyond its own reductions: when ``every`` checks wait, their values are
+    gathered by one ``stack`` per dtype and one copy per device.  On a GPU that copy does not wait for the
+    device: it lands in pinned memory, and a batch is read once its copy is done (in the order the checks were
+    added), so the program's queue of kernels never drains for a check.  ``flush()`` waits for every batch."""
 
     def __init__(self, every: int) -> None:
         self.every = max(1, every)
-        self.pending: List[Tuple[List[Tensor], Callable[[List[float]], None]]] = []
+        self.pending: List[Tuple[Sequence[Tensor], Callable[[List[float]], None]]] = []
+        self.reading: Deque[_Batch] = collections.deque()
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self.pending or self.reading)
 
     def add(self, parts: Sequence[Tensor], then: Callable[[List[float]], None]) -> None:
         if not parts:
             return
-        device = parts[0].device
-        kept = []
-        for part in parts:
-            wanted = _sum_dtype(part)
-            kept.append(part if part.dtype == wanted and part.device == device else part.to(device=device, dtype=wanted))
-        self.pending.append((kept, then))
+        self.pending.append((parts, then))
         if len(self.pending) >= self.every:
-            self.flush()
+            self.flush(wait=False)
 
-    def flush(self) -> None:
+    def flush(self, wait: bool = True) -> None:
+        """Start reading what is pending; hand every batch that has arrived (all of them if ``wait``) to its checks."""
         pending, self.pending = self.pending, []
-        by_device: Dict[Any, List[int]] = {}
-        for index, (parts, _) in enumerate(pending):
-            by_device.setdefault(parts[0].device, []).append(index)
-        values: Dict[int, List[float]] = {}
-        for indices in by_device.values():
-            flat = torch.stack([part for i in indices for part in pending[i][0]]).tolist()  # one wait per device
-            offset = 0
-            for i in indices:
-                size = len(pending[i][0])
-                values[i] = flat[offset : offset + size]
-                offset += size
+        if pending:
+            self.reading.append(_Batch(pending))
         stop: Optional[TraceStopped] = None
-        for index, (_, then) in enumerate(pending):
-            try:
-                then(values[index])
-            except TraceStopped as exc:  # every record is updated before the run stops
-                stop = stop or exc
+        while self.reading:
+            batch = self.reading[0]
+            if not (wait or batch.ready() or len(self.reading) > _BATCHES_IN_FLIGHT):
+                break
+            self.reading.popleft()
+            for values, then in zip(batch.values(), batch.checks):
+                try:
+                    then(values)
+                except TraceStopped as exc:  # every record is updated before the run stops
+                    stop = stop or exc
         if stop is not None:
             raise stop
 
 
-def _sum_dtype(tensor: Tensor):
-    """A device sum wide enough not to overflow where the entries are finite (MPS has no float64)."""
-    return torch.float32 if tensor.device.type == "mps" else torch.float64
+# Batches of checks read ahead of the program at most; the oldest is waited for beyond this.
+_BATCHES_IN_FLIGHT = 8
+
+
+class _Batch:
+    """One read of many checks: positions of their parts by device and dtype; parts of one dtype are stacked,
+    widened together (to a dtype that holds every value of the others exactly) and copied off each device."""
+
+    def __init__(self, pending: Sequence[Tuple[Sequence[Tensor], Callable[[List[float]], None]]]) -> None:
+        self.checks = [then for _, then in pending]
+        self.sizes = [len(parts) for parts, _ in pending]
+        groups: Dict[Any, Dict[Any, List[Tuple[int, int]]]] = {}
+        for index, (parts, _) in enumerate(pending):
+            for position, part in enumerate(parts):
+                groups.setdefault(part.device, {}).setdefault(part.dtype, []).append((index, position))
+        self.reads: List[Tuple[List[Tuple[int, int]], _Read]] = []
+        for device, by_dtype in groups.items():
+            wide = _read_dtype(device)
+            stacked = [torch.stack([pending[i][0][j] for i, j in places]).to(wide) for places in by_dtype.values()]
+            places = [place for group in by_dtype.values() for place in group]
+            self.reads.append((places, _Read(stacked[0] if len(stacked) == 1 else torch.cat(stacked))))
+
+    def ready(self) -> bool:
+        return all(read.ready() for _, read in self.reads)
+
+    def values(self) -> List[List[float]]:
+        values = [[0.0] * size for size in self.sizes]
+        for places, read in self.reads:
+            for (i, j), value in zip(places, read.values()):
+                values[i][j] = value
+        return values
+
+
+class _Read:
+    """The values of a 1-D tensor of checks: copied to pinned memory without waiting on a CUDA device (an event
+    tells when they are there), read at once elsewhere."""
+
+    def __init__(self, flat: Tensor) -> None:
+        self.event: Any = None
+        self.host: Any = None
+        if flat.device.type == "cuda":
+            try:
+                self.host = torch.empty(flat.shape, dtype=flat.dtype, pin_memory=True)
+                self.host.copy_(flat, non_blocking=True)
+                self.event = torch.cuda.Event()
+                self.event.record(torch.cuda.current_stream(flat.device))
+                return
+            except RuntimeError:  # no pinned memory to be had: read the values now
+                self.event = None
+        self.host = flat.tolist()
+
+    def ready(self) -> bool:
+        return self.event is None or self.event.query()
+
+    def values(self) -> List[float]:
+        if self.event is not None:
+            self.event.synchronize()
+            self.host, self.event = self.host.tolist(), None
+        return self.host
+
+
+def _read_dtype(device: Any):
+    """The dtype the checks' values are read in on ``device``: it holds every count and every float of a
+    narrower dtype exactly (MPS has no float64)."""
+    return torch.float32 if device.type == "mps" else torch.float64
+
+
+def _extremes(tensor: Tensor) -> List[Tensor]:
+    """The least and the greatest entry as 0-dim tensors of the tensor's own dtype, in one reduction and no
+    copy: both are finite exactly when every entry is (a NaN makes both NaN, an Inf is one of them).  Nothing
+    for an empty tensor, whose entries are all finite."""
+    if tensor.numel() == 0:
+        return []
+    least, greatest = torch.aminmax(tensor.detach())
+    return [least, greatest]
+
+
+def _all_finite(values: Sequence[float]) -> bool:
+    return all(value - value == 0 for value in values)
+
+
+def _any_nan(values: Sequence[float]) -> bool:
+    return any(value != value for value in values)
 
 
 def _deferred_for(tensor: Tensor) -> bool:
@@ -560,8 +642,10 @@ class SiteChecks:
             return
         moment = {**self.recorder.moment(), "phase": "backward"}
         if _deferred_for(made[0]):
-            parts = [g.detach().sum(dtype=_sum_dtype(g)) for g in made + came]
-            self.deferred.add(parts, lambda values: self._gradient_values(record, call, moment, values[: len(made)], values[len(made) :]))
+            made_parts = [part for g in made for part in _extremes(g)]
+            parts = made_parts + [part for g in came for part in _extremes(g)]
+            produced_count = len(made_parts)
+            self.deferred.add(parts, lambda values: self._gradient_values(record, call, moment, values[:produced_count], values[produced_count:]))
             return
         if all(_finite(g.detach().sum().item()) for g in made):
             return
@@ -571,9 +655,9 @@ class SiteChecks:
             self._gradient_found(record, call, moment, _kind_word(nan, inf))
 
     def _gradient_values(self, record: SiteRecord, call: int, moment: Dict[str, int], made: List[float], came: List[float]) -> None:
-        if call in record.nonfinite_calls or all(_finite(s) for s in made) or not all(_finite(s) for s in came):
+        if call in record.nonfinite_calls or _all_finite(made) or not _all_finite(came):
             return
-        self._gradient_found(record, call, moment, "nan" if any(math.isnan(s) for s in made) else "inf")
+        self._gradient_found(record, call, moment, "nan" if _any_nan(made) else "inf")
 
     def _gradient_found(self, record: SiteRecord, call: int, moment: Dict[str, int], kind: str) -> None:
         record.gradient_calls += 1
@@ -611,10 +695,22 @@ class Watch(TorchFunctionMode):
         # skipped the step (see _scaler_step).
         self.scale: Optional[Tensor] = None
         self.pending_overflow: Optional[Dict[str, Any]] = None
+        self.checked_gradients: set = set()  # data pointers of the gradients hooked nodes made in this backward pass
         self.errors = 0
         # Sequence number of each forward output's backward node, and the program's line that made it.
         self.node_numbers: List[int] = []
         self.node_places: List[Tuple[str, int, str]] = []
+
+    def read_before_going_on(self) -> None:
+        """With ``stop_on_first``, the checks still on a device are read (waiting for it) at each backward call
+        and optimizer step: the run stops in the step that made the first non-finite value, not ``sync_every``
+        checks later or never."""
+        if self.plan.stop_on_first and self.deferred.waiting and not self.finishing:
+            with _unwatched():
+                self.deferred.flush()
+            if self.stop_after_backward:  # a gradient's, read after its backward call returned
+                self.recorder.stopped = STOPPED_FIRST_NONFINITE
+                raise TraceStopped(STOPPED_FIRST_NONFINITE)
 
     def _set_checking(self) -> None:
         self.checking = self.watching and not self.in_step
@@ -662,9 +758,7 @@ class Watch(TorchFunctionMode):
             frame = self.locator.user_frame(sys._getframe(2))
             where = None if frame is None else (frame.f_code, frame.f_lineno)
             counts, dtype = self.recorder.counts(), out.dtype
-            self.deferred.add(
-                [out.detach().sum(dtype=_sum_dtype(out))], lambda values: self._forward_values(values, func, where, counts, dtype)
-            )
+            self.deferred.add(_extremes(out), lambda values: self._forward_values(values, func, where, counts, dtype))
         else:
             total = out.detach().sum().item()
             if total - total != 0:
@@ -703,13 +797,13 @@ class Watch(TorchFunctionMode):
         )
 
     def _forward_values(self, values: List[float], func, where, counts: Tuple[int, int], dtype) -> None:
-        if self.recorder.first_nonfinite is None and not _finite(values[0]):
+        if self.recorder.first_nonfinite is None and not _all_finite(values):
             place = self.locator.place_of(*where) if where is not None else {}
             self._found(
                 {
                     "phase": "forward",
                     "op": _op_name(func),
-                    "kind": "nan" if math.isnan(values[0]) else "inf",
+                    "kind": "nan" if _any_nan(values) else "inf",
                     "dtype": str(dtype).replace("torch.", ""),
                     **place,
                     **self.recorder.moment(counts),
@@ -736,12 +830,14 @@ class Watch(TorchFunctionMode):
         if self.stop_at_next_backward:
             self.recorder.stopped = STOPPED_MAX_STEPS
             raise TraceStopped(STOPPED_MAX_STEPS)
+        self.read_before_going_on()  # a value the forward pass made
         self.in_step = False  # a step that raised never reached its post hook
         self._set_checking()
         handles: List[Any] = []
         if self.watching:
             try:
                 self.backward_place = self.locator.place(sys._getframe(1))
+                self.checked_gradients.clear()
                 roots = _roots(func, args, kwargs)
                 self.scale = next((getattr(root, _SCALE_ATTRIBUTE) for root in roots if hasattr(root, _SCALE_ATTRIBUTE)), None)
                 handles = self._hook_graph(roots)
@@ -755,6 +851,7 @@ class Watch(TorchFunctionMode):
                 for handle in handles:
                     handle.remove()  # a later backward through this graph hooks it again
             self.recorder.backward_calls += 1
+        self.read_before_going_on()
         if self.stop_after_backward:
             self.recorder.stopped = STOPPED_FIRST_NONFINITE
             raise TraceStopped(STOPPED_FIRST_NONFINITE)
@@ -832,22 +929,34 @@ class Watch(TorchFunctionMode):
         self._found(event)
 
     def _gradient_deferred(self, grad_inputs, grad_outputs) -> None:
-        made = [g for g in grad_inputs if isinstance(g, Tensor) and g.is_floating_point()]
-        came = [g for g in grad_outputs if isinstance(g, Tensor) and g.is_floating_point()]
+        # A gradient this node received is read unless it is the very memory a hooked node of this pass made:
+        # that one is read already, and the values are read in the order the nodes ran, so the first node
+        # that makes an Inf/NaN still sees finite gradients come in (the root's gradient and what a tensor
+        # hook returns are read here).
+        checked = self.checked_gradients
+        made_parts: List[Tensor] = []
+        for gradient in grad_inputs:
+            if isinstance(gradient, Tensor) and gradient.is_floating_point():
+                made_parts.extend(_extremes(gradient))
+                checked.add(gradient.data_ptr())
+        parts = list(made_parts)
+        for gradient in grad_outputs:
+            if isinstance(gradient, Tensor) and gradient.is_floating_point() and gradient.data_ptr() not in checked:
+                parts.extend(_extremes(gradient))
         node = torch._C._current_autograd_node()
         name, number = (node.name(), node._sequence_nr()) if node is not None else ("backward", None)
         counts = self.recorder.counts()
         scaled = self.scale is not None
-        parts = [g.detach().sum(dtype=_sum_dtype(g)) for g in made + came]
-        self.deferred.add(parts, lambda values: self._gradient_values(values, len(made), name, number, counts, scaled))
+        produced = len(made_parts)
+        self.deferred.add(parts, lambda values: self._gradient_values(values, produced, name, number, counts, scaled))
 
     def _gradient_values(
         self, values: List[float], produced: int, name: str, number: Optional[int], counts: Tuple[int, int], scaled: bool = False
     ) -> None:
         made, came = values[:produced], values[produced:]
-        if self.recorder.first_nonfinite is not None or all(_finite(s) for s in made) or not all(_finite(s) for s in came):
+        if self.recorder.first_nonfinite is not None or _all_finite(made) or not _all_finite(came):
             return
-        kind = "nan" if any(math.isnan(s) for s in made) else "inf"
+        kind = "nan" if _any_nan(made) else "inf"
         event = {"phase": "backward", "op": name, "kind": kind, **self._node_place(number), **self.recorder.moment(counts)}
         if scaled and name not in _SCALE_INDEPENDENT_NODES:
             return self._overflow(event)
@@ -896,7 +1005,7 @@ class Watch(TorchFunctionMode):
         result = step()
         try:
             with _unwatched():
-                if self.deferred.pending:
+                if self.deferred.waiting:
                     self.deferred.flush()  # the step has waited for the device already
                 skipped = scaler.is_enabled() and _scaler_found_inf(scaler, optimizer)
         except TraceStopped:
@@ -965,6 +1074,7 @@ class Watch(TorchFunctionMode):
             if self.watching:
                 with _unwatched():
                     self._check_parameters(optimizer)
+            self.read_before_going_on()
         except TraceStopped:
             raise
         except Exception as exc:
@@ -993,7 +1103,8 @@ class Watch(TorchFunctionMode):
         moment = self.recorder.moment()
         place = self.backward_place or {}
         if _FORCE_DEFERRED or not all(g.is_cpu for g in gradients):
-            parts = [g.detach().sum(dtype=_sum_dtype(g)) for g in gradients]
+            gradients = [g for g in gradients if g.numel()]
+            parts = [part for g in gradients for part in _extremes(g)]
             self.deferred.add(parts, lambda values: self._received_values(values, gradients, place, moment))
             return
         for gradient in gradients:
@@ -1002,9 +1113,10 @@ class Watch(TorchFunctionMode):
                 return self._received("gradient all-reduce", _kind_word(nan, inf), gradient, place, moment)
 
     def _received_values(self, values: List[float], gradients: List[Tensor], place, moment) -> None:
-        for value, gradient in zip(values, gradients):
-            if not _finite(value):
-                return self._received("gradient all-reduce", "nan" if math.isnan(value) else "inf", gradient, place, moment)
+        for index, gradient in enumerate(gradients):
+            pair = values[2 * index : 2 * index + 2]
+            if not _all_finite(pair):
+                return self._received("gradient all-reduce", "nan" if _any_nan(pair) else "inf", gradient, place, moment)
 
     def _received(self, op: str, kind: str, tensor: Tensor, place, moment) -> None:
         event = {"phase": "collective", "op": op, "kind": kind, "dtype": str(tensor.dtype).replace("torch.", ""), "from_other_rank": True}
@@ -1039,7 +1151,8 @@ class Watch(TorchFunctionMode):
         moment["step"] -= 1  # the step that just ended
         name = f"{type(optimizer).__name__}.step"
         if _FORCE_DEFERRED or not all(p.is_cpu for p in parameters):
-            parts = [p.detach().sum(dtype=_sum_dtype(p)) for p in parameters]
+            parameters = [p for p in parameters if p.numel()]
+            parts = [part for p in parameters for part in _extremes(p)]
             self.deferred.add(parts, lambda values: self._parameter_values(values, parameters, name, place, moment))
             return
         for parameter in parameters:
@@ -1054,9 +1167,10 @@ class Watch(TorchFunctionMode):
                 return self._step_found(name, kind, parameter, not (in_nan or in_inf), place, moment)
 
     def _parameter_values(self, values: List[float], parameters: List[Tensor], name: str, place, moment) -> None:
-        for value, parameter in zip(values, parameters):
-            if not _finite(value):
-                return self._step_found(name, "nan" if math.isnan(value) else "inf", parameter, None, place, moment)
+        for index, parameter in enumerate(parameters):
+            pair = values[2 * index : 2 * index + 2]
+            if not _all_finite(pair):
+                return self._step_found(name, "nan" if _any_nan(pair) else "inf", parameter, None, place, moment)
 
     def _step_found(self, name: str, kind: str, parameter: Tensor, born: Optional[bool], place, moment) -> None:
         event = {"phase": "optimizer step", "op": name, "kind": kind, "dtype": str(parameter.dtype).replace("torch.", ""), **(place or {}), **moment}
