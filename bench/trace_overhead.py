@@ -307,8 +307,8 @@ def write_programs(folder: Path) -> Dict[str, Path]:
     return scripts
 
 
-def measure(config: Config, script: Path, rounds: int, steps: int, baseline: Optional[Dict[str, str]] = None) -> str:
-    modes = MODES + ((BASELINE,) if baseline else ())
+def measure(config: Config, script: Path, rounds: int, steps: int, baseline: Optional[Dict[str, str]] = None, modes=MODES) -> str:
+    modes = tuple(modes) + ((BASELINE,) if baseline else ())
     tree = Path(baseline["tree"]) if baseline else None
     runs: Dict[str, List[Dict[str, float]]] = {mode: [] for mode in modes}
     for round_number in range(rounds):
@@ -354,6 +354,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=None, help="timed steps (default: 200 for the MLP, 20 for the transformer on the CPU, 30 on a GPU)")
     parser.add_argument("--plant-check", action="store_true", help="also trace the transformer with a planted 0/0, on each config's device")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--modes", nargs="+", choices=MODES, default=list(MODES), help="the modes to run (plain always runs)")
     parser.add_argument("--baseline-tree", type=Path, help="also trace with the torchlint package of this folder (an earlier tree)")
     parser.add_argument("--baseline-label", default="an earlier tree", help="what --baseline-tree holds, for the table (a commit)")
     args = parser.parse_args()
@@ -363,7 +364,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="trace-overhead-") as folder:
         scripts = write_programs(Path(folder))
         for config in args.config:
-            sections.append(measure(config, scripts[config.program], args.rounds, args.steps or default_steps(config), baseline))
+            modes = ["plain"] + [mode for mode in MODES[1:] if mode in args.modes]
+            sections.append(measure(config, scripts[config.program], args.rounds, args.steps or default_steps(config), baseline, modes))
         if args.plant_check:
             checks = [planted(scripts["transformer"], config) for config in args.config if config.program == "transformer"]
             sections.append("\n".join(["## A planted 0/0", "", *checks, ""]))
@@ -387,6 +389,7 @@ def header(args: argparse.Namespace) -> str:
             (
                 f"`python bench/trace_overhead.py --config {configs} --rounds {args.rounds}{f' --steps {args.steps}' if args.steps else ''}"
                 f"{' --plant-check' if args.plant_check else ''}"
+                f"{' --modes ' + ' '.join(args.modes) if list(args.modes) != list(MODES) else ''}"
                 f"{f' --baseline-tree DIR --baseline-label {args.baseline_label}' if args.baseline_tree else ''}`: the modes interleaved, {args.rounds} rounds, medians. "
                 "Loop = the timed steps inside the program (on the CPU its CPU time, the steadier figure on a shared "
                 "machine; on a GPU wall time between synchronizations); per round = the median over rounds of each "
