@@ -85,7 +85,7 @@ from __future__ import annotations
 
 import re
 import weakref
-from typing import TYPE_CHECKING, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
+from typing import TYPE_CHECKING, AbstractSet, Callable, Dict, FrozenSet, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 import libcst as cst
 
@@ -199,23 +199,78 @@ class FunctionFlow(FunctionWalk):
 
     def _trained_parameter(self, name: str) -> bool:
         """The one parameter called in a body that back-propagates and steps an optimizer (never rebound):
-        what the step trains has to run somewhere, and the only callable handed in is where it can.  With
-        two called (a model and a frozen teacher) nothing tells which one is trained."""
+        what the step trains has to run somewhere, and the only callable handed in is where it can.  A
+        parameter whose call makes what is back-propagated (``loss = criterion(model(x), y)``) computes the
+        loss from the module's output and is not counted.  With two left (a model and a frozen teacher)
+        nothing tells which one is trained."""
         return name == self._only_called_parameter()
 
     def _only_called_parameter(self) -> Optional[str]:
         def compute() -> Optional[str]:
             if not self.step_calls or not any(b.kind == "backward" for b in self.backward_calls):
                 return None
-            parameters = self._parameter_names()
-            called = {
-                call.func.value
-                for call in self.calls
-                if isinstance(call.func, cst.Name) and call.func.value in parameters and not self.bindings.get(call.func.value)
-            }
+            called = set(self._called_parameters())
+            if len(called) > 1:
+                called -= self._parameters_making_the_loss()
             return next(iter(called)) if len(called) == 1 else None
 
         return self.context.memoized("gradflow.only-called-parameter", self.function, lambda _: compute())
+
+    def _called_parameters(self) -> FrozenSet[str]:
+        """The function's parameters (never rebound in it) that it calls."""
+        parameters = {name for name in self._parameter_names() if not self.bindings.get(name)}
+        return frozenset(call.func.value for call in self.calls if isinstance(call.func, cst.Name) and call.func.value in parameters)
+
+    def _parameters_making_the_loss(self) -> FrozenSet[str]:
+        """Called parameters that compute what a backward call differentiates from another called
+        parameter's output (``loss = criterion(model(x), y)``, or ``out = model(x)`` then
+        ``criterion(out, y)``): the outermost call of a parameter in the differentiated value, or in a value
+        bound to that name in this body, every call of which holds such an output among its arguments.
+        What they return is back-propagated, so it carries what they are given."""
+
+        def calls_of(node: cst.CSTNode, names: AbstractSet[str]) -> Iterator[cst.Call]:
+            """The outermost calls of ``names`` in ``node``."""
+            stack = [node]
+            while stack:
+                current = stack.pop()
+                if isinstance(current, cst.Call) and isinstance(current.func, cst.Name) and current.func.value in names:
+                    yield current
+                    continue
+                stack.extend(child for child in current.children if isinstance(child, cst.CSTNode))
+
+        def bound_values(name: str) -> List[cst.BaseExpression]:
+            return [b.value for b in self.bindings.get(name, ()) if b.value is not None]
+
+        def takes_an_output_of(call: cst.Call, others: AbstractSet[str]) -> bool:
+            for arg in call.args:
+                if any(True for _ in calls_of(arg.value, others)):
+                    return True
+                names = [arg.value] if isinstance(arg.value, cst.Name) else []
+                if any(any(True for _ in calls_of(value, others)) for name in names for value in bound_values(name.value)):
+                    return True
+            return False
+
+        def compute() -> FrozenSet[str]:
+            called = self._called_parameters()
+            candidates: Set[str] = set()
+            for backward in self.backward_calls:
+                values = [backward.tensor]
+                if isinstance(backward.tensor, cst.Name):
+                    values += bound_values(backward.tensor.value)
+                for value in values:
+                    candidates.update(call.func.value for call in calls_of(value, called))
+            # A module is also called on data alone (a discriminator on the real samples); a loss never is.
+            return frozenset(
+                name
+                for name in candidates
+                if all(
+                    takes_an_output_of(call, called - {name})
+                    for call in self.calls
+                    if isinstance(call.func, cst.Name) and call.func.value == name
+                )
+            )
+
+        return self.context.memoized("gradflow.loss-making-parameters", self.function, lambda _: compute())
 
     def is_forward_pass(self, call: cst.Call) -> bool:
         """A module call, or a method of a module that computes with its parameters (``D.compute_loss(x)``)."""
@@ -642,7 +697,7 @@ class FunctionFlow(FunctionWalk):
                 return False
             if func.value in VALUE_PASSING_BUILTINS and self.context.qualified_name(func) is None:
                 return any_arg()  # ``sum(losses)``, ``sorted(scores)``
-            if looks_like_loss(func.value):
+            if looks_like_loss(func.value) or func.value in self._parameters_making_the_loss():
                 return any_arg()
             if origin is not None:
                 helper = self._own_function(func.value)
