@@ -8,6 +8,7 @@ from torchlint.analysis.api.api_drift import (
     MASK_METHODS,
     UINT8_MASK_DEPRECATED_SINCE,
     UINT8_MASK_RAISES_ON,
+    VARIABLE_CLASSES,
     effective_target,
     version_text,
 )
@@ -162,6 +163,9 @@ class Uint8Mask(Rule):
         qualified = self.context.qualified_name(func)
         if qualified in _BYTE_TENSORS:
             return (None, None)  # torch.ByteTensor(data): no inline rewrite
+        if qualified in VARIABLE_CLASSES and node.args and node.args[0].keyword is None:
+            # ``Variable(mask)`` wraps the very tensor: its dtype stays, and the rewrite goes inside
+            return self._uint8_conversion(node.args[0].value, ancestors, depth + 1)
         dtype = keyword_arg(node, "dtype")
         if qualified is not None and qualified.startswith("torch.") and dtype is not None:
             if self.context.qualified_name(dtype.value) in _UINT8_NAMES:
