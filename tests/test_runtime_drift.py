@@ -1673,3 +1673,43 @@ def test_tl602_a_scheduler_stepped_with_its_epoch_warns_and_a_plateau_scheduler_
     result = engine.fix_text(source, SNIPPET_PATH, settings("TL602", None), unsafe=True)
     assert result.applied == 0 and result.text == source  # no fix: step() counts from the scheduler's own epoch
     assert [f.location.line for f in result.result.findings] == [9, 18, 27]
+
+
+# -- TL602 Module.register_backward_hook -------------------------------------------------------------------------
+
+
+def test_tl602_a_non_full_backward_hook_warns_on_a_module_of_several_nodes_and_a_full_hook_does_not():
+    """Documented deprecated on 2.13; on a Sequential (several autograd nodes) torch warns at backward and the
+    hook sees the last node's gradients only. The full hook receives the module's input gradient, silently."""
+    assert "deprecated" in torch.nn.Module.register_backward_hook.__doc__
+    block = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU())
+    seen = []
+    block.register_backward_hook(lambda module, grad_in, grad_out: seen.append([g.shape for g in grad_in if g is not None]))
+    x = torch.randn(2, 3, requires_grad=True)
+    _, caught = quietly(lambda: block(x).sum().backward())
+    assert any("non-full backward hook" in w for w in caught)
+    assert seen == [[torch.Size([2, 5])]]  # the ReLU node's input gradient, not the module's input (2, 3)
+    full = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.ReLU())
+    inputs = []
+    full.register_full_backward_hook(lambda module, grad_in, grad_out: inputs.append(grad_in[0]))
+    _, caught = quietly(lambda: full(x).sum().backward())
+    assert not any("backward hook" in w for w in caught) and inputs[0].shape == x.shape
+    source = (FIXTURES / "TL602" / "checker" / "bad_backward_hook.py").read_text(encoding="utf-8")
+    result = engine.fix_text(source, SNIPPET_PATH, settings("TL602", None), unsafe=True)
+    assert result.applied == 0 and result.text == source  # no fix: a full hook's gradients differ
+    assert [f.location.line for f in result.result.findings] == [11, 21]
+
+
+# -- TL601 add_module with a dotted name -------------------------------------------------------------------------
+
+
+def test_tl601_a_dotted_module_name_raises_and_the_fixture_lines_are_the_ones_reported():
+    with pytest.raises(KeyError, match="module name can.*contain"):
+        torch.nn.Sequential().add_module("norm.1", torch.nn.ReLU())
+    layers = torch.nn.Sequential()
+    layers.add_module("norm1", torch.nn.ReLU())  # the name without the dot is a key like any other
+    assert list(layers.state_dict()) == [] and list(dict(layers.named_children())) == ["norm1"]
+    source = (FIXTURES / "TL601" / "checker" / "bad_dotted_module_name.py").read_text(encoding="utf-8")
+    result = engine.fix_text(source, SNIPPET_PATH, settings("TL601", None), unsafe=True)
+    assert result.applied == 0 and result.text == source  # no fix: the name is the layer's state_dict key
+    assert [f.location.line for f in result.result.findings] == [9, 10, 15]

@@ -502,6 +502,17 @@ ELEMENTWISE_KEEPS_STRIDES_SINCE: Version = (1, 7)
 # collected the 1-element losses of 0.3 in a list and concatenated them; ``torch.stack`` gives the same vector.
 ZERO_DIM_CAT_RAISES_SINCE: Version = (0, 4)
 
+# ``module.add_module("norm.1", layer)``: a name holding "." raises KeyError since torch 0.4 ("module name can't
+# contain \".\"", pytorch/pytorch#6639: dotted names could overwrite each other in a state_dict); torchvision's
+# own DenseNet used such names until then, and the code copied from it still does.
+DOTTED_MODULE_NAME_REFUSED_SINCE: Version = (0, 4)
+
+# ``module.register_backward_hook(hook)``: deprecated in torch's documentation since 1.8, when
+# ``register_full_backward_hook`` came; on a module whose forward runs several autograd nodes the hook sees the
+# last node's gradients only, and torch warns ("Using a non-full backward hook when the forward contains multiple
+# autograd Nodes is deprecated"; measured on 2.13).  nn.Module is the only torch class with this method.
+NON_FULL_BACKWARD_HOOK_DEPRECATED_SINCE: Version = (1, 8)
+
 # ``scheduler.step(epoch)``: an LR scheduler's ``step`` warns of its epoch argument since torch 1.4 ("The epoch
 # parameter in `scheduler.step()` was not necessary and is being deprecated"; measured on 2.13).
 # ReduceLROnPlateau's ``step(metrics)`` takes a value on purpose; the composite schedulers take none at all.

@@ -292,6 +292,36 @@ def defines_a_backward_method(context: "FileContext") -> bool:
     return project.fact("flow.defines-backward-method", compute)
 
 
+def defines_a_method(context: "FileContext", name: str) -> bool:
+    """Whether a class of the project (of the file, when it is checked on its own) defines a method ``name``:
+    then ``x.name(...)`` may call that method rather than torch's of the same name.  Read once per run."""
+
+    def in_facts(facts) -> bool:
+        return any(
+            isinstance(member, (ast.FunctionDef, ast.AsyncFunctionDef)) and member.name == name
+            for node in ast.walk(facts.tree)
+            if isinstance(node, ast.ClassDef)
+            for member in node.body
+        )
+
+    project = getattr(context, "project", None)
+    if project is None:
+        facts = file_facts(context)
+        return facts is not None and context.memoized(f"flow.defines-method.{name}", context.module, lambda _: in_facts(facts))
+
+    def compute() -> bool:
+        definition = f"def {name}".encode()
+        for module in sorted(project.module_paths()):
+            if definition not in project.module_bytes(module):
+                continue  # a cost gate: the definition is what is looked for
+            facts = project.module_facts(module)
+            if facts is not None and in_facts(facts):
+                return True
+        return False
+
+    return project.fact(f"flow.defines-method.{name}", compute)
+
+
 def _defines_backward(facts) -> bool:
     for node in ast.walk(facts.tree):
         if not isinstance(node, ast.ClassDef):

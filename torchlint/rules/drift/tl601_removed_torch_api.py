@@ -4,8 +4,10 @@ import re
 
 import libcst as cst
 
-from torchlint.analysis.api.api_drift import Status
-from torchlint.rule import Applicability, FixSpec, Replacement
+from torchlint.analysis.api.api_drift import DOTTED_MODULE_NAME_REFUSED_SINCE, Status, version_text
+from torchlint.analysis.flow.module_evidence import defines_a_method
+from torchlint.analysis.model.calls import argument
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import ApiUseRule, api_use_regions
 from torchlint.source import LEGACY_ASYNC_STAND_IN
 
@@ -115,6 +117,14 @@ class RemovedTorchApi(ApiUseRule):
     nothing that does not parse. flake8 reports such a file as E999 and runs
     no plugin on it: `torchlint check --fix` renames the keywords once.
 
+    Also flagged, at `medium` until a validation draw reads it:
+    `module.add_module("norm.1", layer)`, a literal module name holding "."
+    (the layout of torchvision's DenseNet before torch 0.4, copied into many
+    repositories), which raises `KeyError: module name can't contain "."`
+    since torch 0.4; not when a class of the project defines an `add_module`
+    of its own. No fix: the name is the layer's key in every state_dict the
+    code saves or loads, so the new name is the user's choice.
+
     Not seen: keywords a torch API dropped (TL405 flags keywords the newest
     torch rejects), APIs reached through `getattr` or a name rebound by
     assignment, and methods of values not known to be tensors.
@@ -129,10 +139,37 @@ class RemovedTorchApi(ApiUseRule):
 
     @classmethod
     def prepass(cls, scan):
-        wanted = api_use_regions(scan, cls.known)
+        wanted = frozenset(api_use_regions(scan, cls.known)) | scan.regions_where(lambda region: "add_module" in region.attributes)
         if LEGACY_ASYNC_STAND_IN in scan.source:
             wanted = frozenset(wanted) | scan.regions_whose_text_matches(_STAND_IN)
         return wanted or None
+
+    def visit_Call(self, node: cst.Call) -> None:
+        super().visit_Call(node)
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "add_module":
+            self._dotted_module_name(node)
+
+    def _dotted_module_name(self, node: cst.Call) -> None:
+        """``self.add_module("norm.1", layer)``: a literal name holding "." (nn.Module is torch's only class with the
+        method; a class of the project may define its own). No fix: the name is the layer's key in every
+        state_dict, so renaming it is the user's choice, with the checkpoints' keys."""
+        if self.context.qualified_name(node.func) is not None or self.target < DOTTED_MODULE_NAME_REFUSED_SINCE:
+            return
+        name = argument(node, 0, "name")
+        if name is None or not isinstance(name.value, cst.SimpleString):
+            return
+        text = name.value.evaluated_value
+        if not isinstance(text, str) or "." not in text or defines_a_method(self.context, "add_module") or self.guarded():
+            return
+        self.report(
+            name.value,
+            f"`add_module({name.value.value}, ...)`: a module name holding \".\" raises KeyError since torch "
+            f"{version_text(DOTTED_MODULE_NAME_REFUSED_SINCE)} (dotted names would collide in the state_dict); rename it",
+            None,
+            # Certain from the code (the runtime test shows the error), but no validation draw has read one blind
+            # yet: below the default level until one has.
+            confidence=Confidence.MEDIUM,
+        )
 
     def visit_Param(self, node: cst.Param) -> None:
         """``def load(self, async=False)``: a parameter of that name does not parse either; no fix (its callers

@@ -7,6 +7,7 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import (
     LEGACY_REDUCTION_KEYWORDS,
+    NON_FULL_BACKWARD_HOOK_DEPRECATED_SINCE,
     SAVED_VARIABLES_DEPRECATED_SINCE,
     SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE,
     SCHEDULERS_STEPPED_WITH_AN_ARGUMENT,
@@ -28,6 +29,7 @@ from torchlint.analysis.api.api_table import (
 from torchlint.analysis.model.calls import NOT_A_LITERAL, has_star_args, keyword_arg, literal_value, without_args
 from torchlint.analysis.api.signatures import public_name
 from torchlint.analysis.model.autograd_functions import context_parameter
+from torchlint.analysis.flow.module_evidence import defines_a_method
 from torchlint.analysis.model.ops import module_constructor
 from torchlint.analysis.values.fused import as_receiver
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
@@ -85,6 +87,12 @@ class DeprecatedTorchApi(ApiUseRule):
     - `ctx.saved_variables` in a method of a class deriving from
       `torch.autograd.Function` (a `DeprecationWarning` since torch 1.0;
       `ctx.saved_tensors` returns the same tensors);
+    - `module.register_backward_hook(hook)` (deprecated since torch 1.8 in
+      favour of `register_full_backward_hook`; on a module whose forward runs
+      several autograd nodes the hook sees only the last node's gradients and
+      torch warns), unless a class of the project defines a method of that
+      name (nn.Module is torch's only class with it); at `medium` until a
+      validation draw reads it;
     - `torch.autograd.Variable(x)` (deprecated in torch's documentation, at
       `low`: it does not warn). It is no longer a wrapper that autograd needs:
       it returns a detached alias of `x`, so gradients stop there
@@ -184,6 +192,11 @@ class DeprecatedTorchApi(ApiUseRule):
       renamed is renamed when the target takes the new name
       (`nn.Hardtanh(min_value=...)` to `min_val=`).
 
+    No fix for `register_backward_hook`: the full hook receives the gradients
+    of the module's inputs and outputs, which is usually what was wanted but
+    not what the old hook computed, and it refuses a module whose forward
+    changes its inputs in place.
+
     Unsafe: `torch.range(start, end, step)` becomes `torch.arange(start,
     end + step, step, dtype=torch.get_default_dtype())` (range includes its
     end and always returns the default float dtype); that is exact when
@@ -244,7 +257,7 @@ class DeprecatedTorchApi(ApiUseRule):
         return (
             api_use_regions(scan, cls.known)
             | scan.regions_where(passes_deprecated_keyword)
-            | scan.regions_where(lambda region: "saved_variables" in region.attributes)
+            | scan.regions_where(lambda region: not region.attributes.isdisjoint({"saved_variables", _NON_FULL_HOOK}))
             | scan.regions_calling_qualified(VARIABLE_CLASSES)
             | (scan.regions_whose_text_matches(_STEP_WITH_ARGUMENT) if "lr_scheduler" in scan.source else frozenset())
         ) or None
@@ -272,6 +285,9 @@ class DeprecatedTorchApi(ApiUseRule):
             return
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "step" and node.args:
             self._scheduler_step_with_epoch(node)
+            return
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == _NON_FULL_HOOK:
+            self._non_full_backward_hook(node)
             return
         if not any(arg.keyword is not None for arg in node.args):
             return
@@ -312,6 +328,26 @@ class DeprecatedTorchApi(ApiUseRule):
             f"`{built.rsplit('.', 1)[1]}.step(epoch)` warns on every call since torch "
             f"{version_text(SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE)} (the epoch argument is deprecated): call `step()` "
             f"once per epoch and let the scheduler count",
+            None,
+            # Certain from the code (the runtime test shows the warning), but no validation draw has read one
+            # blind yet: below the default level until one has.
+            confidence=Confidence.MEDIUM,
+        )
+
+    def _non_full_backward_hook(self, node: cst.Call) -> None:
+        """``module.register_backward_hook(hook)``: nn.Module is torch's only class with the method, so any receiver
+        is one, unless a class of the project defines a method of that name. No fix: a full hook receives the
+        gradients of the module's inputs, not of its last autograd node, and refuses modules whose forward
+        changes its inputs in place."""
+        if self.context.qualified_name(node.func) is not None or self.target < NON_FULL_BACKWARD_HOOK_DEPRECATED_SINCE:
+            return
+        if defines_a_method(self.context, _NON_FULL_HOOK) or self.guarded():
+            return
+        self.report(
+            node,
+            f"`register_backward_hook` is deprecated since torch {version_text(NON_FULL_BACKWARD_HOOK_DEPRECATED_SINCE)}: "
+            "on a module whose forward runs several autograd nodes the hook sees only the last node's gradients, and "
+            "torch warns; use `register_full_backward_hook`",
             None,
             # Certain from the code (the runtime test shows the warning), but no validation draw has read one
             # blind yet: below the default level until one has.
@@ -380,4 +416,6 @@ def _keyword_message(api: str, keyword: str, since, warns, note: KeywordDeprecat
 
 
 # ``.step(`` with an argument: a scheduler stepped with its epoch (the visit decides).
+# nn.Module's method whose hook sees one autograd node's gradients (its replacement is register_full_backward_hook).
+_NON_FULL_HOOK = "register_backward_hook"
 _STEP_WITH_ARGUMENT = re.compile(r"\.\s*step\s*\(\s*[^)\s]")
