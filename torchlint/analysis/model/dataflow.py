@@ -425,6 +425,19 @@ class Definition:
         return not any(touches(node, roots) for node in self.between)
 
 
+def path_to(root: cst.CSTNode, target: cst.CSTNode) -> Optional[Tuple[cst.CSTNode, ...]]:
+    """The nodes from ``root`` down to ``target``, outermost first, ending with ``target`` (the ``ancestors`` of a
+    node inside it); None when ``target`` is not in ``root``.  A walk of the tree: for the rare question about a
+    node the engine's visit is not at."""
+    stack: List[Tuple[cst.CSTNode, Tuple[cst.CSTNode, ...]]] = [(root, (root,))]
+    while stack:
+        node, path = stack.pop()
+        if node is target:
+            return path
+        stack.extend((child, path + (child,)) for child in reversed(node.children))
+    return None
+
+
 def reaching_definition(ancestors: Sequence[cst.CSTNode], name: str) -> Optional[Definition]:
     """The plain assignment that gives ``name`` its value at a use below ``ancestors`` (the nodes enclosing
     the use, outermost first: the engine's ``context.ancestors``), or None when anything is uncertain.

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import libcst as cst
 
@@ -14,7 +14,7 @@ from torchlint.analysis.api.api_drift import (
 )
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.flow.callers import arguments_from_callers
-from torchlint.analysis.model.dataflow import reaching_definition
+from torchlint.analysis.model.dataflow import bindings, path_to, reaching_definition
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.kinds import value_kind
@@ -41,7 +41,10 @@ class Uint8Mask(Rule):
     makes it so in the same function: `.byte()`, `.type(torch.uint8)`,
     `.type(torch.ByteTensor)`, `.to(torch.uint8)`, a torch factory called with
     `dtype=torch.uint8`, `torch.ByteTensor(...)`, possibly followed by shape
-    steps (`.unsqueeze(1)`, `.expand_as(x)`) or indexing (`mask[t]`).
+    steps (`.unsqueeze(1)`, `.expand_as(x)`), moves (`.cuda()`), a
+    `Variable(...)` around it, or indexing (`mask[t]`), on every path that
+    reaches the use (`if prob.is_cuda: mask = mask.cuda()` keeps it `uint8`;
+    a branch that makes it `bool` does not).
 
     ## Why is this bad?
     Since torch 1.2 masks are `bool` and a `uint8` mask is deprecated. On
@@ -146,6 +149,11 @@ class Uint8Mask(Rule):
             return None
         if isinstance(node, cst.Name):
             definition = reaching_definition(ancestors, node.value)
+            joined = self._joined_assignments(ancestors, node.value) if definition is None else None
+            if joined:
+                # Branches joined (``m = m.byte()``, then ``if cuda: m = m.cuda()``): uint8 when every value is
+                both = all(self._uint8_conversion(value, where, depth + 1) is not None for value, where in joined)
+                return (None, None) if both else None
             if definition is None:
                 # A parameter: uint8 when every caller in the file passes a uint8 mask.
                 passed = arguments_from_callers(self.context, ancestors, node.value)
@@ -189,6 +197,22 @@ class Uint8Mask(Rule):
         elif method not in _DTYPE_KEEPING:
             return None
         return self._uint8_conversion(func.value, ancestors, depth + 1)
+
+    def _joined_assignments(self, ancestors, name: str) -> Optional[List[Tuple[cst.BaseExpression, Tuple[cst.CSTNode, ...]]]]:
+        """The values of the plain assignments of ``name`` that may reach the use, with the nodes enclosing each, when
+        nothing else binds it (a parameter, an unpacking, an update); else None.  Asked where the strict
+        :func:`reaching_definition` (made for fixes) answers None: branches joined, or a use inside a compound
+        statement that rebinds the name; a dtype is the same question on every path."""
+        reaching = [binding for binding in bindings(site_of(ancestors), name) if binding.kind != "masked"]
+        if not reaching or any(binding.kind not in ("assign", "conditional") or binding.value is None for binding in reaching):
+            return None
+        found = []
+        for binding in reaching:
+            path = path_to(self.context.module, binding.value)
+            if path is None:
+                return None
+            found.append((binding.value, path))
+        return found
 
     def _bool_dtype(self, node: cst.BaseExpression) -> cst.BaseExpression:
         if isinstance(node, cst.Attribute):
