@@ -1283,6 +1283,11 @@ def test_tl613_uint8_masks_raise_and_bool_masks_select_the_same_elements():
     assert torch.equal(inverted, 1 - pad.byte())  # the variable kept its dtype: its other uses mean what they meant
     _, warned = quietly(lambda: scores[(scores > 1).byte()])
     assert any("indexing with dtype torch.uint8 is now deprecated" in w for w in warned)
+    # The mask joined from two paths (moved to the GPU or not): the fix at the use selects what uint8 meant.
+    prob, target = torch.rand(4, 3, generator=generator), torch.tensor([2, 0, 1, 2])
+    with pytest.raises(RuntimeError, match="masked_select"):
+        run(source)["select_on_either_device"](prob, target)
+    assert torch.equal(run(after)["select_on_either_device"](prob, target), prob[torch.arange(4), target])
 
 
 def test_tl613_a_uint8_condition_of_where_warns_and_the_bool_one_selects_the_same_values():

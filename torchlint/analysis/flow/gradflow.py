@@ -242,11 +242,10 @@ class FunctionFlow(FunctionWalk):
             return [b.value for b in self.bindings.get(name, ()) if b.value is not None]
 
         def takes_an_output_of(call: cst.Call, others: AbstractSet[str]) -> bool:
+            """An argument holds a call of ``others``, or is a name bound in the body to a value that does."""
             for arg in call.args:
-                if any(True for _ in calls_of(arg.value, others)):
-                    return True
-                names = [arg.value] if isinstance(arg.value, cst.Name) else []
-                if any(any(True for _ in calls_of(value, others)) for name in names for value in bound_values(name.value)):
+                values = [arg.value] + (bound_values(arg.value.value) if isinstance(arg.value, cst.Name) else [])
+                if any(next(calls_of(value, others), None) is not None for value in values):
                     return True
             return False
 

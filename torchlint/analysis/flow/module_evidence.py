@@ -7,7 +7,7 @@ import ast
 import re
 import weakref
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Dict, FrozenSet, Optional, Set
+from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Optional, Set
 
 import libcst as cst
 
@@ -275,21 +275,7 @@ def defines_a_backward_method(context: "FileContext") -> bool:
     ``Function`` defines a ``backward`` method taking an argument (``def backward(self, y)``: a normalising
     flow's inverse).  Then ``flow.backward(z)`` calls that method, which frees no graph; a ``Tensor.backward`` call
     of the same shape cannot be told from it by the call alone.  Read once per run (per file without a project)."""
-    project = getattr(context, "project", None)
-    if project is None:
-        facts = file_facts(context)
-        return facts is not None and context.memoized("flow.defines-backward-method", context.module, lambda _: _defines_backward(facts))
-
-    def compute() -> bool:
-        for module in sorted(project.module_paths()):
-            if b"def backward" not in project.module_bytes(module):
-                continue  # a cost gate: the definition is what is looked for
-            facts = project.module_facts(module)
-            if facts is not None and _defines_backward(facts):
-                return True
-        return False
-
-    return project.fact("flow.defines-backward-method", compute)
+    return _some_module_holds(context, "flow.defines-backward-method", b"def backward", _defines_backward)
 
 
 def defines_a_method(context: "FileContext", name: str) -> bool:
@@ -304,22 +290,27 @@ def defines_a_method(context: "FileContext", name: str) -> bool:
             for member in node.body
         )
 
+    return _some_module_holds(context, f"flow.defines-method.{name}", f"def {name}".encode(), in_facts)
+
+
+def _some_module_holds(context: "FileContext", key: str, definition: bytes, holds: Callable[[Any], bool]) -> bool:
+    """Whether ``holds`` is true of a module of the project (of the file, without one), asked only of the modules
+    whose text holds ``definition`` (a cost gate: the definition is what is looked for); once per run."""
     project = getattr(context, "project", None)
     if project is None:
         facts = file_facts(context)
-        return facts is not None and context.memoized(f"flow.defines-method.{name}", context.module, lambda _: in_facts(facts))
+        return facts is not None and context.memoized(key, context.module, lambda _: holds(facts))
 
     def compute() -> bool:
-        definition = f"def {name}".encode()
         for module in sorted(project.module_paths()):
             if definition not in project.module_bytes(module):
-                continue  # a cost gate: the definition is what is looked for
+                continue
             facts = project.module_facts(module)
-            if facts is not None and in_facts(facts):
+            if facts is not None and holds(facts):
                 return True
         return False
 
-    return project.fact(f"flow.defines-method.{name}", compute)
+    return project.fact(key, compute)
 
 
 def _defines_backward(facts) -> bool:

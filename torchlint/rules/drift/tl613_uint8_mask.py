@@ -18,7 +18,7 @@ from torchlint.analysis.model.dataflow import bindings, path_to, reaching_defini
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.values.kinds import value_kind
-from torchlint.rule import Applicability, FixSpec, Replacement, Rule
+from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 MAX_DEPTH = 8
 # Methods that keep their receiver's dtype (shape steps, moves between devices).
@@ -125,6 +125,7 @@ class Uint8Mask(Rule):
         self._judge(node.slice[0].slice.value, "indexing", raises=number)
 
     def _judge(self, mask: cst.BaseExpression, where: str, raises: bool, since: bool = True) -> None:
+        self._through_joined_paths = False
         found = self._uint8_conversion(mask, self.context.ancestors, 0)
         if found is None:
             return
@@ -138,7 +139,15 @@ class Uint8Mask(Rule):
             effect = f"is deprecated since torch {version_text(UINT8_MASK_DEPRECATED_SINCE)} (warns)"
         else:
             effect = "is deprecated (torch warns that it will be removed)"
-        self.report(mask, f"a uint8 mask in {where} {effect}: use a bool mask", self._fix(mask, found) if inline else self._use_site_fix(mask))
+        # Read through joined paths: a form no validation draw has read blind yet, shown below the default level.
+        joined = self._through_joined_paths
+        self.report(
+            mask,
+            f"a uint8 mask in {where} {effect}: use a bool mask",
+            self._fix(mask, found) if inline else self._use_site_fix(mask),
+            confidence=Confidence.MEDIUM if joined else None,
+            unmeasured=joined,
+        )
 
     def _uint8_conversion(
         self, node: cst.BaseExpression, ancestors, depth: int
@@ -153,6 +162,7 @@ class Uint8Mask(Rule):
             if joined:
                 # Branches joined (``m = m.byte()``, then ``if cuda: m = m.cuda()``): uint8 when every value is
                 both = all(self._uint8_conversion(value, where, depth + 1) is not None for value, where in joined)
+                self._through_joined_paths = self._through_joined_paths or both
                 return (None, None) if both else None
             if definition is None:
                 # A parameter: uint8 when every caller in the file passes a uint8 mask.
