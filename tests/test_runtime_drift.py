@@ -1541,6 +1541,25 @@ def test_tl616_python2_sizes_raise_and_the_floor_division_builds_and_runs_the_bl
     assert block.conv(x).shape == (2, 4, 5, 5)  # padding 1 keeps the size, as the author meant
 
 
+def test_tl616_an_integer_tensor_divided_with_slash_cannot_index_and_the_truncating_div_indexes_as_before_1_5():
+    """Each flagged line of the checker fixture raises; the fix's ``div(..., rounding_mode="trunc")`` is the
+    truncating division ``/`` computed on integer tensors before torch 1.5, and it indexes."""
+    bad = (FIXTURES / "TL616" / "checker" / "bad_integer_tensor_division_as_index.py").read_text(encoding="utf-8")
+    with pytest.raises(IndexError, match="tensors used as indices must be long"):
+        run(bad)
+    source = (FIXTURES / "TL616" / "fix" / "integer_tensor_division_as_index.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL616")
+    assert after == (FIXTURES / "TL616" / "fix" / "integer_tensor_division_as_index.out.py").read_text(encoding="utf-8")
+    scores, hidden = torch.randn(3, 6, generator=torch.Generator().manual_seed(0)), torch.randn(18, 5)
+    with pytest.raises(IndexError):
+        run(source)["reorder"](scores, hidden, 6)
+    reordered, words = run(after)["reorder"](scores, hidden, 6)
+    best_ids = scores.view(-1).topk(4)[1]
+    beams = torch.tensor([int(i) // 6 for i in best_ids.tolist()])  # integer division, as Python 2 and torch 1.4 did
+    assert torch.equal(reordered, hidden[beams]) and torch.equal(words, best_ids % 6)
+    assert torch.equal(torch.tensor([-7]).div(2, rounding_mode="trunc"), torch.tensor([-3]))  # truncates, like C
+
+
 def _holds_int(value) -> bool:
     if isinstance(value, tuple):
         return any(_holds_int(v) for v in value)
@@ -1678,6 +1697,29 @@ def test_tl602_a_scheduler_stepped_with_its_epoch_warns_and_a_plateau_scheduler_
     result = engine.fix_text(source, SNIPPET_PATH, settings("TL602", None), unsafe=True)
     assert result.applied == 0 and result.text == source  # no fix: step() counts from the scheduler's own epoch
     assert [f.location.line for f in result.result.findings] == [9, 18, 27]
+
+
+# -- TL602 scheduler.get_lr() ------------------------------------------------------------------------------
+
+
+def test_tl602_get_lr_outside_step_warns_and_reads_another_rate_and_the_fix_reads_the_rate_in_use():
+    """StepLR(step_size=2, gamma=0.1) after three steps: get_lr warns and gives 0.001 while the optimizer uses
+    0.01; the fix's get_last_lr gives the optimizer's rates, silently, at every step."""
+    source = (FIXTURES / "TL602" / "fix" / "scheduler_get_lr.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL602", unsafe=True)
+    assert after == (FIXTURES / "TL602" / "fix" / "scheduler_get_lr.out.py").read_text(encoding="utf-8")
+    before_space, before_warnings = quietly(run, source)
+    assert any("get_last_lr()" in message for message in before_warnings)
+    after_space, after_warnings = quietly(run, after)
+    assert not [message for message in after_warnings if "get_last_lr" in message]
+    in_use = [1.0, 0.1, 0.1, 0.01]  # the optimizer's rate after each of the four steps
+    assert after_space["rates"] == pytest.approx(in_use)
+    assert before_space["rates"][3] == pytest.approx(0.001)  # decayed once more than the rate in use
+    assert after_space["optimizer"].param_groups[0]["lr"] == pytest.approx(after_space["rates"][-1])
+    # the plateau scheduler computes no rate: its get_lr raises, so it is left alone
+    plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1))
+    with pytest.raises(NotImplementedError):
+        plateau.get_lr()
 
 
 # -- TL602 Module.register_backward_hook -------------------------------------------------------------------------

@@ -522,6 +522,22 @@ SCHEDULERS_STEPPED_WITH_AN_ARGUMENT = frozenset({
     "torch.optim.lr_scheduler.ChainedScheduler",
 })
 
+# ``scheduler.get_lr()`` outside the scheduler's own ``step``: since torch 1.4 (when ``get_last_lr`` came) it warns
+# ("To get the last learning rate computed by the scheduler, please use `get_last_lr()`") and gives the chainable
+# form's next value, not the rate in use: StepLR(step_size=2) after three steps reads 0.001 where the optimizer
+# uses 0.01 (measured on 2.13).  The plateau and composite schedulers compute no rate: get_lr raises there.
+SCHEDULER_GET_LR_WARNS_SINCE: Version = (1, 4)
+SCHEDULERS_WITHOUT_GET_LR = frozenset({
+    "torch.optim.lr_scheduler.ReduceLROnPlateau", "torch.optim.lr_scheduler.SequentialLR",
+    "torch.optim.lr_scheduler.ChainedScheduler",
+})
+
+# ``ids / n`` on an integer tensor: truncating division until torch 1.5, true division (a float tensor) since; a
+# float tensor used as an index raises IndexError ("tensors used as indices must be long, int, byte or bool
+# tensors"). ``div(..., rounding_mode="trunc")`` (since 1.8) computes what ``/`` did.
+INTEGER_TENSOR_TRUE_DIVISION_SINCE: Version = (1, 5)
+ROUNDING_MODE_SINCE: Version = (1, 8)
+
 # ``it.next()`` on a DataLoader iterator: its Python 2 ``next`` alias of ``__next__`` is gone since torch 1.13
 # (AttributeError: '_SingleProcessDataLoaderIter' object has no attribute 'next').
 LOADER_ITERATOR_NEXT_REMOVED_IN: Version = (1, 13)

@@ -9,8 +9,10 @@ from torchlint.analysis.api.api_drift import (
     LEGACY_REDUCTION_KEYWORDS,
     NON_FULL_BACKWARD_HOOK_DEPRECATED_SINCE,
     SAVED_VARIABLES_DEPRECATED_SINCE,
+    SCHEDULER_GET_LR_WARNS_SINCE,
     SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE,
     SCHEDULERS_STEPPED_WITH_AN_ARGUMENT,
+    SCHEDULERS_WITHOUT_GET_LR,
     VARIABLE_CLASSES,
     Status,
     deprecated_since_text,
@@ -30,7 +32,7 @@ from torchlint.analysis.model.calls import NOT_A_LITERAL, has_star_args, keyword
 from torchlint.analysis.api.signatures import public_name
 from torchlint.analysis.model.autograd_functions import context_parameter
 from torchlint.analysis.flow.module_evidence import defines_a_method
-from torchlint.analysis.model.ops import module_constructor
+from torchlint.analysis.model.ops import module_constructor, possible_constructors
 from torchlint.analysis.values.fused import as_receiver
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
@@ -79,6 +81,14 @@ class DeprecatedTorchApi(ApiUseRule):
       warns on every call since torch 1.4; no fix, since `step()` counts from
       the scheduler's own epoch, which differs by one where the loop passed
       the epoch before training it;
+    - `scheduler.get_lr()` on such a scheduler, outside its class: since
+      torch 1.4 it warns and returns the chainable form's next value, not
+      the rate the optimizer uses (a StepLR read at its step boundary shows
+      the rate decayed once more); `get_last_lr()` returns the rate in use.
+      Every binding of a name that may reach the call must build a torch
+      scheduler (one per branch is fine); not the plateau and composite
+      schedulers, whose `get_lr` raises; at `medium` until a validation draw
+      reads it;
     - the legacy CUDA tensor types called as constructors,
       `torch.cuda.FloatTensor(n)` (and the other dtypes): torch warns "The
       torch.cuda.*DtypeTensor constructors are no longer recommended" since
@@ -192,6 +202,10 @@ class DeprecatedTorchApi(ApiUseRule):
       renamed is renamed when the target takes the new name
       (`nn.Hardtanh(min_value=...)` to `min_val=`).
 
+    Unsafe: `scheduler.get_lr()` becomes `scheduler.get_last_lr()`, the
+    rates in use. Where the code read get_lr's value on purpose to set the
+    next rates by hand, that value differs.
+
     No fix for `register_backward_hook`: the full hook receives the gradients
     of the module's inputs and outputs, which is usually what was wanted but
     not what the old hook computed, and it refuses a module whose forward
@@ -259,7 +273,11 @@ class DeprecatedTorchApi(ApiUseRule):
             | scan.regions_where(passes_deprecated_keyword)
             | scan.regions_where(lambda region: not region.attributes.isdisjoint({"saved_variables", _NON_FULL_HOOK}))
             | scan.regions_calling_qualified(VARIABLE_CLASSES)
-            | (scan.regions_whose_text_matches(_STEP_WITH_ARGUMENT) if "lr_scheduler" in scan.source else frozenset())
+            | (
+                scan.regions_whose_text_matches(_STEP_WITH_ARGUMENT) | scan.regions_whose_text_matches(_GET_LR_CALL)
+                if "lr_scheduler" in scan.source
+                else frozenset()
+            )
         ) or None
 
     def visit_Attribute(self, node: cst.Attribute) -> None:
@@ -285,6 +303,9 @@ class DeprecatedTorchApi(ApiUseRule):
             return
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == "step" and node.args:
             self._scheduler_step_with_epoch(node)
+            return
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == "get_lr" and not node.args:
+            self._scheduler_get_lr(node)
             return
         if isinstance(node.func, cst.Attribute) and node.func.attr.value == _NON_FULL_HOOK:
             self._non_full_backward_hook(node)
@@ -333,6 +354,42 @@ class DeprecatedTorchApi(ApiUseRule):
             # blind yet: below the default level until one has.
             confidence=Confidence.MEDIUM,
         )
+
+    def _scheduler_get_lr(self, node: cst.Call) -> None:
+        """``scheduler.get_lr()`` where every binding of the receiver that may reach builds a torch scheduler that
+        computes a rate: it warns and gives the chainable form's next value; ``get_last_lr()`` is the rate in use."""
+        if self.target < SCHEDULER_GET_LR_WARNS_SINCE:
+            return
+        built = self._scheduler_classes(node.func.value)
+        if not built or any(not name.startswith("torch.optim.lr_scheduler.") or name in SCHEDULERS_WITHOUT_GET_LR for name in built):
+            return
+        if self.guarded():
+            return
+        shown = built[0].rsplit(".", 1)[1] if len(set(built)) == 1 else "scheduler"
+        self.report(
+            node,
+            f"`{shown}.get_lr()` called outside `step()` warns since torch {version_text(SCHEDULER_GET_LR_WARNS_SINCE)} "
+            "and can return another rate than the one in use: use `get_last_lr()`",
+            FixSpec(
+                Applicability.UNSAFE,
+                "Use `get_last_lr()` (the rates in use; code that set rates from get_lr's value reads other values)",
+                (Replacement(node.func.attr, cst.Name("get_last_lr")),),
+            ),
+            # Certain from the code (the runtime test shows the warning and the value), but no validation draw has
+            # read one blind yet: below the default level until one has, and out of the level table's reach.
+            confidence=Confidence.MEDIUM,
+            unmeasured=True,
+        )
+
+    def _scheduler_classes(self, receiver: cst.BaseExpression) -> tuple:
+        """The qualified classes that may have built ``receiver``: one per binding of a name that may reach (empty
+        when one binds something else), or the constructor behind a ``self.`` attribute."""
+        calls = possible_constructors(self.context, receiver.value) if isinstance(receiver, cst.Name) else ()
+        if not calls:
+            constructor = module_constructor(self.context, receiver)
+            calls = (constructor,) if constructor is not None else ()
+        built = tuple(self.context.qualified_name(call.func) for call in calls)
+        return built if all(built) else ()
 
     def _non_full_backward_hook(self, node: cst.Call) -> None:
         """``module.register_backward_hook(hook)``: nn.Module is torch's only class with the method, so any receiver
@@ -416,7 +473,9 @@ def _keyword_message(api: str, keyword: str, since, warns, note: KeywordDeprecat
     return f"`{keyword}=` of {shown} {how} {deprecated_since_text(since)}: {fate}{advice}"
 
 
-# ``.step(`` with an argument: a scheduler stepped with its epoch (the visit decides).
 # nn.Module's method whose hook sees one autograd node's gradients (its replacement is register_full_backward_hook).
 _NON_FULL_HOOK = "register_backward_hook"
+# ``.step(`` with an argument: a scheduler stepped with its epoch (the visit decides).
 _STEP_WITH_ARGUMENT = re.compile(r"\.\s*step\s*\(\s*[^)\s]")
+# ``.get_lr()``: a scheduler's rate read outside its step (the visit decides).
+_GET_LR_CALL = re.compile(r"\.\s*get_lr\s*\(\s*\)")

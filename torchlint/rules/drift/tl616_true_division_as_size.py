@@ -6,9 +6,12 @@ from typing import Iterator, Optional
 
 import libcst as cst
 
+from torchlint.analysis.api.api_drift import INTEGER_TENSOR_TRUE_DIVISION_SINCE, ROUNDING_MODE_SINCE, effective_target, version_text
 from torchlint.analysis.api.integer_arguments import BY_FUNCTION, BY_METHOD, IntegerArguments
 from torchlint.analysis.model.dataflow import reaching_definition
-from torchlint.analysis.model.calls import has_star_args
+from torchlint.analysis.model.calls import argument, has_star_args
+from torchlint.analysis.values.dtypes import integer_tensor
+from torchlint.analysis.values.fused import as_receiver
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 # A true division as written (``/`` that is not ``//`` nor ``/=``): where the rule can report.
@@ -37,6 +40,15 @@ class TrueDivisionAsSize(Rule):
     data (`torchlint/analysis/api/integer_arguments.py`), each entry checked
     against torch 2.13 by a test.
 
+    Also flags the true division of an integer tensor used as an index
+    (`hidden[best_ids / vocab_size]`, `x.index_select(0, ids / 2)`,
+    `torch.gather(x, 1, idx / n)`), written there or bound to a name first
+    (`beams = best_ids / n` ... `hidden[beams]`). The numerator is an integer
+    tensor where the code shows it: the indices of `topk`, `sort`,
+    `max(x, dim)`, `argmax`, `argsort`, `nonzero`, a `.long()`, and
+    arithmetic of those with ints (analysis/values/dtypes.py). At `medium`
+    until a validation draw reads it.
+
     ## Why is this bad?
     Code written for Python 2 divided ints with `/` and got an int. On
     Python 3 `/` always returns a float (and on integer tensors since torch
@@ -45,7 +57,9 @@ class TrueDivisionAsSize(Rule):
     float` when the module is built, `conv2d() received an invalid
     combination of arguments` at the first forward for a float padding,
     `slice indices must be integers` for a slice. The model cannot be built
-    or run.
+    or run. Between integer tensors `/` truncated until torch 1.5 and gives
+    a float tensor since, and a float tensor cannot index: `IndexError:
+    tensors used as indices must be long, int, byte or bool tensors`.
 
     ## Example
     ```python
@@ -64,6 +78,12 @@ class TrueDivisionAsSize(Rule):
     computed on ints under Python 2 (both floor), and the line raises today.
     No fix for a division bound to a name first (`h = x.size(2) / 4`): the
     name may be read elsewhere as the float it is.
+
+    Safe for an integer tensor's division written in the index: `a / b`
+    becomes `a.div(b, rounding_mode="trunc")`, the truncating division `/`
+    computed on integer tensors before torch 1.5 (not `//`, which floors
+    negative quotients); no fix for a target before 1.8, which lacks the
+    keyword.
     """
 
     code = "TL616"
@@ -75,14 +95,15 @@ class TrueDivisionAsSize(Rule):
     confidence = Confidence.MEDIUM
     confidence_levels = (
         "`medium`: every finding. The failure is certain where the line runs (a test calls every API of the "
-        "table with a float), but no validation draw has held one to read blind, so its precision on users' code "
-        "is unmeasured; the level table moves it once blind readings exist (`bench/validate.py --calibrate`)."
+        "table with a float), but its precision on users' code is what the level table says once blind readings "
+        "exist (`bench/validate.py --calibrate`). The integer tensor used as an index is a form no draw has read "
+        "blind yet: it stays at `medium`, out of the level table's reach, until one has."
     )
 
     @classmethod
     def prepass(cls, scan):
         """Regions where a true division (or a name one binds in the region or at the top level) is an argument
-        of a call named like an API of the table, or a slice bound."""
+        of a call named like an API of the table or like an indexing call, a slice bound, or an index."""
         written = scan.regions_whose_text_matches(_TRUE_DIVISION)
         if not written:
             return None
@@ -92,8 +113,11 @@ class TrueDivisionAsSize(Rule):
             nodes = region.nodes
             divided = module_names | _names_bound_to_divisions(nodes)
             for node in nodes:
-                if isinstance(node, ast.Call) and _called_name(node.func) in _CALLED_NAMES:
+                if isinstance(node, ast.Call) and _called_name(node.func) in _CALLED_NAMES | _INDEXING_METHODS:
                     values = [arg for arg in node.args] + [keyword.value for keyword in node.keywords]
+                elif isinstance(node, ast.Subscript):  # an index: the visit asks whether an integer tensor is divided
+                    index = node.slice
+                    values = [e for e in index.elts if not isinstance(e, ast.Slice)] if isinstance(index, ast.Tuple) else [index]
                 elif isinstance(node, ast.Slice):
                     values = [bound for bound in (node.lower, node.upper, node.step) if bound is not None]
                 else:
@@ -104,9 +128,17 @@ class TrueDivisionAsSize(Rule):
 
         return frozenset(i for i in written if may_report(scan.regions[i])) or None
 
+    def visit_Subscript(self, node: cst.Subscript) -> None:
+        for element in node.slice:
+            if isinstance(element.slice, cst.Index):
+                self._judge_index(element.slice.value)
+
     def visit_Call(self, node: cst.Call) -> None:
         if has_star_args(node):
             return
+        index = self._index_argument(node)
+        if index is not None:
+            self._judge_index(index)
         arguments = self._integer_arguments(node)
         if arguments is None:
             return
@@ -127,6 +159,65 @@ class TrueDivisionAsSize(Rule):
             if bound is not None:
                 self._judge(bound, "an int slice bound")
 
+    def _index_argument(self, node: cst.Call) -> Optional[cst.BaseExpression]:
+        """The index tensor of ``x.index_select(dim, index)``/``x.gather(dim, index)`` and of their torch
+        functions (the tensor first)."""
+        qualified = self.context.qualified_name(node.func)
+        if qualified in _INDEXING_FUNCTIONS:
+            given = argument(node, 2, "index")
+        elif qualified is None and isinstance(node.func, cst.Attribute) and node.func.attr.value in _INDEXING_METHODS:
+            given = argument(node, 1, "index")
+        else:
+            return None
+        return given.value if given is not None else None
+
+    def _judge_index(self, item: cst.BaseExpression) -> None:
+        """An index that is the true division of an integer tensor (written there, or bound to a name first):
+        a float tensor since torch 1.5, which cannot index."""
+        if effective_target(self.context.settings.target_torch_version) < INTEGER_TENSOR_TRUE_DIVISION_SINCE:
+            return
+        divisions = [d for d in _true_divisions(item) if integer_tensor(self.context, d.left)]
+        if divisions:
+            fix = self._index_fix(divisions) if len(divisions) == 1 else None
+            # A form no validation draw has read blind yet: out of the level table's reach until one has.
+            self.report(item, self._index_message(), fix, confidence=Confidence.MEDIUM, unmeasured=True)
+            return
+        bound = self._bound_division(item, lambda division, ancestors: integer_tensor(self.context, division.left, ancestors))
+        if bound is not None:
+            message = self._index_message(f"`{item.value}` holds the float tensor of `{bound}`")
+            self.report(item, message, confidence=Confidence.MEDIUM, unmeasured=True)
+
+    def _index_message(self, through: str = "") -> str:
+        where = f"{through}: " if through else ""
+        return (
+            f"{where}`/` on an integer tensor gives a float tensor since torch "
+            f"{version_text(INTEGER_TENSOR_TRUE_DIVISION_SINCE)}, and a float tensor cannot index: IndexError when the "
+            "line runs; use `.div(..., rounding_mode=\"trunc\")`"
+        )
+
+    def _index_fix(self, divisions) -> Optional[FixSpec]:
+        """``a / b`` -> ``a.div(b, rounding_mode="trunc")``: the truncating division ``/`` computed on integer
+        tensors before torch 1.5 (the keyword exists since 1.8)."""
+        target = self.context.settings.target_torch_version
+        if target is not None and target < ROUNDING_MODE_SINCE:
+            return None
+        (division,) = divisions
+        truncated = cst.Call(
+            func=cst.Attribute(value=as_receiver(division.left), attr=cst.Name("div")),
+            args=[
+                cst.Arg(value=division.right, comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" "))),
+                cst.Arg(
+                    keyword=cst.Name("rounding_mode"), value=cst.SimpleString('"trunc"'),
+                    equal=cst.AssignEqual(whitespace_before=cst.SimpleWhitespace(""), whitespace_after=cst.SimpleWhitespace("")),
+                ),
+            ],
+        )
+        return FixSpec(
+            Applicability.SAFE,
+            "Use `.div(..., rounding_mode=\"trunc\")` (what `/` gave on integer tensors before torch 1.5)",
+            (Replacement(division, truncated.with_changes(lpar=division.lpar, rpar=division.rpar)),),
+        )
+
     def _integer_arguments(self, node: cst.Call) -> Optional[IntegerArguments]:
         qualified = self.context.qualified_name(node.func)
         if qualified is not None and qualified in BY_FUNCTION:
@@ -145,9 +236,10 @@ class TrueDivisionAsSize(Rule):
             if bound is not None:
                 self.report(item, self._message(wanted, f"`{item.value}` holds the float of `{bound}`"))
 
-    def _bound_division(self, item: cst.BaseExpression) -> Optional[str]:
+    def _bound_division(self, item: cst.BaseExpression, counts=None) -> Optional[str]:
         """The true division (as written) that the one assignment reaching ``item`` (a name) binds it to,
-        followed through names up to :data:`MAX_DEPTH`; None when there is none."""
+        followed through names up to :data:`MAX_DEPTH`; None when there is none. ``counts(division, ancestors)``:
+        which divisions count (by default every one)."""
         ancestors = self.context.ancestors
         for _ in range(MAX_DEPTH):
             if not isinstance(item, cst.Name):
@@ -155,7 +247,9 @@ class TrueDivisionAsSize(Rule):
             definition = reaching_definition(ancestors, item.value)
             if definition is None:
                 return None
-            division = next(_true_divisions(definition.value), None)
+            division = next(
+                (d for d in _true_divisions(definition.value) if counts is None or counts(d, definition.ancestors)), None
+            )
             if division is not None:
                 return cst.Module([]).code_for_node(division)
             item, ancestors = definition.value, definition.ancestors
@@ -184,6 +278,10 @@ def _floored(node: cst.BaseExpression) -> cst.BaseExpression:
         return node.with_changes(expression=_floored(node.expression))
     return node
 
+
+# Calls whose ``index`` argument must be an integer tensor (the method's second argument, the function's third).
+_INDEXING_METHODS = frozenset({"index_select", "gather"})
+_INDEXING_FUNCTIONS = frozenset({"torch.index_select", "torch.gather"})
 
 # The last word of every call the table names (``Conv2d``, ``zeros``, ``view``): the pre-pass's cheap filter.
 _CALLED_NAMES = frozenset({name.rpartition(".")[2] for name in BY_FUNCTION} | set(BY_METHOD))
