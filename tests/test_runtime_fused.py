@@ -254,12 +254,21 @@ def test_tl204_zero_probability_no_longer_nan(tl204, name):
     assert good(with_zero).item() == pytest.approx(0.6931472)  # log 2: the true entropy
 
 
-def test_tl204_gradient_at_exactly_zero_is_still_not_finite(tl204):
-    """What the docs say: the forward becomes finite; the gradient at exactly 0 does not."""
-    _, good = tl204.functions("entropy")
-    _, (grad,) = forward_backward(good, torch.tensor([0.0, 0.5, 0.5]))
-    assert not torch.isfinite(grad[0])  # measured: NaN with torch 2.13 on CPU (d/dx x log x = log x + 1)
-    assert torch.isfinite(grad[1:]).all()
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_tl204_the_gradient_at_exactly_zero_is_finite_where_bare_xlogy_leaves_nan(tl204, dtype):
+    """xlogy(p, p) alone is 0 forward but NaN backward at 0 (its gradient reads log of its second argument);
+    the fix floors that argument at the dtype's tiny, so the gradient there is log(tiny), finite, in every dtype."""
+    bad, good = tl204.functions("entropy")
+    p = torch.tensor([0.0, 0.5, 0.5], dtype=dtype)
+    value, (grad,) = forward_backward(bad, p)
+    assert torch.isnan(value) and torch.isnan(grad[0])
+    _, (bare_grad,) = forward_backward(lambda q: -torch.xlogy(q, q).sum(-1), p)
+    assert torch.isnan(bare_grad[0])  # measured: NaN with torch 2.13 on CPU
+    value, (grad,) = forward_backward(good, p)
+    assert value.item() == pytest.approx(0.6931472, rel=1e-2) and torch.isfinite(grad).all()
+    assert grad[0].item() == pytest.approx(-math.log(torch.finfo(dtype).tiny), rel=1e-2)
+    normal = torch.tensor([torch.finfo(dtype).tiny * 4, 0.25, 0.75], dtype=dtype)
+    assert torch.equal(good(normal), -torch.xlogy(normal, normal).sum(-1))  # the same values where x is normal
 
 
 def test_tl204_softmax_entropy_gets_a_finite_gradient(tl204):
@@ -276,7 +285,8 @@ def test_tl204_softmax_entropy_gets_a_finite_gradient(tl204):
 
 
 def test_tl204_masked_logits_no_longer_make_a_nan_entropy(tl204):
-    """exp(logp) * logp at a masked logit (-inf) is 0 * -inf: the fix's xlogy(exp(l), exp(l)) is 0 there."""
+    """exp(logp) * logp at a masked logit (-inf) is 0 * -inf: the fix's xlogy(exp(l), floored exp(l)) is 0 there, and
+    its gradient with respect to the logits is finite."""
     bad, good = tl204.functions("entropy_from_log_probabilities")
     assert "xlogy" in tl204.fixed_source
     z = ordinary(3, 5)
@@ -284,6 +294,8 @@ def test_tl204_masked_logits_no_longer_make_a_nan_entropy(tl204):
     masked = torch.tensor([[float("-inf"), 0.0, 0.0]])
     assert torch.isnan(bad(masked)).all()
     assert good(masked).item() == pytest.approx(0.6931472)
+    value, (grad,) = forward_backward(good, masked)
+    assert torch.isfinite(grad).all()
 
 
 # -- TL205 expm1-log1p -----------------------------------------------------------------------

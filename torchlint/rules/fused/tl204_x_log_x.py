@@ -54,17 +54,20 @@ class XLogXProduct(Rule):
 
     ## Use instead
     ```python
-    entropy = -torch.xlogy(p, p).sum(-1)
+    entropy = -torch.xlogy(p, p.clamp_min(torch.finfo(p.dtype).tiny)).sum(-1)
     ```
 
     ## Fix safety
-    Safe: the forward values equal the original's wherever it is finite and
-    are 0 instead of NaN where x is 0. The gradient at exactly 0 is still
-    unbounded: d/dx xlogy(x, x) = log(x) + 1 is `-inf` there, and torch
-    2.13 on CPU returns NaN for it (measured in tests/test_runtime_fused.py),
-    so a value that is trained through exactly 0 still needs a guard such as
-    `p.clamp_min(eps)`. The fix keeps a method form a method
-    (`p * p.log()` -> `p.xlogy(p)`).
+    Safe: the forward values equal the original's wherever x is 0 or a
+    normal number (below the dtype's smallest normal, `tiny`, the terms are
+    under 1e-36 in float32 and the fix's differ from them by as little) and
+    are 0 instead of NaN where x is 0. The gradient is finite everywhere:
+    `xlogy(x, x)` alone would give 0 forward but still NaN backward at 0
+    (its gradient reads `log` of its second argument, measured in
+    tests/test_runtime_fused.py), so the second argument is floored at
+    `torch.finfo(x.dtype).tiny`, where the gradient is `log(tiny)` (about
+    -87 in float32) instead of NaN. The fix keeps a method form a
+    method (`p * p.log()` -> `p.xlogy(p.clamp_min(...))`).
 
     When `p` is a local name assigned a softmax a few lines earlier
     (`p = F.softmax(z, -1)`, with `z` a plain expression unchanged since),
@@ -82,7 +85,7 @@ class XLogXProduct(Rule):
 
     code = "TL204"
     name = "x-log-x"
-    message = "x * log(x) is 0 * -inf = NaN where x is 0 (a NaN entropy or loss); torch.xlogy(x, x) gives 0 there"
+    message = "x * log(x) is 0 * -inf = NaN where x is 0 (a NaN entropy or loss); torch.xlogy gives 0 there"
     fix_applicability = Applicability.SAFE
     triggers = ("log",)
     reads_callers = True
@@ -126,18 +129,31 @@ class XLogXProduct(Rule):
         return Confidence.MEDIUM if conventions.says("log" in word.lower()) else Confidence.LOW
 
     def _xlogy_of_exp(self, found: ExpTimesExponent) -> FixSpec:
-        """``torch.exp(l) * l`` -> ``torch.xlogy(torch.exp(l), torch.exp(l))``: 0 where ``l`` is -inf."""
-        probability = bare(found.exp.call)
-        if found.exp.method:
-            replacement: cst.BaseExpression = cst.Call(
-                func=cst.Attribute(as_receiver(probability), cst.Name("xlogy")), args=[positional(probability)]
-            )
-            imports = ()
-        else:
-            func, imports = torch_function(self.context, "xlogy")
-            replacement = cst.Call(func=func, args=[positional(probability, comma=True), positional(probability)])
+        """``torch.exp(l) * l`` -> ``torch.xlogy(p, p.clamp_min(tiny))`` of ``p = torch.exp(l)``: 0 where ``l`` is
+        -inf, and a finite gradient there."""
+        # exp keeps its input's dtype: the floor reads it from ``l`` (not from a third exp)
+        replacement, imports = self._guarded_xlogy(bare(found.exp.call), found.exp.method, dtype_of=found.exponent)
         replacement = in_place_of(found.node, replacement)
-        return FixSpec(Applicability.SAFE, "Replace with `torch.xlogy(p, p)` of `p = exp(l)`", (Replacement(found.node, replacement),), imports)
+        return FixSpec(
+            Applicability.SAFE, "Replace with `torch.xlogy(p, p.clamp_min(tiny))` of `p = exp(l)`", (Replacement(found.node, replacement),), imports
+        )
+
+    def _guarded_xlogy(self, x: cst.BaseExpression, method: bool, dtype_of: cst.BaseExpression = None):
+        """``torch.xlogy(x, x.clamp_min(torch.finfo(x.dtype).tiny))`` (``x.xlogy(...)`` for a method form) and its
+        imports: ``x * log(x)`` wherever ``x`` is a normal number, 0 at 0, and a finite gradient there (xlogy's
+        gradient at 0 reads the log of its second argument: ``log(tiny)``, where ``log(0)`` gave NaN)."""
+        finfo, finfo_imports = torch_function(self.context, "finfo")
+        tiny = cst.Attribute(
+            cst.Call(func=finfo, args=[positional(cst.Attribute(as_receiver(dtype_of if dtype_of is not None else x), cst.Name("dtype")))]),
+            cst.Name("tiny"),
+        )
+        floored = cst.Call(func=cst.Attribute(as_receiver(x), cst.Name("clamp_min")), args=[positional(tiny)])
+        if method:
+            return cst.Call(func=cst.Attribute(as_receiver(x), cst.Name("xlogy")), args=[positional(floored)]), finfo_imports
+        func, imports = torch_function(self.context, "xlogy")
+        return cst.Call(func=func, args=[positional(x, comma=True), positional(floored)]), imports + tuple(
+            r for r in finfo_imports if r not in imports
+        )
 
     def _guarded(self, found: XLogX) -> bool:
         """x kept off 0 by its author: ``p = p.clamp(eps)`` earlier, ``if (p > 0).all():`` around (the guard analysis).
@@ -157,19 +173,13 @@ class XLogXProduct(Rule):
         from_softmax = self._log_softmax_fix(found)
         if from_softmax is not None:
             return from_softmax
-        x = bare(found.x)
-        if found.log.method:
-            replacement: cst.BaseExpression = cst.Call(func=cst.Attribute(as_receiver(found.x), cst.Name("xlogy")), args=[positional(x)])
-            imports = ()
-        else:
-            func, imports = torch_function(self.context, "xlogy")
-            replacement = cst.Call(func=func, args=[positional(x, comma=True), positional(x)])
+        replacement, imports = self._guarded_xlogy(bare(found.x), found.log.method)
         if found.negated:
             replacement = cst.UnaryOperation(cst.Minus(), replacement)
         if found.factor is not None:
             replacement = cst.BinaryOperation(found.factor, cst.Multiply(), replacement)
         replacement = in_place_of(found.node, replacement)
-        return FixSpec(Applicability.SAFE, "Replace with `torch.xlogy(x, x)`", (Replacement(found.node, replacement),), imports)
+        return FixSpec(Applicability.SAFE, "Replace with `torch.xlogy(x, x.clamp_min(tiny))`", (Replacement(found.node, replacement),), imports)
 
     def _log_softmax_fix(self, found: XLogX):
         """``p * torch.log(p)`` with ``p = F.softmax(z, d)`` earlier: ``p * F.log_softmax(z, d)``, finite gradient too."""
