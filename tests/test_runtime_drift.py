@@ -1696,7 +1696,7 @@ def test_tl602_a_scheduler_stepped_with_its_epoch_warns_and_a_plateau_scheduler_
     source = (FIXTURES / "TL602" / "checker" / "bad_scheduler_step_epoch.py").read_text(encoding="utf-8")
     result = engine.fix_text(source, SNIPPET_PATH, settings("TL602", None), unsafe=True)
     assert result.applied == 0 and result.text == source  # no fix: step() counts from the scheduler's own epoch
-    assert [f.location.line for f in result.result.findings] == [9, 18, 27]
+    assert [f.location.line for f in result.result.findings] == [9, 18, 27, 38]
 
 
 # -- TL602 scheduler.get_lr() ------------------------------------------------------------------------------

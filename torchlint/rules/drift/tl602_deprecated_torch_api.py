@@ -75,8 +75,9 @@ class DeprecatedTorchApi(ApiUseRule):
       and each warns when called (2.11 at the latest); no fix, since those
       work otherwise (a reference such as `torch.jit.ScriptModule` is not
       flagged);
-    - `scheduler.step(epoch)` on an LR scheduler the file builds (a name or
-      a `self.` attribute bound to a `torch.optim.lr_scheduler` class; not
+    - `scheduler.step(epoch)` on an LR scheduler the file builds (a name
+      every binding of which that may reach builds a `torch.optim.lr_scheduler`
+      class, or a `self.` attribute bound to one; not
       `ReduceLROnPlateau`, whose argument is the metric): the epoch argument
       warns on every call since torch 1.4; no fix, since `step()` counts from
       the scheduler's own epoch, which differs by one where the loop passed
@@ -338,15 +339,14 @@ class DeprecatedTorchApi(ApiUseRule):
         own epoch, which differs by one where the loop passed the epoch before training it."""
         if has_star_args(node) or self.target < SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE:
             return
-        constructor = module_constructor(self.context, node.func.value)
-        built = self.context.qualified_name(constructor.func) if constructor is not None else None
-        if built is None or not built.startswith("torch.optim.lr_scheduler.") or built in SCHEDULERS_STEPPED_WITH_AN_ARGUMENT:
+        built = self._scheduler_classes(node.func.value)
+        if not built or any(not name.startswith("torch.optim.lr_scheduler.") or name in SCHEDULERS_STEPPED_WITH_AN_ARGUMENT for name in built):
             return
         if self.guarded():
             return
         self.report(
             node,
-            f"`{built.rsplit('.', 1)[1]}.step(epoch)` warns on every call since torch "
+            f"`{_shown_scheduler(built)}.step(epoch)` warns on every call since torch "
             f"{version_text(SCHEDULER_STEP_EPOCH_DEPRECATED_SINCE)} (the epoch argument is deprecated): call `step()` "
             f"once per epoch and let the scheduler count",
             None,
@@ -365,10 +365,9 @@ class DeprecatedTorchApi(ApiUseRule):
             return
         if self.guarded():
             return
-        shown = built[0].rsplit(".", 1)[1] if len(set(built)) == 1 else "scheduler"
         self.report(
             node,
-            f"`{shown}.get_lr()` called outside `step()` warns since torch {version_text(SCHEDULER_GET_LR_WARNS_SINCE)} "
+            f"`{_shown_scheduler(built)}.get_lr()` called outside `step()` warns since torch {version_text(SCHEDULER_GET_LR_WARNS_SINCE)} "
             "and can return another rate than the one in use: use `get_last_lr()`",
             FixSpec(
                 Applicability.UNSAFE,
@@ -450,6 +449,11 @@ class DeprecatedTorchApi(ApiUseRule):
         if renamed is not None and keyword_arg(call, renamed) is None and not has_star_args(call):
             return FixSpec(Applicability.SAFE, f"Rename `{arg.keyword.value}=` to `{renamed}=`", (Replacement(arg.keyword, cst.Name(renamed)),))
         return None
+
+
+def _shown_scheduler(built: tuple) -> str:
+    """The scheduler's class as a message names it: its class when one class built it on every path."""
+    return built[0].rsplit(".", 1)[1] if len(set(built)) == 1 else "scheduler"
 
 
 def _deprecated_keyword(api: str, keyword: str) -> bool:
