@@ -1122,6 +1122,25 @@ def test_tl611_a_loss_read_through_data_then_moved_is_found_and_its_fix_is_safe(
     assert first == second == torch.nn.functional.mse_loss(out, y).item()
 
 
+READ_AS_AN_ARRAY = """
+import torch.nn.functional as F
+
+def logged(out, y):
+    loss = F.cross_entropy(out, y)
+    return loss.data.cpu().numpy()[0]
+"""
+
+
+def test_tl611_a_loss_read_as_a_numpy_array_is_a_0_d_array_and_item_reads_its_number():
+    # d45: pytorch-maml's loss.data.cpu().numpy()[0] (numpy() keeps the 0 dimensions of the loss)
+    out, y = torch.randn(4, 3, requires_grad=True), torch.tensor([0, 2, 1, 0])
+    with pytest.raises(IndexError, match="0-dimensional"):
+        run(READ_AS_AN_ARRAY)["logged"](out, y)
+    after = fixed(READ_AS_AN_ARRAY, "TL611")  # safe: numpy() reads a value out of the graph
+    assert "loss.data.cpu().numpy().item()" in after
+    assert run(after)["logged"](out, y) == torch.nn.functional.cross_entropy(out, y).item()
+
+
 SUMMED_OVER_STEPS = """
 import torch.nn as nn
 

@@ -55,7 +55,7 @@ RANK_KEEPING_FUNCTIONS = frozenset(
     {f"torch.nn.functional.{name}" for name in "linear relu relu6 leaky_relu elu selu celu gelu silu mish sigmoid tanh hardtanh softplus dropout layer_norm".split()}
     | {f"torch.{name}" for name in "relu sigmoid tanh".split()}
 )
-RANK_KEEPING_METHODS = frozenset({"relu", "sigmoid", "tanh", "float", "double", "half", "contiguous", "detach", "clone", "to", "cuda", "cpu"})
+RANK_KEEPING_METHODS = frozenset({"relu", "sigmoid", "tanh", "float", "double", "half", "contiguous", "detach", "clone", "to", "cuda", "cpu", "numpy"})
 FLATTEN_MODULES = frozenset({"torch.nn.Flatten", "torch.nn.modules.flatten.Flatten"})
 # Reductions to one number when called with no dimension (and no other argument).
 FULL_REDUCTIONS = frozenset({"sum", "mean", "norm", "prod", "std", "var", "max", "min"})
@@ -657,7 +657,9 @@ def _reduces(call: cst.Call, positional_allowed: int) -> bool:
 # -- what a list collects, and values ``backward()`` shows to hold one element --------------------------------
 
 # Methods that hand back the tensor they are called on, shape kept (``loss.data`` is an attribute, read alike).
-_SHAPE_KEEPING_READS = frozenset({"detach", "clone", "cpu", "cuda", "float", "double", "contiguous"})
+_SHAPE_KEEPING_READS = frozenset({"detach", "clone", "cpu", "cuda", "float", "double", "contiguous", "numpy"})
+# Reads whose result is out of the autograd graph (``numpy()`` refuses a tensor that requires grad).
+_DETACHING_READS = frozenset({"detach", "numpy"})
 
 
 def without_shape_keeping_reads(node: cst.BaseExpression) -> cst.BaseExpression:
@@ -666,8 +668,8 @@ def without_shape_keeping_reads(node: cst.BaseExpression) -> cst.BaseExpression:
 
 
 def read_detached(node: cst.BaseExpression) -> bool:
-    """Whether ``node`` reads its value through ``.data`` or ``.detach()`` among such shape-keeping reads
-    (``loss.data.cpu()``): the value is out of the autograd graph."""
+    """Whether ``node`` reads its value through ``.data``, ``.detach()`` or ``.numpy()`` among such shape-keeping
+    reads (``loss.data.cpu()``): the value is out of the autograd graph."""
     return _shape_keeping_chain(node)[1]
 
 
@@ -680,7 +682,7 @@ def _shape_keeping_chain(node: cst.BaseExpression) -> Tuple[cst.BaseExpression, 
             isinstance(node, cst.Call) and not node.args and isinstance(node.func, cst.Attribute)
             and node.func.attr.value in _SHAPE_KEEPING_READS
         ):
-            detached = detached or node.func.attr.value == "detach"
+            detached = detached or node.func.attr.value in _DETACHING_READS
             node = node.func.value
         else:
             return node, detached
