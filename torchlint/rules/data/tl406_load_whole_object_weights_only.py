@@ -18,7 +18,7 @@ from torchlint.analysis.model.checkpoints import (
     is_project_path,
     path_key,
 )
-from torchlint.analysis.model.dataflow import attribute_assignment_reaches, bindings, site_of
+from torchlint.analysis.model.dataflow import attribute_assignment_reaches, bindings, path_to, site_of
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES
 from torchlint.analysis.model.project_index import definition, file_facts, refused_saves_in
@@ -48,7 +48,10 @@ class LoadWholeObjectWeightsOnly(Rule):
     objects that weights-only loading refuses. Either the loaded value is
     used as a module or an optimizer (called, `.eval()`, `.parameters()`,
     `.zero_grad()`, also after `.to(device)`, through the name it is bound
-    to, through the attribute it is stored into when a later statement of
+    to (at `medium` where other bindings of the name may reach the use too:
+    `if path: net = torch.load(path)` / `else: net = Net()`, then
+    `net.train()`, or a wrapper `net = nn.DataParallel(net)` on every path;
+    on the load's path the loaded object is what is used), through the attribute it is stored into when a later statement of
     the same block uses it (`solver.net = torch.load(p)` then
     `solver.net.eval()`), or through a same-file helper that returns it), or a `torch.save` to
     the same path shows what the file holds (in the same file: the same
@@ -236,10 +239,15 @@ those; no validation draw has read this form on its own yet.
             return  # misspelt: TL405 renames it
         if allow_lists_in_file(self.context):
             return
-        level = Confidence.HIGH
+        level, unmeasured = Confidence.HIGH, False
+        self._through_joined_paths = False
         used = self._used_as_module(node, list(self.context.ancestors), 0)
         if used is not None:
             holds, advice = f"a whole object ({used})", ADVICE["module"]
+            if self._through_joined_paths:
+                # A use the load reaches among other bindings is a form no validation draw has read blind yet:
+                # out of the level table's reach until one has.
+                level, unmeasured = Confidence.MEDIUM, True
         else:
             saved = self._saved_refused(node)
             if saved is None:
@@ -255,7 +263,7 @@ those; no validation draw has read this form on its own yet.
             f"torch.load loads weights only by default since torch 2.6, and this checkpoint holds {holds}: "
             f"loading raises 'Weights only load failed'; {advice}, or pass weights_only=False for a file you trust"
         )
-        self.report(node, message, self._fix(node, given), confidence=level)
+        self.report(node, message, self._fix(node, given), confidence=level, unmeasured=unmeasured)
 
     # -- the loaded value used as a module --------------------------------------------------------
 
@@ -288,11 +296,13 @@ those; no validation draw has read this form on its own yet.
         kinds = (cst.ClassDef, cst.Module) if name.startswith("self.") else (cst.FunctionDef, cst.Module)
         scope = next((a for a in reversed(ancestors) if isinstance(a, kinds)), self.context.module)
         for use, use_ancestors in _mentions(scope, name):
-            if name.startswith("self.") or _reaches(self.context, assignment, name, use_ancestors) or (
+            reach = None if name.startswith("self.") else _reaches(self.context, assignment, name, use_ancestors)
+            if name.startswith("self.") or reach is not None or (
                 "." in name and attribute_assignment_reaches(assignment, name, use_ancestors)
             ):
                 found = self._used_as_module(use, use_ancestors, depth + 1)
                 if found:
+                    self._through_joined_paths = self._through_joined_paths or reach == _JOINED
                     return found
         return None
 
@@ -576,13 +586,27 @@ def _is_true(node: cst.BaseExpression) -> bool:
     return isinstance(node, cst.Name) and node.value == "True"
 
 
-def _reaches(context, assignment: cst.Assign, name: str, ancestors: List[cst.CSTNode]) -> bool:
-    """Whether the value ``name`` holds at the use below ``ancestors`` is the one ``assignment`` gave it, or
-    that value wrapped on some path (``if parallel: net = nn.DataParallel(net)``, ``net = net.module``)."""
+def _reaches(context, assignment: cst.Assign, name: str, ancestors: List[cst.CSTNode], depth: int = 0) -> Optional[str]:
+    """Whether the value ``assignment`` gave ``name`` may be what it holds at the use below ``ancestors``:
+    ``_SOLE`` when every binding that may reach is the assignment or wraps it on some path (``if parallel: net =
+    nn.DataParallel(net)``, ``net = net.module``); ``_JOINED`` when other bindings may reach too (``if path: net =
+    torch.load(path)`` / ``else: net = Net()``, then ``net.train()``: on the load's path the loaded object is what
+    is used), also through a wrap that the assignment reaches (``net = nn.DataParallel(torch.load(p))``'s name);
+    None when it cannot reach."""
     reaching = bindings(site_of(ancestors), name)
-    return any(binding.node is assignment for binding in reaching) and all(
-        binding.node is assignment or _wraps(context, binding.value, name) for binding in reaching
-    )
+    if any(binding.node is assignment for binding in reaching):
+        sole = all(binding.node is assignment or _wraps(context, binding.value, name) for binding in reaching)
+        return _SOLE if sole else _JOINED
+    for binding in reaching:
+        if depth < MAX_STEPS and _wraps(context, binding.value, name):
+            at_wrap = path_to(ancestors[0], binding.node) if ancestors else None
+            if at_wrap is not None and _reaches(context, assignment, name, list(at_wrap), depth + 1) is not None:
+                return _JOINED
+    return None
+
+
+# How the load's binding reaches a use: alone (with its wraps), or joined with other bindings.
+_SOLE, _JOINED = "sole", "joined"
 
 
 # Module wrappers that hold the module they are given.
