@@ -153,6 +153,49 @@ def test_tl301_fix_keeps_the_original_shape_and_dtype(case, converter):
     assert good.fc.weight.grad is not None and good.fc.weight.grad.abs().sum() > 0
 
 
+NESTED_SNIPPET = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class ContentLoss(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, sr, gt):
+        losses = []
+        for i in range(3):
+            losses.append(F.mse_loss(self.fc(sr[i]), gt[i]))
+        return CONVERTER([losses])
+"""
+
+
+@pytest.mark.parametrize("converter", ["torch.Tensor", "torch.tensor", "torch.as_tensor"])
+def test_tl301_a_list_wrapped_in_a_literal_is_stacked_then_given_its_leading_dimension(converter):
+    """d46: SRGAN's ``torch.Tensor([losses])`` makes a (1, n) tensor; the fix must not pass the list itself to
+    ``torch.stack`` (a TypeError), so it stacks the list and restores the leading dimension."""
+    source = NESTED_SNIPPET.replace("CONVERTER", converter)
+    pair = fix_and_exec(source, "TL301", unsafe=True, applicability="safe")
+    assert "torch.stack(losses).unsqueeze(0)" in pair.fixed_source, pair.describe()
+    with pytest.raises(TypeError):
+        torch.stack([[torch.zeros(())]])  # what the earlier fix wrote
+    bad_cls, good_cls = pair.functions("ContentLoss")
+    bad, good = bad_cls(), good_cls()
+    good.load_state_dict(bad.state_dict())
+    sr, gt = torch.randn(3, 2, 4), torch.randn(3, 2, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        bad_out = bad(sr, gt)
+    good_out = good(sr, gt)
+    assert bad_out.requires_grad is False and good_out.requires_grad is True
+    assert good_out.shape == bad_out.shape == (1, 3) and good_out.dtype == bad_out.dtype
+    torch.testing.assert_close(good_out.detach(), bad_out)
+    good_out.sum().backward()
+    assert good.fc.weight.grad.abs().sum() > 0
+
+
 def test_tl301_measured_shapes_behind_the_mapping():
     """The facts the fix's choice rests on (documented in the rule)."""
     for shape, stacked, catted in (((), (4,), None), ((1,), (4, 1), (4,)), ((1, 1), (4, 1, 1), (4, 1))):

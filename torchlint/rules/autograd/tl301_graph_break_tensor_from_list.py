@@ -176,6 +176,20 @@ class GraphBreakTensorFromList(Rule):
         conversions = self._conversions(node, qualified)
         if conversions is None:
             return None
+        nested = _nested_list(flow, source)
+        if nested is not None:
+            # ``torch.Tensor([losses])`` with ``losses`` a list the function fills: a (1, n) tensor, which
+            # ``torch.stack(losses).unsqueeze(0)`` builds when every element is 0-d (``torch.stack([losses])`` is a
+            # TypeError: stack takes tensors, not a list)
+            if {flow.element_shape(element) for element, _ in flow.list_elements(nested)} != {"scalar"}:
+                return None
+            torch_ref, requirement = self.context.reference("torch", "torch")
+            return FixSpec(
+                Applicability.SAFE,
+                "Build it with `torch.stack(...).unsqueeze(0)`, which keeps the graph",
+                (Replacement(node, f"{torch_ref}.stack({nested}).unsqueeze(0){conversions}"),),
+                tuple(r for r in (requirement,) if r),
+            )
         if isinstance(source, cst.Name) and any(
             feed.iterable is not None for feed in flow.list_feeds.get(source.value, ())
         ):
@@ -184,6 +198,8 @@ class GraphBreakTensorFromList(Rule):
             shapes = {flow.element_shape(element) for element, _ in elements}
         if "number" in shapes:
             return None  # Python numbers among the tensors: stack would need them converted
+        if any(isinstance(element, cst.Name) and flow.list_feeds.get(element.value) for element, _ in elements):
+            return None  # a list literal holding lists the function fills: a nested shape the rewrite would lose
         torch_ref, requirement = self.context.reference("torch", "torch")
         listed = self.context.code(source)
         if shapes == {"scalar"}:
@@ -235,6 +251,17 @@ class GraphBreakTensorFromList(Rule):
 _AST_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 _AST_SOURCES = (ast.Name, ast.List, ast.Tuple, ast.ListComp)
 _FEEDING_METHODS = frozenset({"append", "insert", "extend"})
+
+
+
+def _nested_list(flow: FunctionFlow, source: cst.BaseExpression) -> Optional[str]:
+    """The name of the one list a list literal wraps (``[losses]``, ``losses`` filled by the function), or None."""
+    if not isinstance(source, (cst.List, cst.Tuple)) or len(source.elements) != 1:
+        return None
+    element = source.elements[0]
+    if isinstance(element, cst.StarredElement) or not isinstance(element.value, cst.Name):
+        return None
+    return element.value.value if flow.list_feeds.get(element.value.value) else None
 
 
 def _returns_trained(context, function) -> bool:
