@@ -4,7 +4,7 @@ Walked only when a rule asks (usually while building a fix), never for every fil
 """
 from __future__ import annotations
 
-from typing import Dict, Iterator, Optional
+from typing import Dict, Iterator, List, Optional
 
 import libcst as cst
 
@@ -52,7 +52,12 @@ def assignments(body) -> Iterator[tuple]:
 
 def self_attributes(class_def: cst.ClassDef) -> Dict[str, cst.BaseExpression]:
     """``attr -> value`` for ``self.attr = value`` in the class's methods (the last one wins)."""
-    found: Dict[str, cst.BaseExpression] = {}
+    return {attr: values[-1] for attr, values in self_attribute_assignments(class_def).items()}
+
+
+def self_attribute_assignments(class_def: cst.ClassDef) -> Dict[str, List[cst.BaseExpression]]:
+    """``attr -> values`` for every ``self.attr = value`` in the class's methods, in source order."""
+    found: Dict[str, List[cst.BaseExpression]] = {}
     for stmt in class_def.body.body:
         if isinstance(stmt, cst.FunctionDef):
             for target, value in assignments(stmt.body.body):
@@ -61,7 +66,7 @@ def self_attributes(class_def: cst.ClassDef) -> Dict[str, cst.BaseExpression]:
                     and isinstance(target.value, cst.Name)
                     and target.value.value == "self"
                 ):
-                    found[target.attr.value] = value
+                    found.setdefault(target.attr.value, []).append(value)
     return found
 
 
