@@ -12,6 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from fixture_support import FIXTURES  # noqa: E402
 from runtime_support import fix_and_exec  # noqa: E402
 
 # -- TL301 graph-break-tensor-from-list ----------------------------------------------------------
@@ -153,30 +154,12 @@ def test_tl301_fix_keeps_the_original_shape_and_dtype(case, converter):
     assert good.fc.weight.grad is not None and good.fc.weight.grad.abs().sum() > 0
 
 
-NESTED_SNIPPET = """
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-
-
-class ContentLoss(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(4, 4)
-
-    def forward(self, sr, gt):
-        losses = []
-        for i in range(3):
-            losses.append(F.mse_loss(self.fc(sr[i]), gt[i]))
-        return CONVERTER([losses])
-"""
-
-
 @pytest.mark.parametrize("converter", ["torch.Tensor", "torch.tensor", "torch.as_tensor"])
 def test_tl301_a_list_wrapped_in_a_literal_is_stacked_then_given_its_leading_dimension(converter):
     """d46: SRGAN's ``torch.Tensor([losses])`` makes a (1, n) tensor; the fix must not pass the list itself to
     ``torch.stack`` (a TypeError), so it stacks the list and restores the leading dimension."""
-    source = NESTED_SNIPPET.replace("CONVERTER", converter)
+    fixture = (FIXTURES / "TL301" / "fix" / "nested_list.in.py").read_text(encoding="utf-8")
+    source = fixture.replace("torch.Tensor([losses])", f"{converter}([losses])")
     pair = fix_and_exec(source, "TL301", unsafe=True, applicability="safe")
     assert "torch.stack(losses).unsqueeze(0)" in pair.fixed_source, pair.describe()
     with pytest.raises(TypeError):
