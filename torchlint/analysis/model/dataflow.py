@@ -333,6 +333,12 @@ def _module_binding(module: cst.Module, name: str) -> Optional[Binding]:
                 target = small.target
             if isinstance(target, cst.Name) and target.value == name:
                 last = Binding("module", small.value, Site(None, ((module.body, position),), module), small)
+            elif isinstance(small, cst.Assign) and isinstance(target, (cst.Tuple, cst.List)):
+                # ``bce, l1 = nn.BCELoss(), nn.L1Loss()``: the element paired with the name, when the value is a
+                # display of the same length
+                paired = unpacked_element(Binding("unpack", small.value, None, small), name)
+                if paired is not None:
+                    last = Binding("module", paired, Site(None, ((module.body, position),), module), small)
     return last
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, FrozenSet, List, Optional, Tuple
 import libcst as cst
 
 from torchlint.analysis.model import conventions
-from torchlint.analysis.model.dataflow import bindings, site_of
+from torchlint.analysis.model.dataflow import bindings, site_of, unpacked_element
 from torchlint.analysis.model.literals import EPS_LITERAL_LIMIT, number_value, small_positive_behind
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg, positional_args
 
@@ -154,11 +154,12 @@ def possible_constructors(context: "FileContext", name: str) -> Tuple[cst.Call, 
     for binding in bindings(site, name):
         if binding.kind == "module" and site.function is not None and built:
             continue  # the function binds the name: the module's binding is shadowed there
-        if binding.kind not in ("assign", "conditional", "module") or not isinstance(binding.value, cst.Call):
-            return ()
-        if _moves_name(binding.value, name):
+        value = unpacked_element(binding, name) if binding.kind == "unpack" else binding.value
+        if binding.kind not in ("assign", "conditional", "module", "unpack") or not isinstance(value, cst.Call):
+            return ()  # an unpacking counts when it pairs the name with a call (``bce, l1 = nn.BCELoss(), nn.L1Loss()``)
+        if _moves_name(value, name):
             continue  # ``crit = crit.cuda()``: the module an older binding built
-        value = unmoved(binding.value)
+        value = unmoved(value)
         if not any(value is seen for seen in built):
             built.append(value)
     return tuple(built)

@@ -22,6 +22,7 @@ import libcst as cst
 
 from torchlint.analysis.model import conventions
 from torchlint.analysis.model.calls import argument, keyword_arg, literal_bool
+from torchlint.analysis.model.command_line import numeric_option
 from torchlint.analysis.model.dataflow import Site, bindings, site_of, sole_assignment
 from torchlint.analysis.model.ops import module_constructor, without_shape_steps
 from torchlint.analysis.values.domain import constant_value
@@ -164,6 +165,8 @@ def value_kind(
         if node.attr.value in _TENSOR_VIEWS or node.attr.value in ("grad", "weight", "bias", "values"):
             inner = kind(node.value)
             return "tensor" if inner == "tensor" or node.attr.value in ("grad",) else "unknown"
+        if numeric_option(context, node, site):
+            return "number"  # opt.l1_lambda: argparse made it an int or a float
         if _is_config(node.value):
             return "number"  # config.sigma_data: a hyperparameter
         if isinstance(node.value, cst.Name) and node.value.value == "self":
