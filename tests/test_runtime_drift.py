@@ -1309,6 +1309,23 @@ def test_tl613_uint8_masks_raise_and_bool_masks_select_the_same_elements():
     assert torch.equal(run(after)["select_on_either_device"](prob, target), prob[torch.arange(4), target])
 
 
+def test_tl613_inverting_a_uint8_mask_selects_everything_and_the_bool_inversion_selects_the_rest():
+    """``~`` of a 0/1 uint8 mask is a bitwise NOT on torch 2.13 (0 -> 255, 1 -> 254), so ``conf[~has_obj]``
+    selects every cell (with a deprecation warning); the fix's ``~has_obj.bool()`` selects the cells without an
+    object, what ``1 - has_obj`` selected before torch 1.2."""
+    source = (FIXTURES / "TL613" / "fix" / "inverted_mask.in.py").read_text(encoding="utf-8")
+    after = fixed(source, "TL613")
+    assert after == (FIXTURES / "TL613" / "fix" / "inverted_mask.out.py").read_text(encoding="utf-8")
+    mask = torch.tensor([1, 0, 0], dtype=torch.uint8)
+    assert (~mask).tolist() == [254, 255, 255]
+    conf, targets = torch.tensor([0.9, 0.2, 0.4]), torch.tensor([0])
+    bad, _ = quietly(run(source)["no_object_loss"], conf, targets)
+    good = run(after)["no_object_loss"](conf, targets)
+    old_semantics = conf[(1 - mask).bool()].pow(2).sum()  # the cells without an object
+    assert torch.isclose(good, old_semantics) and not torch.isclose(bad, old_semantics)
+    assert torch.isclose(bad, conf.pow(2).sum())  # every cell, the object's too
+
+
 def test_tl613_a_uint8_condition_of_where_warns_and_the_bool_one_selects_the_same_values():
     source = (FIXTURES / "TL613" / "fix" / "where_condition.in.py").read_text(encoding="utf-8")
     after = fixed(source, "TL613")

@@ -480,6 +480,9 @@ SAVED_VARIABLES_DEPRECATED_SINCE: Version = (1, 0)
 FULL_INFERS_DTYPE_SINCE: Version = (1, 7)
 UINT8_MASK_DEPRECATED_SINCE: Version = (1, 2)
 UINT8_MASK_RAISES_ON: Version = (2, 13)
+# ``~mask`` of a uint8 mask: the logical NOT of a 0/1 mask (``1 - mask``) until torch 1.2, a bitwise NOT since
+# (0 -> 255, 1 -> 254: every entry stays non-zero, so the inverted mask selects everything; measured on 2.13).
+UINT8_INVERT_IS_BITWISE_SINCE: Version = (1, 2)
 # Tensor method -> position of the mask among the arguments (the torch function takes the input first).
 MASK_METHODS: Dict[str, int] = {"masked_fill": 0, "masked_fill_": 0, "masked_scatter": 0, "masked_scatter_": 0, "masked_select": 0}
 

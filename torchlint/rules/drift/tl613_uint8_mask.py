@@ -6,6 +6,7 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import (
     MASK_METHODS,
+    UINT8_INVERT_IS_BITWISE_SINCE,
     UINT8_MASK_DEPRECATED_SINCE,
     UINT8_MASK_RAISES_ON,
     VARIABLE_CLASSES,
@@ -21,10 +22,10 @@ from torchlint.analysis.values.kinds import value_kind
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 MAX_DEPTH = 8
-# Methods that keep their receiver's dtype (shape steps, moves between devices).
+# Methods that keep their receiver's dtype (shape steps, moves between devices, in-place fills that return it).
 _DTYPE_KEEPING = frozenset(
     {"unsqueeze", "squeeze", "view", "reshape", "expand", "expand_as", "transpose", "permute", "contiguous", "t", "flatten",
-     "repeat", "clone", "detach", "cuda", "cpu"}
+     "repeat", "clone", "detach", "cuda", "cpu", "zero_", "fill_"}
 )
 _UINT8_NAMES = frozenset({"torch.uint8"})
 _BYTE_TENSORS = frozenset({"torch.ByteTensor", "torch.cuda.ByteTensor"})
@@ -45,6 +46,11 @@ class Uint8Mask(Rule):
     `Variable(...)` around it, or indexing (`mask[t]`), on every path that
     reaches the use (`if prob.is_cuda: mask = mask.cuda()` keeps it `uint8`;
     a branch that makes it `bool` does not).
+
+    Also flags `~mask` of such a mask (at `medium` until a validation draw
+    reads it): `~` of a 0/1 `uint8` mask was its logical NOT until torch
+    1.2 and is a bitwise NOT since (0 becomes 255, 1 becomes 254), so the
+    inverted mask selects every entry.
 
     ## Why is this bad?
     Since torch 1.2 masks are `bool` and a `uint8` mask is deprecated. On
@@ -75,7 +81,8 @@ class Uint8Mask(Rule):
     `.to(torch.uint8)`), or `dtype=torch.bool` in place of
     `dtype=torch.uint8`; a mask held in a variable gets `.bool()` where it
     is used, since other uses of the variable (`~mask`, `1 - mask`,
-    `mask.sum()`) mean something else on a `bool` tensor.
+    `mask.sum()`) mean something else on a `bool` tensor. `~mask` becomes
+    `~mask.bool()`, what `~` computed on a 0/1 mask before torch 1.2.
     """
 
     code = "TL613"
@@ -123,6 +130,27 @@ class Uint8Mask(Rule):
         # x[mask] = 0 goes through masked_fill_ (raises); x[mask] = tensor through index_put_ (warns).
         number = isinstance(statement, cst.Assign) and value_kind(self.context, statement.value, site_of(self.context.ancestors)) == "number"
         self._judge(node.slice[0].slice.value, "indexing", raises=number)
+
+    def visit_UnaryOperation(self, node: cst.UnaryOperation) -> None:
+        """``~mask`` of a uint8 mask: a bitwise NOT since torch 1.2, where it was the logical NOT of a 0/1 mask."""
+        if not isinstance(node.operator, cst.BitInvert):
+            return
+        if self._uint8_conversion(node.expression, self.context.ancestors, 0) is None:
+            return
+        if effective_target(self.context.settings.target_torch_version) < UINT8_INVERT_IS_BITWISE_SINCE or is_version_guarded(self.context):
+            return
+        inverted = node.with_changes(
+            expression=cst.Call(func=cst.Attribute(value=_as_receiver(node.expression), attr=cst.Name("bool")))
+        )
+        self.report(
+            node,
+            f"`~` of a uint8 mask is a bitwise NOT since torch {version_text(UINT8_INVERT_IS_BITWISE_SINCE)} (0 becomes "
+            "255, 1 becomes 254: every entry stays non-zero), not the logical NOT it was: use a bool mask",
+            FixSpec(Applicability.SAFE, "Invert the mask as bool (`~mask.bool()`)", (Replacement(node, inverted),)),
+            # A form no validation draw has read blind yet: out of the level table's reach until one has.
+            confidence=Confidence.MEDIUM,
+            unmeasured=True,
+        )
 
     def _judge(self, mask: cst.BaseExpression, where: str, raises: bool, since: bool = True) -> None:
         self._through_joined_paths = False
@@ -243,3 +271,10 @@ class Uint8Mask(Rule):
             "Convert the mask with `.bool()` where it is used",
             (Replacement(mask, cst.Call(func=cst.Attribute(value=mask, attr=cst.Name("bool")))),),
         )
+
+
+def _as_receiver(node: cst.BaseExpression) -> cst.BaseExpression:
+    """``node`` ready to take ``.bool()``: parenthesised unless it is atomic."""
+    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or node.lpar:
+        return node
+    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
