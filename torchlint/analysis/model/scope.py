@@ -50,24 +50,57 @@ def assignments(body) -> Iterator[tuple]:
                 yield small.target, small.value
 
 
+def is_self_attribute(node: cst.CSTNode) -> bool:
+    """``self.x``."""
+    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
+
+
 def self_attributes(class_def: cst.ClassDef) -> Dict[str, cst.BaseExpression]:
-    """``attr -> value`` for ``self.attr = value`` in the class's methods (the last one wins)."""
-    return {attr: values[-1] for attr, values in self_attribute_assignments(class_def).items()}
-
-
-def self_attribute_assignments(class_def: cst.ClassDef) -> Dict[str, List[cst.BaseExpression]]:
-    """``attr -> values`` for every ``self.attr = value`` in the class's methods, in source order."""
-    found: Dict[str, List[cst.BaseExpression]] = {}
-    for stmt in class_def.body.body:
-        if isinstance(stmt, cst.FunctionDef):
-            for target, value in assignments(stmt.body.body):
-                if (
-                    isinstance(target, cst.Attribute)
-                    and isinstance(target.value, cst.Name)
-                    and target.value.value == "self"
-                ):
-                    found.setdefault(target.attr.value, []).append(value)
+    """``attr -> value`` for ``self.attr = value`` in the class's methods (the last plain one wins)."""
+    found: Dict[str, cst.BaseExpression] = {}
+    for attr, values in self_attribute_assignments(class_def).items():
+        plain = [value for value in values if value is not None]
+        if plain:
+            found[attr] = plain[-1]
     return found
+
+
+def self_attribute_assignments(class_def: cst.ClassDef) -> Dict[str, List[Optional[cst.BaseExpression]]]:
+    """``attr -> values`` for every binding of ``self.attr`` in the class's methods, in source order: the value of
+    a plain or annotated assignment, None for any other binding (``self.x += y``, ``self.x, self.y = f()``, a
+    ``for``/``with`` target), whose value the model does not give."""
+    found: Dict[str, List[Optional[cst.BaseExpression]]] = {}
+    for stmt in class_def.body.body:
+        if not isinstance(stmt, cst.FunctionDef):
+            continue
+        for inner in statements(stmt.body.body):
+            for target, value in _bound_targets(inner):
+                if is_self_attribute(target):
+                    found.setdefault(target.attr.value, []).append(value)
+                elif isinstance(target, (cst.Tuple, cst.List)):
+                    for element in target.elements:
+                        if is_self_attribute(element.value):
+                            found.setdefault(element.value.attr.value, []).append(None)
+    return found
+
+
+def _bound_targets(stmt: cst.CSTNode) -> Iterator[tuple]:
+    """(target, value or None) for each target a statement binds."""
+    if isinstance(stmt, (cst.SimpleStatementLine, cst.SimpleStatementSuite)):
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    yield target.target, small.value if not isinstance(target.target, (cst.Tuple, cst.List)) else None
+            elif isinstance(small, cst.AnnAssign):
+                yield small.target, small.value
+            elif isinstance(small, cst.AugAssign):
+                yield small.target, None
+    elif isinstance(stmt, cst.For):
+        yield stmt.target, None
+    elif isinstance(stmt, cst.With):
+        for item in stmt.items:
+            if item.asname is not None:
+                yield item.asname.name, None
 
 
 def binds_name(function: Optional[cst.FunctionDef], module: cst.Module, name: str) -> bool:

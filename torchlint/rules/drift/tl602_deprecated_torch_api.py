@@ -33,7 +33,7 @@ from torchlint.analysis.api.signatures import public_name
 from torchlint.analysis.model.autograd_functions import context_parameter
 from torchlint.analysis.flow.module_evidence import defines_a_method
 from torchlint.analysis.model.ops import module_constructor, possible_constructors
-from torchlint.analysis.model.scope import self_attribute_assignments
+from torchlint.analysis.model.scope import is_self_attribute, self_attribute_assignments
 from torchlint.analysis.values.fused import as_receiver
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement
 from torchlint.rules.drift.api_uses import TENSOR_PREFIX, ApiUseRule, api_use_regions
@@ -388,12 +388,13 @@ class DeprecatedTorchApi(ApiUseRule):
         calls: tuple = ()
         if isinstance(receiver, cst.Name):
             calls = possible_constructors(self.context, receiver.value)
-        elif _is_self_attribute(receiver):
+        elif is_self_attribute(receiver):
             class_def = self.context.enclosing(cst.ClassDef)
             values = self_attribute_assignments(class_def).get(receiver.attr.value, []) if class_def is not None else []
             values = [value for value in values if not (isinstance(value, cst.Name) and value.value == "None")]
-            if values and all(isinstance(value, cst.Call) for value in values):
-                calls = tuple(values)
+            if not values or not all(isinstance(value, cst.Call) for value in values):
+                return ()  # some binding is not a call (an unpacking, an update): nothing to name
+            calls = tuple(values)
         if not calls:
             constructor = module_constructor(self.context, receiver)
             calls = (constructor,) if constructor is not None else ()
@@ -459,10 +460,6 @@ class DeprecatedTorchApi(ApiUseRule):
         if renamed is not None and keyword_arg(call, renamed) is None and not has_star_args(call):
             return FixSpec(Applicability.SAFE, f"Rename `{arg.keyword.value}=` to `{renamed}=`", (Replacement(arg.keyword, cst.Name(renamed)),))
         return None
-
-
-def _is_self_attribute(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
 def _shown_scheduler(built: tuple) -> str:

@@ -18,6 +18,7 @@ from torchlint.analysis.flow.callers import arguments_from_callers
 from torchlint.analysis.model.dataflow import bindings, path_to, reaching_definition
 from torchlint.analysis.model.calls import argument, has_star_args, keyword_arg
 from torchlint.analysis.model.dataflow import site_of
+from torchlint.analysis.values.fused import as_receiver
 from torchlint.analysis.values.kinds import value_kind
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
@@ -140,7 +141,7 @@ class Uint8Mask(Rule):
         if effective_target(self.context.settings.target_torch_version) < UINT8_INVERT_IS_BITWISE_SINCE or is_version_guarded(self.context):
             return
         inverted = node.with_changes(
-            expression=cst.Call(func=cst.Attribute(value=_as_receiver(node.expression), attr=cst.Name("bool")))
+            expression=cst.Call(func=cst.Attribute(value=as_receiver(node.expression), attr=cst.Name("bool")))
         )
         self.report(
             node,
@@ -271,10 +272,3 @@ class Uint8Mask(Rule):
             "Convert the mask with `.bool()` where it is used",
             (Replacement(mask, cst.Call(func=cst.Attribute(value=mask, attr=cst.Name("bool")))),),
         )
-
-
-def _as_receiver(node: cst.BaseExpression) -> cst.BaseExpression:
-    """``node`` ready to take ``.bool()``: parenthesised unless it is atomic."""
-    if isinstance(node, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) or node.lpar:
-        return node
-    return node.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])

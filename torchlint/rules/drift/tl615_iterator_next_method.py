@@ -10,6 +10,7 @@ from torchlint.analysis.api.api_drift import LOADER_ITERATOR_NEXT_REMOVED_IN, ef
 from torchlint.analysis.api.version_guards import is_version_guarded
 from torchlint.analysis.model.dataflow import site_of, sole_assignment
 from torchlint.analysis.model.ops import possible_constructors
+from torchlint.analysis.model.scope import is_self_attribute, self_attribute_assignments
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
@@ -122,34 +123,16 @@ class IteratorNextMethod(Rule):
                 return _is_iter_call(binding.value, self._iter_is_builtin())
             made = possible_constructors(self.context, receiver.value)
             return _JOINED if made and all(_is_iter_call(call, self._iter_is_builtin()) for call in made) else False
-        if _is_self_attribute(receiver):
+        if is_self_attribute(receiver):
             values = self._class_assignments(receiver.attr.value)
             return bool(values) and all(_is_iter_call(value, self._iter_is_builtin()) for value in values)
         return False
 
-    def _class_assignments(self, attribute: str) -> List[cst.BaseExpression]:
-        """Every value assigned to ``self.<attribute>`` in the enclosing class (one that is not a plain
-        assignment makes the list hold None, which is no iterator)."""
+    def _class_assignments(self, attribute: str) -> List[Optional[cst.BaseExpression]]:
+        """Every value bound to ``self.<attribute>`` in the enclosing class (None for a binding that is not a plain
+        assignment, which is no iterator)."""
         class_def = self.context.enclosing(cst.ClassDef)
-        if class_def is None:
-            return []
-        found: List[cst.BaseExpression] = []
-
-        class Assignments(cst.CSTVisitor):
-            def visit_Assign(self, assign: cst.Assign) -> None:
-                if any(_is_self_attribute(t.target) and t.target.attr.value == attribute for t in assign.targets):
-                    found.append(assign.value)
-
-            def visit_AugAssign(self, assign: cst.AugAssign) -> None:
-                if _is_self_attribute(assign.target) and assign.target.attr.value == attribute:
-                    found.append(cst.Name("None"))
-
-            def visit_AnnAssign(self, assign: cst.AnnAssign) -> None:
-                if _is_self_attribute(assign.target) and assign.target.attr.value == attribute:
-                    found.append(assign.value or cst.Name("None"))
-
-        class_def.visit(Assignments())
-        return found
+        return self_attribute_assignments(class_def).get(attribute, []) if class_def is not None else []
 
     def _file_defines_next(self) -> bool:
         """Whether a class of the file defines ``next`` (the pre-pass leaves such files out; without it,
@@ -174,10 +157,6 @@ def _is_iter_call(node: Optional[cst.BaseExpression], iter_is_builtin: bool) -> 
     if isinstance(node.func, cst.Name) and node.func.value == "iter":
         return iter_is_builtin and len(node.args) == 1 and node.args[0].keyword is None and not node.args[0].star
     return isinstance(node.func, cst.Attribute) and node.func.attr.value == "__iter__" and not node.args
-
-
-def _is_self_attribute(node: cst.BaseExpression) -> bool:
-    return isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and node.value.value == "self"
 
 
 def _classes(module: cst.Module) -> List[cst.ClassDef]:
