@@ -41,7 +41,10 @@ class ZeroDimIndex(Rule):
     - a local name bound to one of these;
     - at `medium`, a name one branch binds to one of these while the other
       bindings' rank is not shown (`loss = mixup_loss(...)` or
-      `loss = criterion(...)`): the line fails on that branch's path.
+      `loss = criterion(...)`): the line fails on that branch's path;
+    - at `medium` until a validation draw reads it, such a value read as a
+      NumPy array (`loss.data.cpu().numpy()[0]`: a 0-d array, `IndexError:
+      too many indices`).
 
     ## Why is this bad?
     Up to torch 0.3 a loss was a 1-element tensor, and `loss.data[0]` read
@@ -127,6 +130,11 @@ class ZeroDimIndex(Rule):
         target = effective_target(self.context.settings.target_torch_version)
         if target < ZERO_DIM_INDEX_WARNS_SINCE or is_version_guarded(self.context):
             return
+        # Read as a NumPy array (``loss.data.cpu().numpy()[0]``): a form no validation draw has read blind yet, shown
+        # at medium and out of the level table's reach until one has.
+        unmeasured = _read_as_an_array(base)
+        if unmeasured:
+            confidence = Confidence.MEDIUM
         raises = target >= ZERO_DIM_INDEX_RAISES_SINCE
         effect = (
             f"raises IndexError since torch {version_text(ZERO_DIM_INDEX_RAISES_SINCE)}"
@@ -140,6 +148,7 @@ class ZeroDimIndex(Rule):
             f"invalid index of a 0-dim tensor; use `.item()`",
             self._fix(node, base, through_data, read_detached(base)),
             confidence=confidence,
+            unmeasured=unmeasured,
         )
 
     def _loss_of_a_passed_module(self, base: cst.BaseExpression) -> bool:
@@ -172,6 +181,11 @@ class ZeroDimIndex(Rule):
             "Use `.item()` (a number: out of the autograd graph, where the old `Variable` element stayed in it)",
             (Replacement(node, item),),
         )
+
+
+def _read_as_an_array(node: cst.BaseExpression) -> bool:
+    """``x.numpy()``, possibly after ``.data``/``.cpu()``/``.detach()`` (``loss.data.cpu().numpy()``)."""
+    return isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "numpy"
 
 
 def _tight(node: cst.Subscript) -> bool:
