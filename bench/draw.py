@@ -44,6 +44,8 @@ import precision_user  # noqa: E402
 
 CANDIDATES = BENCH / "candidates.tsv"
 DRAWS = BENCH / "draws"
+# The revive benchmark's repositories are run and fixed, and their findings read: never a validation draw's.
+REVIVE_REPOSITORIES = BENCH / "revive" / "repos.tsv"
 COLUMNS = ("repo", "topic", "kind", "commit", "status")
 STATUSES = ("drawn", "pinned", "unavailable", "not-torch", "too-large")
 # A repository larger than this would outweigh the rest of a 20-repository draw.
@@ -89,8 +91,12 @@ def draw_path(name: str) -> Path:
 
 
 def used_repositories(excluding: Optional[str] = None) -> set:
-    """Every repository of the calibration corpus and of every draw (bar ``excluding``), lower-cased."""
+    """Every repository of the calibration corpus, of every draw (bar ``excluding``) and of the revive
+    benchmark, lower-cased."""
     used = {repository.name.lower() for repository in precision_user.read_list()}
+    if REVIVE_REPOSITORIES.exists():
+        with REVIVE_REPOSITORIES.open(newline="", encoding="utf-8") as handle:
+            used |= {row["repo"].lower() for row in csv.DictReader(handle, delimiter="\t")}
     for path in sorted(DRAWS.glob("*.tsv")):
         if path.stem != excluding:
             used |= {row.repo.lower() for row in read_rows(path)}
