@@ -40,9 +40,12 @@ import libcst as cst
 
 from torchlint.analysis.flow.callers import arguments_at_calls, every_call_site
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
+from torchlint.analysis.model.bindings import all_params, bound_names
 from torchlint.analysis.model.calls import argument, keyword_arg
 from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
+from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.model.project_index import facts_of_tree
+from torchlint.analysis.model.returns import called_function
 from torchlint.analysis.values.domain import structurally_equal
 from torchlint.walk_order import visit
 
@@ -371,7 +374,8 @@ def saved_before_in_same_run(context: "FileContext", call: cst.Call, path: cst.B
     """The run that loads the path wrote it: a ``torch.save(..., <same path>)`` earlier in the loading function,
     a cache it fills (``if os.path.isfile(p): load(p) else: ... save(p)``), a function of the file that writes
     the path and is the only caller of the loading function (``train()`` saves the best model, then calls
-    ``test()``, which loads it), or a script whose top level saves and then loads it."""
+    ``test()``, which loads it), a function every caller of which has first called one that writes the path
+    (``for epoch in ...: train(epoch)``, then ``test()``), or a script whose top level saves and then loads it."""
     function = context.enclosing(cst.FunctionDef)
     if function is None:
         # A script's top level, or a notebook's cells in order: read blind, a notebook that trains, saves its
@@ -383,7 +387,7 @@ def saved_before_in_same_run(context: "FileContext", call: cst.Call, path: cst.B
         return True
     if _loaded_when_present(context, path) and bool(_saves_to(context, function, path)[0]):
         return True
-    return _only_called_by_a_saver(context, function, path)
+    return _only_called_by_a_saver(context, function, path) or _called_after_a_saver(context, function, path)
 
 
 def loaded_before_in_same_run(context: "FileContext", call: cst.Call, path: cst.BaseExpression) -> bool:
@@ -437,6 +441,78 @@ def _loads_under_tests(context: "FileContext", scope: cst.CSTNode) -> List[Tuple
 
     scope.visit(_Loads())
     return found
+
+
+def _called_after_a_saver(context: "FileContext", function: cst.FunctionDef, path: cst.BaseExpression) -> bool:
+    """Every call of ``function`` in the file comes after a call, in the same body (or at the script's top level),
+    of a function of the file that writes ``path``; the path names only what neither function binds, so both read
+    the same module-level (or ``self.``) value."""
+    sites = every_call_site(context, function)
+    if not sites:
+        return False
+    free = _names_in(path)
+    if free & _bound_or_parameters(context, function):
+        return False
+    for site in sites:
+        scope = next((node for node in reversed(site.ancestors) if isinstance(node, cst.FunctionDef)), context.module)
+        earlier = _calls_before(scope, site.call)
+        if earlier is None or not any(
+            saver is not None
+            and saver is not function
+            and not free & _bound_or_parameters(context, saver)
+            and bool(_saves_to(context, saver, path)[0])
+            for saver in (called_function(context, call, site_of(list(site.ancestors) + [call])) for call in earlier)
+        ):
+            return False
+    return True
+
+
+def _names_in(node: cst.BaseExpression) -> frozenset:
+    """The plain names read in ``node`` (``self`` of ``self.path`` among them)."""
+    found = set()
+
+    class _Names(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            found.add(name.value)
+
+        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
+            attribute.value.visit(self)
+            return False
+
+    node.visit(_Names())
+    return frozenset(found)
+
+
+def _bound_or_parameters(context: "FileContext", function: cst.FunctionDef) -> frozenset:
+    """What ``function`` binds itself: its parameters (bar ``self``) and the names assigned in its body."""
+    def compute(node: cst.FunctionDef) -> frozenset:
+        parameters = {param.name.value for param in all_params(node.params)} - {"self"}
+        return frozenset(parameters | bound_names(node.body))
+
+    return context.memoized("devices.bound-or-parameters", function, compute)
+
+
+def _calls_before(scope: cst.CSTNode, stop: cst.Call) -> Optional[List[cst.Call]]:
+    """The calls of ``scope``'s own body (not of the functions and classes it defines) that come before ``stop``
+    in source order, or None when ``stop`` is not in that body."""
+    found: List[cst.Call] = []
+    reached: List[bool] = []
+
+    class _Calls(cst.CSTVisitor):
+        def on_visit(self, node: cst.CSTNode) -> bool:
+            if reached:
+                return False
+            if node is stop:
+                reached.append(True)
+                return False
+            if node is not scope and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                return False
+            if isinstance(node, cst.Call):
+                found.append(node)
+            return True
+
+    visit(scope, _Calls())
+    return found if reached else None
 
 
 def _only_called_by_a_saver(context: "FileContext", function: cst.FunctionDef, path: cst.BaseExpression) -> bool:

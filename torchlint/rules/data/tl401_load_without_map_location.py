@@ -112,7 +112,15 @@ How the device evidence is read: `torchlint/analysis/project/devices.py`.
         # The fix reads whether the module binds `device` (scope.binds_name); the confidence, where the file
         # saves the path it loads (analysis/project/devices.py).
         saves = scan.regions_calling_qualified(SAVE_FUNCTIONS)
-        return loads | saves | scan.regions_where(lambda region: region.enclosing_class is None and "device" in region.binds)
+        # The run that loads may have written the path through a function called before the loading one: the
+        # regions calling the savers and the loaders are where that order is read.
+        functions = {name for region in loads | saves for name in scan.regions[region].function_names}
+        return (
+            loads
+            | saves
+            | scan.regions_calling(functions)
+            | scan.regions_where(lambda region: region.enclosing_class is None and "device" in region.binds)
+        )
 
     def visit_Call(self, node: cst.Call) -> None:
         qualified = self.context.qualified_name(node.func)
