@@ -104,8 +104,17 @@ def same_family(first: str, second: str) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- findings
+def state_file(corpus: Path, name: str, file_name: str) -> Path:
+    """Where the validation keeps a draw's findings and packet index: beside the draw's folder, not in it, so
+    that a blind reader browsing the repositories never meets the rules and levels (a draw validated before
+    kept them in its folder: read from there while no new file exists)."""
+    kept = corpus / ".validate" / name / file_name
+    legacy = corpus / name / f".{file_name}"
+    return legacy if not kept.exists() and legacy.exists() else kept
+
+
 def findings_path(corpus: Path, name: str, label: str) -> Path:
-    return corpus / name / f".findings-{label}.json"
+    return state_file(corpus, name, f"findings-{label}.json")
 
 
 def lint_draw(name: str, corpus: Path, torchlint: str, label: str, rerun: bool) -> Tuple[List[Finding], int]:
@@ -124,12 +133,15 @@ def lint_draw(name: str, corpus: Path, torchlint: str, label: str, rerun: bool) 
     findings: List[Finding] = []
     for repository in repositories:
         findings += precision_user.lint(torchlint, root, repository)
+    cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps([f.__dict__ for f in findings], indent=0), encoding="utf-8")
     return findings, lines
 
 
 def cached_labels(corpus: Path, name: str) -> List[str]:
-    return sorted(p.name[len(".findings-"):-len(".json")] for p in (corpus / name).glob(".findings-*.json"))
+    kept = {p.name[len("findings-"):-len(".json")] for p in (corpus / ".validate" / name).glob("findings-*.json")}
+    legacy = {p.name[len(".findings-"):-len(".json")] for p in (corpus / name).glob(".findings-*.json")}
+    return sorted(kept | legacy)
 
 
 # ---------------------------------------------------------------------------------------------- reading
@@ -162,7 +174,9 @@ def write_packet(name: str, corpus: Path, labels: Sequence[str], out: Path, part
                 index[str(number)] = list(finding.key)
                 handle.write(blind_entry(number, finding, corpus / name))
     # The index names each finding's rule: it stays with the corpus, out of the readers' packets.
-    (corpus / name / ".packet-index.json").write_text(json.dumps(index, indent=0), encoding="utf-8")
+    index_path = state_file(corpus, name, "packet-index.json")
+    index_path.parent.mkdir(parents=True, exist_ok=True)
+    index_path.write_text(json.dumps(index, indent=0), encoding="utf-8")
     return len(ordered)
 
 
@@ -207,7 +221,7 @@ def blind_entry(number: int, finding: Finding, root: Path) -> str:
 
 def record(name: str, corpus: Path, readings: Sequence[Path]) -> int:
     """Append the readers' rows to the draw's verdicts, keyed through the packet's index."""
-    index = json.loads((corpus / name / ".packet-index.json").read_text(encoding="utf-8"))
+    index = json.loads(state_file(corpus, name, "packet-index.json").read_text(encoding="utf-8"))
     target = results_of(name) / "verdicts.tsv"
     known = precision_user.read_verdicts(target)
     rows = []
