@@ -105,14 +105,14 @@ def test_the_index_module_map_names_modules_as_module_name_does(tmp_path):
             expected.setdefault(project_index.module_name(path), path)
     names = index._ensure()
     assert {name: names[name] for name in expected} == expected
-    # A folder without __init__.py is a namespace package: its module is also named as a script beside it
-    # imports it, second to the names above.
-    assert set(names) - set(expected) == {"nopkg.c"}
+    # A folder without __init__.py inside a package is a namespace package of it (``<root>.pkg.nopkg.c``); its module
+    # is also named as a script beside it, or in its folder, imports it, second to the names above.
+    assert set(names) - set(expected) == {"c", "nopkg.c"}
     # A script at the top of the root package imports the modules below it without the root's name: aliases,
     # each read as the module it stands for.
     prefix = tmp_path.name + "."
-    assert index._aliases == {m: prefix + m for m in ("pkg", "pkg.a", "pkg.sub", "pkg.sub.b", "top")}
+    assert index._aliases == {m: prefix + m for m in ("pkg", "pkg.a", "pkg.sub", "pkg.sub.b", "top", "pkg.nopkg.c")}
     assert index.canonical("pkg.sub.b") == prefix + "pkg.sub.b" and index.is_module("pkg.sub.b")
     # The folder itself holds an __init__.py, so every name starts with its name.
     prefix = tmp_path.name + "."
-    assert {prefix + m for m in ("pkg", "pkg.a", "pkg.sub", "pkg.sub.b", "top")} | {"c"} <= set(expected)
+    assert {prefix + m for m in ("pkg", "pkg.a", "pkg.sub", "pkg.sub.b", "top", "pkg.nopkg.c")} <= set(expected)

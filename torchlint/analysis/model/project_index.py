@@ -92,17 +92,13 @@ def _has_init(directory: str) -> bool:
 
 
 def module_name(path: str, is_package_dir: Callable[[str], bool] = _has_init) -> str:
-    """``pkg.data.text`` for ``.../pkg/data/text.py`` (climbing while ``__init__.py`` says it is a package)."""
+    """``pkg.data.text`` for ``.../pkg/data/text.py`` (climbing while ``__init__.py`` says it is a package, and
+    through a namespace folder inside one: ``pkg.nopkg.c`` for ``pkg/nopkg/c.py``)."""
     path = os.path.abspath(path)
     directory, filename = os.path.split(path)
     stem = filename.rsplit(".", 1)[0]
-    parts = [] if stem == "__init__" else [stem]
-    while is_package_dir(directory):
-        directory, package = os.path.split(directory)
-        parts.append(package)
-        if not package:
-            break
-    parts.reverse()
+    packages_of = lambda folder: _packages_of(folder, is_package_dir)  # noqa: E731
+    parts = _packages_through_namespaces(directory, is_package_dir, packages_of) + (() if stem == "__init__" else (stem,))
     return ".".join(p for p in parts if p) or stem
 
 
@@ -115,6 +111,28 @@ def _packages_of(directory: str, is_package_dir: Callable[[str], bool]) -> Tuple
         if not package:
             break
     return tuple(reversed(names))
+
+
+def _packages_through_namespaces(
+    directory: str, is_package_dir: Callable[[str], bool], packages_of: Callable[[str], Tuple[str, ...]]
+) -> Tuple[str, ...]:
+    """``("model", "networks")`` for ``model/networks/`` when ``networks/`` has no ``__init__.py`` but ``model/``
+    is a package (a namespace folder inside a regular package), climbing at most ``_NAMESPACE_LEVELS`` such
+    folders; otherwise what :func:`_packages_of` says."""
+    own = packages_of(directory)
+    if own:
+        return own
+    folders: List[str] = []
+    current = directory
+    for _ in range(_NAMESPACE_LEVELS):
+        parent, folder = os.path.split(current)
+        if not folder or not folder.isidentifier():
+            return ()
+        folders.append(folder)
+        if is_package_dir(parent):
+            return packages_of(parent) + tuple(reversed(folders))
+        current = parent
+    return ()
 
 
 def resolve_relative(current_module: str, is_package: bool, level: int, target: Optional[str]) -> Optional[str]:
@@ -580,11 +598,15 @@ class ProjectIndex:
                         if path.endswith(".py"):
                             directory, filename = os.path.split(os.path.abspath(path))
                             stem = filename.rsplit(".", 1)[0]
-                            parts = packages_of(directory) + (() if stem == "__init__" else (stem,))
-                            name = ".".join(p for p in parts if p) or stem
-                            if stem == "__init__" or name not in modules:
-                                # ``pkg/loss/__init__.py`` beside ``pkg/loss.py``: an import finds the package.
-                                modules[name] = path
+                            own = (() if stem == "__init__" else (stem,))
+                            # ``model/networks/wrn.py`` where ``model/`` is a package and ``networks/`` a namespace
+                            # folder in it: Python imports it as ``model.networks.wrn``, its own name; the bare
+                            # name (a script beside it) comes second.
+                            for packages in dict.fromkeys((_packages_through_namespaces(directory, is_package_dir, packages_of), packages_of(directory))):
+                                name = ".".join(p for p in packages + own if p) or stem
+                                if stem == "__init__" or name not in modules:
+                                    # ``pkg/loss/__init__.py`` beside ``pkg/loss.py``: an import finds the package.
+                                    modules[name] = path
                     # Folders without __init__.py are namespace packages: a script beside ``utils/`` imports
                     # ``utils.optim``.  Their names come second: a regular package's name wins.
                     # So are the folders above a package: of two ``util/`` packages in sibling folders, the one
