@@ -700,3 +700,41 @@ def test_a_notebook_stops_at_an_import_its_package_cannot_satisfy(tmp_path, caps
     files = {"FNO.py": "fno_2d_time = None\n", "notebooks/run.ipynb": _notebook(use, "from FNO.fno_2d_time import FNO2DTime\n", use)}
     found = _all_levels(project(tmp_path / "module", files), capsys)
     assert found == {"notebooks/run.ipynb:3:TL602": ["high", "high"]}
+
+
+def test_a_call_quoted_out_or_named_in_a_docstring_reaches_nothing(tmp_path, capsys):
+    # The only call sits in a string statement (code an author turned off by quoting it), the only other mention in
+    # a docstring: nothing that runs calls the helper.
+    quoted = (
+        "import torch.nn as nn\n"
+        "from helpers import init_params\n"
+        "\n"
+        "\n"
+        "def build():\n"
+        '    """Builds the net; init_params is not applied any more."""\n'
+        "    net = nn.Linear(2, 2)\n"
+        "    '''\n"
+        "    init_params(net)\n"
+        "    '''\n"
+        "    return net\n"
+        "\n"
+        "\n"
+        "build()\n"
+    )
+    assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": quoted}), capsys) == {"helpers.py": ["low"]}
+
+
+def test_a_string_that_is_a_value_still_names_what_it_holds(tmp_path, capsys):
+    # A triple-quoted string assigned or passed is a value the program may run (``exec``): its words still count,
+    # and a quote pairs with its own opening one (the string value before the quoted-out block is no block).
+    valued = (
+        "import torch.nn as nn\n"
+        "from helpers import init_params\n"
+        "\n"
+        'SOURCE = """\n'
+        "init_params(net)\n"
+        '"""\n'
+        "net = nn.Linear(2, 2)\n"
+        "exec(SOURCE)\n"
+    )
+    assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": valued}), capsys) == {"helpers.py": ["high"]}

@@ -92,6 +92,43 @@ def _code_text(data: bytes) -> bytes:
     return _COMMENT.sub(b"", data)
 
 
+# Every triple-quoted string, scanned in order so that each closing quote pairs with its opening one.
+_TRIPLE_QUOTED = re.compile(rb'("""|\'\'\')(.*?)\1', re.S)
+_OPEN_EXPRESSION = frozenset(b"([{,=\\+-*/%|&<>")
+
+
+def _without_quoted_blocks(code: bytes) -> bytes:
+    """``code`` without its string statements (a docstring, or code an author turned off by quoting it): a
+    triple-quoted string that starts a line, ends one, and follows no open expression. A name written only there
+    is used by nothing that runs (d50: a beam search nothing builds but in a quoted-out call). Lines stay."""
+    pieces = []
+    last = 0
+    for match in _TRIPLE_QUOTED.finditer(code):
+        begin = match.start()
+        while begin > 0 and code[begin - 1 : begin] in (b"r", b"R", b"b", b"B", b"u", b"U"):
+            begin -= 1
+        line_start = code.rfind(b"\n", 0, begin) + 1
+        line_end = code.find(b"\n", match.end())
+        line_end = len(code) if line_end < 0 else line_end
+        before = code[:line_start].rstrip()
+        if (
+            code[line_start:begin].strip()
+            or code[match.end():line_end].strip()
+            or (before and before[-1] in _OPEN_EXPRESSION)
+        ):
+            continue  # a value: ``x = """..."""``, ``f(\n"""...""")``
+        pieces.append(code[last:begin])
+        pieces.append(b"\n" * code.count(b"\n", begin, match.end()))
+        last = match.end()
+    pieces.append(code[last:])
+    return b"".join(pieces)
+
+
+def _words_text(data: bytes) -> bytes:
+    """The text whose words count as uses of a definition: code without comments and string statements."""
+    return _without_quoted_blocks(_code_text(data))
+
+
 # Plumbing that names a definition without using it: the names a ``from ... import`` binds as they are (an
 # ``as`` alias keeps both words: the alias is how it is used), the strings of ``__all__``, and module paths (an
 # import statement's module names a file, never a function or class of that name: ``from models.ResNet import
@@ -219,6 +256,7 @@ class _Words:
         for module, data in index.every_file_text():
             code = _code_text(data)
             self.code_texts.append(code)
+            code = _without_quoted_blocks(code)
             if module is not None and b"async" in data and not index.compiles(module):
                 code = b""  # it raises SyntaxError when run or imported: it uses nothing
             words = Counter(_WORD.findall(code))
@@ -475,7 +513,7 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
     if words.may_look_up(index.module_of(context.path)):
         return False
     if texts is _DEAD_MODULE and words.imported_by_name(index.module_of(context.path)):
-        texts = _used_text(_code_text(context.source.encode("utf-8", "replace"))), _used_text(_code_text(_disk_text(context, index)))
+        texts = _used_text(_words_text(context.source.encode("utf-8", "replace"))), _used_text(_words_text(_disk_text(context, index)))
     if texts is _DEAD_MODULE:
         return True
     source, on_disk = texts
@@ -502,7 +540,7 @@ def _unreached(context: "FileContext", index: ProjectIndex, owners) -> bool:
         here, definitions = _mentions(source, encoded), _definitions(source, encoded)
         if here > definitions:
             # Mentions inside the definition itself (``super(Loss, self)``, a recursive call) use nothing.
-            inside = context.memoized("reached.inside", node, lambda n: _code_text(context.module.code_for_node(n).encode("utf-8", "replace")))
+            inside = context.memoized("reached.inside", node, lambda n: _words_text(context.module.code_for_node(n).encode("utf-8", "replace")))
             if here - _mentions(inside, encoded) > definitions - 1 and not (
                 position == 0 and _named_only_by_unreached(context, words, name)
             ):
@@ -607,7 +645,7 @@ def _file_texts(context: "FileContext", index: ProjectIndex):
         return _DEAD_MODULE
     if not _in_program(context, index):
         return _DEAD_MODULE if _dead_module(context, index) else None
-    return _used_text(_code_text(context.source.encode("utf-8", "replace"))), _used_text(_code_text(_disk_text(context, index)))
+    return _used_text(_words_text(context.source.encode("utf-8", "replace"))), _used_text(_words_text(_disk_text(context, index)))
 
 
 def _imports_a_missing_module(context: "FileContext", index: ProjectIndex) -> bool:
