@@ -144,6 +144,49 @@ def test_tl405_require_grad_true_typo_trains_nothing():
     assert torch.equal(scale.grad, torch.tensor([2.0]))
 
 
+MODULE_FLAG = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as nn
+
+    class Head(nn.Module):
+        def __init__(self):
+            super().__init__()
+            torch.manual_seed(0)
+            self.backbone = nn.Linear(3, 3)
+            self.backbone.requires_grad = False
+            self.out = nn.Linear(3, 1)
+
+        def forward(self, x):
+            return self.out(self.backbone(x))
+
+    def train_step(x, y):
+        model = Head()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        before = model.backbone.weight.detach().clone()
+        out = model(x)
+        torch.nn.functional.mse_loss(out, y).backward()
+        optimizer.step()
+        return before, model, out.detach()
+    """
+)
+
+
+def test_tl405_requires_grad_set_on_a_module_freezes_nothing_and_the_fix_freezes():
+    x, y = torch.randn(8, 3), torch.randn(8, 1)
+    before, model, out = run(MODULE_FLAG)["train_step"](x, y)
+    assert model.backbone.weight.requires_grad, "the module attribute leaves its parameters trainable"
+    assert not torch.equal(model.backbone.weight, before), "the 'frozen' backbone moved"
+
+    after = fixed(MODULE_FLAG, "TL405")
+    assert "self.backbone.requires_grad_(False)" in after
+    fixed_before, fixed_model, fixed_out = run(after)["train_step"](x, y)
+    assert torch.equal(fixed_out, out), "forward values agree"
+    assert not fixed_model.backbone.weight.requires_grad
+    assert torch.equal(fixed_model.backbone.weight, fixed_before), "the frozen backbone does not move"
+    assert fixed_model.out.weight.grad is not None, "the head still trains"
+
+
 def test_tl405_signature_table_is_generated_from_this_torch():
     import json
     import sys
