@@ -25,11 +25,12 @@ guard: it swallows the break, it does not plan for it; nor is ``getattr(outputs,
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 import libcst as cst
 
 from torchlint.analysis.api.api_drift import in_watched_package
+from torchlint.analysis.values.domain import structurally_equal
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -41,16 +42,22 @@ _VERSION_WORDS = re.compile(r"version|TORCH_\w*|_TORCH\w*|torch_\w*(?:greater|le
 _PROBES = frozenset({"hasattr", "getattr"})
 
 
-def is_version_guarded(context: "FileContext", present_on_target: bool = False) -> bool:
+def is_version_guarded(context: "FileContext", present_on_target: bool = False, removed: Optional[cst.Attribute] = None) -> bool:
     """Whether the node being visited runs only on some releases of torch (or functorch, torchvision).
 
     ``present_on_target``: the use is of an API the target release still has (deprecated, not removed). A ``try``
     body that plans for its absence then runs on the target all the same (``try: from torch.cuda.amp import
     autocast`` ``except ImportError: ...`` imports it and warns at each call): only the handlers and the version
-    tests guard it."""
+    tests guard it.
+
+    ``removed``: the use is ``obj.name`` of an attribute the target release no longer has; the branch an ``if``
+    (or conditional expression) takes when ``hasattr(obj, "name")`` holds never runs there (``ds.train_data if
+    hasattr(ds, "train_data") else ds.data``)."""
     ancestors = context.ancestors
     for index, node in enumerate(ancestors):
         child = ancestors[index + 1] if index + 1 < len(ancestors) else None
+        if removed is not None and isinstance(node, (cst.If, cst.IfExp)) and (child or removed) is node.body and _probes(context, node.test, removed):
+            return True
         if isinstance(node, cst.Try) and child is node.body and not present_on_target and any(
             _catches_missing_api(h) for h in node.handlers
         ):
@@ -60,6 +67,24 @@ def is_version_guarded(context: "FileContext", present_on_target: bool = False) 
         if isinstance(node, (cst.If, cst.IfExp)) and child is not node.test and _asks_for_release(context, node.test):
             return True
         if isinstance(node, (cst.IndentedBlock, cst.Module)) and child is not None and _after_a_release_exit(context, node.body, child):
+            return True
+    return False
+
+
+def _probes(context: "FileContext", test: cst.BaseExpression, use: cst.Attribute) -> bool:
+    """``hasattr(obj, "name")`` (alone, or as a term of an ``and``) for the use ``obj.name``."""
+    terms = [test]
+    while terms:
+        term = terms.pop()
+        if isinstance(term, cst.BooleanOperation) and isinstance(term.operator, cst.And):
+            terms += [term.left, term.right]
+            continue
+        if (
+            isinstance(term, cst.Call) and isinstance(term.func, cst.Name) and term.func.value == "hasattr"
+            and len(term.args) == 2 and isinstance(term.args[1].value, cst.SimpleString)
+            and term.args[1].value.evaluated_value == use.attr.value
+            and structurally_equal(term.args[0].value, use.value)
+        ):
             return True
     return False
 
