@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Callable, Dict, Iterable, List, Optional, Sequ
 import libcst as cst
 
 from torchlint.analysis.flow.callers import arguments_at_calls, every_call_site
+from torchlint.analysis.flow.gradflow import read_names
 from torchlint.analysis.model.ast_names import ast_dotted_name, every_node
 from torchlint.analysis.model.bindings import all_params, bound_names
 from torchlint.analysis.model.calls import argument, keyword_arg
@@ -450,7 +451,7 @@ def _called_after_a_saver(context: "FileContext", function: cst.FunctionDef, pat
     sites = every_call_site(context, function)
     if not sites:
         return False
-    free = _names_in(path)
+    free = frozenset(read_names(path))
     if free & _bound_or_parameters(context, function):
         return False
     for site in sites:
@@ -467,24 +468,9 @@ def _called_after_a_saver(context: "FileContext", function: cst.FunctionDef, pat
     return True
 
 
-def _names_in(node: cst.BaseExpression) -> frozenset:
-    """The plain names read in ``node`` (``self`` of ``self.path`` among them)."""
-    found = set()
-
-    class _Names(cst.CSTVisitor):
-        def visit_Name(self, name: cst.Name) -> None:
-            found.add(name.value)
-
-        def visit_Attribute(self, attribute: cst.Attribute) -> bool:
-            attribute.value.visit(self)
-            return False
-
-    node.visit(_Names())
-    return frozenset(found)
-
-
 def _bound_or_parameters(context: "FileContext", function: cst.FunctionDef) -> frozenset:
-    """What ``function`` binds itself: its parameters (bar ``self``) and the names assigned in its body."""
+    """What ``function`` binds itself: its parameters (bar ``self``, the instance a method's callers share, as the
+    call sites' ``self.name(...)`` read it) and the names assigned in its body."""
     def compute(node: cst.FunctionDef) -> frozenset:
         parameters = {param.name.value for param in all_params(node.params)} - {"self"}
         return frozenset(parameters | bound_names(node.body))

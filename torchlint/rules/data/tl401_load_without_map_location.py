@@ -94,7 +94,8 @@ class LoadWithoutMapLocation(Rule):
 - **low**: the loading file builds its model with `.cuda()`, or the program always uses CUDA (it runs only
   where a GPU is, and a file saved from `cuda:0` loads there); the run that loads wrote the path (the same
   function saved it just before or fills it as a cache, the function that saved it is the only caller of
-  the loading one, or a script's top level saves then loads it); the same function (or script) loaded the
+  the loading one, every caller of the loading one first called a function of the file that writes the same
+  module-level path, or a script's top level saves then loads it); the same function (or script) loaded the
   same path before, under no condition this load is not under (that load meets a foreign file first: the
   best model reloaded after training reads the same file or the one this run wrote); the checkpoint holds CPU tensors (every
   save of the loading class writes what `.cpu()` returned, or the code that writes the path never uses a

@@ -449,7 +449,7 @@ def _looks_like_requires_grad(name: str) -> bool:
 def _is_read_in(source: str, attribute: str, receiver: str = "") -> bool:
     """Whether ``.attribute`` (of ``receiver`` when given) is read anywhere (not only assigned), or named in a string
     (``getattr``)."""
-    owner = re.escape(receiver) if receiver else ""
+    owner = rf"(?<![\w.]){re.escape(receiver)}" if receiver else ""
     for match in re.finditer(rf"{owner}\.\s*{re.escape(attribute)}\b|[\'\"]{re.escape(attribute)}[\'\"]", source):
         if match.group(0)[0] in "'\"":
             return True
