@@ -738,3 +738,88 @@ def test_a_string_that_is_a_value_still_names_what_it_holds(tmp_path, capsys):
         "exec(SOURCE)\n"
     )
     assert levels(project(tmp_path, {"helpers.py": HELPER, "train.py": valued}), capsys) == {"helpers.py": ["high"]}
+
+
+# A script whose branches literals or switches decide: TL602 finds each ``init.kaiming_normal`` at ``high``.
+CONSTANT_BRANCHES = (
+    "import torch.nn as nn\n"
+    "import torch.nn.init as init\n"
+    "\n"
+    "USE_ORTHOGONAL = False\n"
+    "\n"
+    "\n"
+    "def build(flag=False):\n"
+    "    net = nn.Linear(2, 2)\n"
+    "    if False:\n"
+    "        init.kaiming_normal(net.weight)  # off\n"
+    "    if flag and 0:\n"
+    "        init.kaiming_normal(net.weight)  # off: ``and`` with a false literal\n"
+    "    if True:\n"
+    "        pass\n"
+    "    else:\n"
+    "        init.kaiming_normal(net.weight)  # off: the test before it always holds\n"
+    "    if 'a' == 'b':\n"
+    "        init.kaiming_normal(net.weight)  # off\n"
+    "    if USE_ORTHOGONAL:\n"
+    "        init.kaiming_normal(net.weight)  # a switch the user edits: kept\n"
+    "    if flag or not True:\n"
+    "        init.kaiming_normal(net.weight)  # a parameter decides: kept\n"
+    "    while False:\n"
+    "        init.kaiming_normal(net.weight)  # off\n"
+    "    while net is None:\n"
+    "        pass\n"
+    "    else:\n"
+    "        init.kaiming_normal(net.weight)  # a loop's else: kept\n"
+    "    return net\n"
+    "\n"
+    "\n"
+    "build()\n"
+)
+
+
+def _lines_by_level(project_path: Path, capsys) -> Dict[int, str]:
+    return {item["line"]: item["confidence"] for item in project_findings(project_path, "TL602", capsys)}
+
+
+def test_a_branch_literals_turn_off_is_unreached_and_a_switch_is_not(tmp_path, capsys):
+    found = _lines_by_level(project(tmp_path, {"train.py": CONSTANT_BRANCHES}), capsys)
+    assert found == {10: "low", 12: "low", 16: "low", 18: "low", 20: "high", 22: "high", 24: "low", 28: "high"}
+
+
+_BLOCK = (
+    "class Block(nn.Module):\n"
+    "    def __init__(self):\n"
+    "        super().__init__()\n"
+    "        self.fc = nn.Linear(2, 2)\n"
+    "        init.kaiming_normal(self.fc.weight)\n"
+)
+# The same class twice: the first is replaced before anything builds it.
+REPLACED = "import torch.nn as nn\nimport torch.nn.init as init\n\n\n" + _BLOCK + "\n\n" + _BLOCK + "\n\nnet = Block()\n"
+
+
+def test_a_definition_a_later_one_of_its_name_replaces_is_unreached(tmp_path, capsys):
+    assert _lines_by_level(project(tmp_path, {"train.py": REPLACED}), capsys) == {9: "low", 16: "high"}
+
+
+def test_a_definition_used_before_its_replacement_keeps_its_level(tmp_path, capsys):
+    # a top-level statement between the two builds the first one
+    text = REPLACED.replace("\n\n\nclass Block", "\nfirst = Block()\n\n\nclass Block", 2).replace("\nfirst = Block()", "", 1)
+    assert "first = Block()" in text
+    assert set(_lines_by_level(project(tmp_path, {"train.py": text}), capsys).values()) == {"high"}
+
+
+@pytest.mark.parametrize(
+    "test, expected",
+    [
+        ("False", False), ("0", False), ("None", False), ("''", False), ("()", False), ("1", True), ("'x'", True),
+        ("not False", True), ("x and False", False), ("x or True", True), ("x and True", None), ("False or x", None),
+        ("1 == 1.0", True), ("'a' != 'a'", False), ("None is None", True), ("'a' in ('a', 'b')", True),
+        ("1 < 2", None), ("x", None), ("DEBUG", None), ("x == 1", None), ("1 is 1", None),
+    ],
+)
+def test_the_truth_of_a_test_made_of_literals(test, expected):
+    import libcst as cst
+
+    from torchlint.analysis.model.constant_branches import truth
+
+    assert truth(cst.parse_expression(test)) is expected

@@ -23,6 +23,11 @@ reach it keeps it alive:
   (``globals()[name]``, ``import_module``, ``eval``, a module imported relatively): every definition is;
 - a top-level function that Python or pytest calls by its name (module ``__getattr__``, ``test_*``).
 
+Code in a branch that literals turn off (``if False:``, ``while 0:``, the ``else`` of ``if True:``:
+analysis/model/constant_branches.py) is unreached wherever it sits; so is a top-level ``def`` or ``class`` that a later
+one of the same name replaces before any statement names it. A name bound to a literal (``is_load = False``) is a
+switch the user edits, not dead code: such a branch keeps its findings.
+
 A file whose top level imports, on no condition, what cannot be imported from it (a module its package lacks, a
 package that lives only in a sibling folder of a script nothing puts on the path, a name the module beside it does
 not define, a project module Python 3.7+ does not compile: ``x.cuda(async=True)``) runs nothing after that import:
@@ -50,6 +55,7 @@ from typing import TYPE_CHECKING, Dict, FrozenSet, List, Optional, Set, Tuple
 
 import libcst as cst
 
+from torchlint.analysis.model.constant_branches import in_branch_never_taken
 from torchlint.analysis.model.project_index import ProjectIndex, declared_all, notebook_code
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -399,6 +405,8 @@ def unreached(context: "FileContext") -> bool:
     if _in_unevaluated_annotation(context):
         return True
     index = context.project
+    if in_branch_never_taken(context.ancestors):
+        return True
     if index is None or context.path in ("", "-"):
         return False
     if not context.compiles:
@@ -412,7 +420,28 @@ def unreached(context: "FileContext") -> bool:
         return context.memoized("reached.import-fails", context.module, lambda _: _imports_a_missing_module(context, index)) or (
             context.memoized("reached.module-never-runs", context.module, lambda _: _module_never_runs(context, index))
         )
+    if context.memoized("reached.replaced", owners[0], lambda owner: _replaced_before_use(context.module, owner)):
+        return True
     return context.memoized("reached.unreached", owners[-1], lambda _: _unreached(context, index, owners))
+
+
+def _replaced_before_use(module: cst.Module, owner: cst.CSTNode) -> bool:
+    """A top-level ``def``/``class`` that a later top-level one of the same name replaces, with no statement between
+    them naming it: every use of the name, in this file or another, gets the later one."""
+    body = module.body
+    position = next((number for number, statement in enumerate(body) if statement is owner), None)
+    if position is None:
+        return False
+    name = owner.name.value
+    word = re.compile(r"(?<![A-Za-z0-9_])%s(?![A-Za-z0-9_])" % re.escape(name))
+    for statement in body[position + 1 :]:
+        if isinstance(statement, (cst.FunctionDef, cst.ClassDef)) and statement.name.value == name:
+            return not statement.decorators or not any(
+                word.search(module.code_for_node(decorator)) for decorator in statement.decorators
+            )
+        if word.search(module.code_for_node(statement)):
+            return False
+    return False
 
 
 def _module_never_runs(context: "FileContext", index: ProjectIndex) -> bool:
