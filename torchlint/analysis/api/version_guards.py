@@ -15,7 +15,9 @@ Compatibility code names an old API on purpose and runs it only where it exists:
 A use is guarded when it sits in the body of a ``try`` whose handlers catch what a missing or
 removed API raises (ImportError, ModuleNotFoundError, AttributeError, the RuntimeError of a removed
 function's stub, or a bare ``except:``), in such a handler (the fallback for old releases:
-``except AttributeError: scaler = torch.cuda.amp.GradScaler()``), or in either branch of an ``if`` (or conditional
+``except AttributeError: scaler = torch.cuda.amp.GradScaler()``), in an ``except TypeError:`` handler of a ``try``
+of at most three plain statements that call torch (``try: scaler = torch.amp.GradScaler("cuda")``: the running
+release's signature is probed, and the handler serves the releases that lack it), or in either branch of an ``if`` (or conditional
 expression) whose test reads a version (``torch.__version__``, ``TORCH_VERSION``,
 ``is_torch_greater_than("2.0")``) or probes torch for a name (``hasattr(torch, "symeig")``,
 ``getattr(torch.linalg, "eigh", None)``), or after such an ``if`` that always returns or raises (its implicit
@@ -40,6 +42,10 @@ _CAUGHT = frozenset({"ImportError", "ModuleNotFoundError", "AttributeError", "Ru
 # A test that reads which release this is.
 _VERSION_WORDS = re.compile(r"version|TORCH_\w*|_TORCH\w*|torch_\w*(?:greater|less|newer|older)", re.IGNORECASE)
 _PROBES = frozenset({"hasattr", "getattr"})
+# What a call raises on a release whose signature lacks an argument it passes (``torch.amp.GradScaler("cuda")``
+# before torch 2.3), and how many plain statements a ``try`` that probes a signature holds at most.
+_SIGNATURE_ERRORS = frozenset({"TypeError"})
+_PROBE_STATEMENTS = 3
 
 
 def is_version_guarded(context: "FileContext", present_on_target: bool = False, removed: Optional[cst.Attribute] = None) -> bool:
@@ -64,6 +70,8 @@ def is_version_guarded(context: "FileContext", present_on_target: bool = False, 
             return True
         if isinstance(node, cst.ExceptHandler) and _catches_missing_api(node):
             return True  # the fallback for the releases where the try's API is missing
+        if isinstance(node, cst.ExceptHandler) and index > 0 and _catches(node, _SIGNATURE_ERRORS) and _probes_a_signature(context, ancestors[index - 1]):
+            return True  # ``except TypeError:`` after a newer signature of a torch call: the old releases' fallback
         if isinstance(node, (cst.If, cst.IfExp)) and child is not node.test and _asks_for_release(context, node.test):
             return True
         if isinstance(node, (cst.IndentedBlock, cst.Module)) and child is not None and _after_a_release_exit(context, node.body, child):
@@ -117,6 +125,16 @@ def _asks_for_release(context: "FileContext", test: cst.BaseExpression) -> bool:
     return finder.found
 
 
+class _TorchCalls(cst.CSTVisitor):
+    def __init__(self, context: "FileContext") -> None:
+        super().__init__()
+        self.context, self.found = context, False
+
+    def visit_Call(self, node: cst.Call) -> None:
+        if in_watched_package(self.context.qualified_name(node.func) or ""):
+            self.found = True
+
+
 class _Probes(cst.CSTVisitor):
     """``hasattr(torch, ...)`` / ``getattr(torch.linalg, ...)``: a probe of torch itself."""
 
@@ -131,12 +149,29 @@ class _Probes(cst.CSTVisitor):
 
 
 def _catches_missing_api(handler: cst.ExceptHandler) -> bool:
+    return handler.type is None or _catches(handler, _CAUGHT)
+
+
+def _catches(handler: cst.ExceptHandler, kinds_caught: frozenset) -> bool:
     if handler.type is None:
-        return True
+        return False
     kinds = handler.type.elements if isinstance(handler.type, cst.Tuple) else [handler.type]
     for kind in kinds:
         value = kind.value if isinstance(kind, cst.Element) else kind
         name = value.attr.value if isinstance(value, cst.Attribute) else getattr(value, "value", None)
-        if name in _CAUGHT:
+        if name in kinds_caught:
             return True
     return False
+
+
+def _probes_a_signature(context: "FileContext", statement: cst.CSTNode) -> bool:
+    """A ``try`` whose body is a few plain statements that call torch (``scaler = torch.amp.GradScaler("cuda")``): a
+    probe of the signature the running release accepts, not a block of work whose errors the handler swallows."""
+    if not isinstance(statement, cst.Try) or not isinstance(statement.body, cst.IndentedBlock):
+        return False
+    body = statement.body.body
+    if not body or len(body) > _PROBE_STATEMENTS or not all(isinstance(line, cst.SimpleStatementLine) for line in body):
+        return False
+    finder = _TorchCalls(context)
+    statement.body.visit(finder)
+    return finder.found
