@@ -8,6 +8,7 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import LOADER_ITERATOR_NEXT_REMOVED_IN, effective_target, version_text
 from torchlint.analysis.api.version_guards import is_version_guarded
+from torchlint.analysis.flow.callers import arguments_from_callers
 from torchlint.analysis.model.dataflow import site_of, sole_assignment
 from torchlint.analysis.model.ops import possible_constructors
 from torchlint.analysis.model.scope import is_self_attribute, self_attribute_assignments
@@ -27,9 +28,10 @@ class IteratorNextMethod(Rule):
     ## What it does
     Flags `.next()` called on an iterator made by `iter(loader)` or
     `loader.__iter__()`: written on the call (`iter(loader).next()`), on a
-    name whose one assignment made it (`it = iter(loader)`; `it.next()`), or
-    on an attribute that every assignment in the class makes so
-    (`self.batches = iter(self.loader)`).
+    name whose one assignment made it (`it = iter(loader)`; `it.next()`), on
+    an attribute that every assignment in the class makes so
+    (`self.batches = iter(self.loader)`), or on a parameter every call in the
+    file passes such an iterator (`train(net, iter(loader))`).
 
     ## Why is this bad?
     `next()` as a method is Python 2's iterator protocol. DataLoader
@@ -77,7 +79,8 @@ class IteratorNextMethod(Rule):
 
     @classmethod
     def prepass(cls, scan):
-        """Regions calling ``.next()``, unless a class of the file defines ``next`` (its own iterator may)."""
+        """Regions calling ``.next()`` and those calling their functions, unless a class of the file defines ``next``
+        (its own iterator may)."""
         calling = scan.regions_whose_text_matches(_NEXT_METHOD_CALL)
         if not calling:
             return None
@@ -87,7 +90,7 @@ class IteratorNextMethod(Rule):
             for node in ast.walk(scan.tree)
         ):
             return None
-        return calling
+        return scan.with_mentions(calling)  # with the callers that may hand the iterator in
 
     def visit_Call(self, node: cst.Call) -> None:
         func = node.func
@@ -122,11 +125,27 @@ class IteratorNextMethod(Rule):
             if binding is not None:
                 return _is_iter_call(binding.value, self._iter_is_builtin())
             made = possible_constructors(self.context, receiver.value)
-            return _JOINED if made and all(_is_iter_call(call, self._iter_is_builtin()) for call in made) else False
+            if made:
+                return _JOINED if all(_is_iter_call(call, self._iter_is_builtin()) for call in made) else False
+            return _JOINED if self._passed_an_iterator(receiver.value) else False
         if is_self_attribute(receiver):
             values = self._class_assignments(receiver.attr.value)
             return bool(values) and all(_is_iter_call(value, self._iter_is_builtin()) for value in values)
         return False
+
+    def _passed_an_iterator(self, parameter: str) -> bool:
+        """``def train(net, train_iter): train_iter.next()`` where every call in the file passes ``iter(loader)`` or a
+        name whose one assignment there is one."""
+        passed = arguments_from_callers(self.context, self.context.ancestors, parameter)
+        if not passed:
+            return False
+        for value, ancestors in passed:
+            if isinstance(value, cst.Name):
+                binding = sole_assignment(site_of(ancestors), value.value)
+                value = binding.value if binding is not None else None
+            if not _is_iter_call(value, self._iter_is_builtin()):
+                return False
+        return True
 
     def _class_assignments(self, attribute: str) -> List[Optional[cst.BaseExpression]]:
         """Every value bound to ``self.<attribute>`` in the enclosing class (None for a binding that is not a plain
