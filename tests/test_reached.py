@@ -823,3 +823,12 @@ def test_the_truth_of_a_test_made_of_literals(test, expected):
     from torchlint.analysis.model.constant_branches import truth
 
     assert truth(cst.parse_expression(test)) is expected
+
+
+def test_a_name_written_only_under_if_false_is_no_use(tmp_path, capsys):
+    # d55: an optimizer wrapper built only in a block an author turned off with ``if False:``
+    helper = HELPER
+    off = "import torch.nn as nn\nfrom helpers import init_params\n\nnet = nn.Linear(2, 2)\nif False:\n    init_params(net)\n"
+    assert levels(project(tmp_path / "off", {"helpers.py": helper, "train.py": off}), capsys) == {"helpers.py": ["low"]}
+    on = off.replace("if False:", "if True:")
+    assert levels(project(tmp_path / "on", {"helpers.py": helper, "train.py": on}), capsys) == {"helpers.py": ["high"]}

@@ -131,8 +131,40 @@ def _without_quoted_blocks(code: bytes) -> bytes:
 
 
 def _words_text(data: bytes) -> bytes:
-    """The text whose words count as uses of a definition: code without comments and string statements."""
-    return _without_quoted_blocks(_code_text(data))
+    """The text whose words count as uses of a definition: code without comments, string statements and blocks
+    that literals turn off."""
+    return _without_literal_off_blocks(_without_quoted_blocks(_code_text(data)))
+
+
+_LITERAL_TEST = re.compile(rb"\b(?:if|elif|while)[ \t(]+(?:not[ \t]+)?(?:False|True|None|0|1)[ \t)]*:")
+
+
+def _without_literal_off_blocks(code: bytes) -> bytes:
+    """``code`` with the blocks of ``if False:`` (``while 0:``, the ``else`` of ``if True:``) blanked: a name written
+    only there is used by nothing that runs (d55: an optimizer built only under ``if False:``). Lines stay."""
+    if not _LITERAL_TEST.search(code):
+        return code
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError):
+        return code
+    lines = code.split(b"\n")
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.If, ast.While)) or not isinstance(node.test, (ast.Constant, ast.UnaryOp)):
+            continue
+        truth = _literal_truth(node.test)
+        off = node.body if truth is False else node.orelse if truth is True and isinstance(node, ast.If) else []
+        if off:
+            for number in range(off[0].lineno - 1, off[-1].end_lineno):
+                lines[number] = b""
+    return b"\n".join(lines)
+
+
+def _literal_truth(test: ast.expr) -> Optional[bool]:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _literal_truth(test.operand)
+        return None if inner is None else not inner
+    return bool(test.value) if isinstance(test, ast.Constant) else None
 
 
 # Plumbing that names a definition without using it: the names a ``from ... import`` binds as they are (an
@@ -262,7 +294,7 @@ class _Words:
         for module, data in index.every_file_text():
             code = _code_text(data)
             self.code_texts.append(code)
-            code = _without_quoted_blocks(code)
+            code = _without_literal_off_blocks(_without_quoted_blocks(code))
             if module is not None and b"async" in data and not index.compiles(module):
                 code = b""  # it raises SyntaxError when run or imported: it uses nothing
             words = Counter(_WORD.findall(code))
