@@ -312,3 +312,66 @@ def step(x):
 def test_every_kind_has_a_module_and_a_function(kind):
     assert kind in module_outputs.ACTIVATION_MODULES.values()
     assert kind in module_outputs.ACTIVATION_FUNCTIONS.values()
+
+
+def _write(root: Path, files: dict) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text("[tool.torchlint]\n", encoding="utf-8")
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return root
+
+
+_LOSSES = """
+import torch.nn.functional as F
+
+
+def reconstruction_loss(reconstructed, images):
+    return F.binary_cross_entropy(reconstructed, images, reduction="sum")
+
+
+def logits_loss(logits, images):
+    return F.binary_cross_entropy_with_logits(logits, images)
+"""
+
+_MAIN = """
+import torch.nn as nn
+
+from utils.losses import logits_loss, reconstruction_loss
+
+
+class Decoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(4, 8), nn.Sigmoid())
+        self.head = nn.Linear(4, 8)
+
+    def forward(self, z):
+        return self.net(z)
+
+
+def main(loader):
+    decoder = Decoder()
+    for z, images in loader:
+        loss = reconstruction_loss(decoder(z), images) + logits_loss(decoder.head(z), images)
+        loss.backward()
+"""
+
+
+def test_a_parameter_of_a_function_only_other_modules_call_is_what_they_pass(tmp_path: Path, capsys):
+    from fixture_support import project_findings
+
+    root = _write(tmp_path / "p", {"utils/__init__.py": "", "utils/losses.py": _LOSSES, "main.py": _MAIN})
+    found = [(item["path"].removeprefix("./"), item["line"]) for item in project_findings(root, "TL206", capsys)]
+    assert found == [("utils/losses.py", 5)]
+    message = project_findings(root, "TL206", capsys)[0]["message"]
+    assert "Decoder.forward" in message
+    # the file calls it too: its own calls answer, and it passes nothing known
+    own_call = _LOSSES + "\n\ndef debug(x, y):\n    return reconstruction_loss(x, y)\n"
+    root = _write(tmp_path / "q", {"utils/__init__.py": "", "utils/losses.py": own_call, "main.py": _MAIN})
+    assert project_findings(root, "TL206", capsys) == []
+    # a notebook names it: its calls are not read
+    root = _write(tmp_path / "r", {"utils/__init__.py": "", "utils/losses.py": _LOSSES, "main.py": _MAIN,
+                                   "explore.ipynb": '{"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}'.replace("[]", '[{"cell_type": "code", "metadata": {}, "source": ["reconstruction_loss(a, b)"], "outputs": [], "execution_count": null}]')})
+    assert project_findings(root, "TL206", capsys) == []

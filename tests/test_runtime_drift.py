@@ -1094,6 +1094,34 @@ def test_tl611_a_loss_a_method_returns_raises_when_indexed_and_item_reads_it():
     assert c_value == -pair.critic_loss(x, z).item()
 
 
+LOSS_MODULE_OF_THE_FILE = """
+import torch
+import torch.nn.functional as F
+
+class CrossEntropyLoss2d(torch.nn.Module):
+    def __init__(self, weight=None):
+        super().__init__()
+        self.loss = torch.nn.NLLLoss(weight)
+
+    def forward(self, outputs, targets):
+        return self.loss(F.log_softmax(outputs, dim=1), targets)
+
+def logged(outputs, targets):
+    criterion = CrossEntropyLoss2d()
+    loss = criterion(outputs, targets)
+    return loss.data[0]
+"""
+
+
+def test_tl611_a_loss_module_of_the_file_returns_a_0_dim_loss_and_item_reads_it():
+    outputs, targets = torch.randn(2, 3, 4, 4), torch.randint(0, 3, (2, 4, 4))
+    with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+        run(LOSS_MODULE_OF_THE_FILE)["logged"](outputs, targets)
+    after = fixed(LOSS_MODULE_OF_THE_FILE, "TL611")  # safe: ``.data[0]`` read a number
+    assert "loss.item()" in after
+    assert run(after)["logged"](outputs, targets) == torch.nn.functional.cross_entropy(outputs, targets).item()
+
+
 def test_tl611_fix_without_data_is_unsafe_because_item_leaves_the_graph():
     findings = engine.lint_text(textwrap.dedent(ZERO_DIM).lstrip("\n"), SNIPPET_PATH, settings("TL611")).findings
     classes = {f.location.line: f.fix.applicability.value for f in findings}

@@ -60,6 +60,7 @@ from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES, SOFTMAX_FUNCTIONS, SOFTMAX_MODULES, is_value_receiver
 from torchlint.analysis.model.project_index import _ModuleFacts, definition, file_facts
 from torchlint.analysis.model.returns import called_function, classes_of_methods, returned_values
+from torchlint.analysis.project.project_calls import ForeignArgument, arguments_from_other_modules
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -343,8 +344,20 @@ class _SiteReader:
         return element(self.value(binding.value, binding.site, depth), position[0], position[1])
 
     def _parameter(self, function: cst.FunctionDef, name: str, mode: str, depth: int) -> Output:
-        """What every call of ``function`` in this file passes for ``name`` (assumed: other modules may call it)."""
+        """What every call of ``function`` in this file passes for ``name``, or, when the file never calls it, what
+        every call in the project's other modules passes (assumed either way: a user may call it otherwise)."""
         passed = arguments_at_calls(self.context, function, name)
+        if not passed and self.context.project is not None:
+            foreign = arguments_from_other_modules(self.context, function, name)
+            if not foreign:
+                return None
+            outputs = []
+            for argument in foreign:
+                scope = _scope_of_call(argument)
+                if scope is None:
+                    return None
+                outputs.append(_AstReader(argument.facts, self.context.project)._read(mode, argument.value, scope, depth))
+            return _assumed(join(outputs))
         if not passed:
             return None
         outputs = [self._read(mode, value, site_of(list(call_site.ancestors) + [call_site.call]), depth) for value, call_site in passed]
@@ -744,6 +757,22 @@ def _is_harmless_decorator(decorator: ast.expr) -> bool:
     """Decorators that do not change what a function returns (``@torch.no_grad()``, ``@staticmethod``)."""
     dotted = ast_dotted_name(decorator.func if isinstance(decorator, ast.Call) else decorator) or ""
     return dotted.rsplit(".", 1)[-1] in ("no_grad", "inference_mode", "staticmethod", "classmethod", "enable_grad")
+
+
+def _scope_of_call(argument: ForeignArgument) -> Optional[_Scope]:
+    """Where a call of another module stands: its function, that function's class and the frames down to the
+    statement holding the call (the module's top level: no frames)."""
+    function = argument.function
+    if function is None:
+        return _Scope(None, None, ())
+    owner = next((node for node in argument.facts.class_nodes.values() if function in node.body), None)
+    holding = None
+    for statement, frames in _statements(function):
+        if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and any(
+            node is argument.call for node in ast.walk(statement)
+        ):
+            holding = frames  # the innermost statement holding it comes last
+    return _Scope(function, owner, holding) if holding is not None else None
 
 
 def _statements(function: ast.FunctionDef):

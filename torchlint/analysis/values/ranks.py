@@ -30,9 +30,10 @@ import libcst as cst
 
 from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import NOT_A_LITERAL, argument, backpropagated_names, has_star_args, keyword_arg, literal_value, positional_args
-from torchlint.analysis.model.ops import module_constructor, unmoved
+from torchlint.analysis.model.ops import MODULE_MOVES, module_constructor, unmoved
 from torchlint.analysis.model.ast_names import own_nodes
-from torchlint.analysis.model.project_index import bound_once, file_facts
+from torchlint.analysis.model.names import dotted_name
+from torchlint.analysis.model.project_index import bound_once, definition, file_facts
 from torchlint.analysis.model.dataflow import bindings, site_of, unpack_position
 from torchlint.analysis.model.saved_values import single_assignments
 from torchlint.analysis.values.kinds import TENSOR_METHODS, value_kind
@@ -67,6 +68,15 @@ REDUCING = frozenset({"mean", "sum", "batchmean"})
 _NOT_SCALAR_LOSSES = frozenset({"AdaptiveLogSoftmaxWithLoss"})
 
 
+def is_torch_loss_module(qualified: Optional[str]) -> bool:
+    """A torch loss module class that returns a loss tensor (``torch.nn.CrossEntropyLoss``, the legacy
+    ``torch.nn.NLLLoss2d``)."""
+    if not qualified or not qualified.startswith("torch.nn."):
+        return False
+    name = qualified.rsplit(".", 1)[-1]
+    return name.endswith(("Loss", "Loss2d")) and name not in _NOT_SCALAR_LOSSES
+
+
 def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Optional[Sequence[cst.CSTNode]] = None, depth: int = 0) -> Optional[int]:
     """The number of dimensions of tensor ``node`` (read below ``ancestors``, by default the node being
     visited), or None when the code does not show it."""
@@ -85,7 +95,7 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
     if not isinstance(node, cst.Call) or has_star_args(node):
         return None
     func = node.func
-    if _is_scalar_loss(context, node):
+    if _is_scalar_loss(context, node) or _project_loss_module_call(context, node):
         return 0
     qualified = context.qualified_name(func)
     if qualified is not None:
@@ -287,17 +297,23 @@ def _ast_zero_dim(
         if isinstance(func, ast.Call) and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             # ``nn.KLDivLoss()(log_p, q)``: a loss module built and called at once
             built = facts.qualify(func.func) or ""
-            if built.startswith("torch.nn.") and built.endswith("Loss") and built.rsplit(".", 1)[-1] not in _NOT_SCALAR_LOSSES:
+            if is_torch_loss_module(built):
                 return len(func.args) <= 1 and _ast_reduces(func.keywords)
             return False
         if qualified.startswith("torch.nn.functional.") and is_functional_loss_name(qualified.rsplit(".", 1)[-1]):
             return _ast_reduces(node.keywords)
+        if (
+            isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and func.value.id == "self"
+            and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args)
+        ):
+            # ``self.loss(log_p, y)`` with ``self.loss = nn.NLLLoss()`` set once by the class
+            return _self_loss_module(function, facts, func.attr)
         if isinstance(func, ast.Name) and not node.keywords and not any(isinstance(a, ast.Starred) for a in node.args):
             # ``crit = nn.CrossEntropyLoss()`` then ``crit(logits, labels)``: the loss module bound once in the function
             built = _bound_once(function, func.id)
             if isinstance(built, ast.Call):
                 made = facts.qualify(built.func) or ""
-                if made.startswith("torch.nn.") and made.endswith("Loss") and made.rsplit(".", 1)[-1] not in _NOT_SCALAR_LOSSES:
+                if is_torch_loss_module(made):
                     return len(built.args) <= 1 and _ast_reduces(built.keywords)
         return False
     if isinstance(node, ast.Name):
@@ -629,6 +645,65 @@ def _is_scalar_loss(context: "FileContext", call: cst.Call) -> bool:
     return scalar_loss_module(context, module_constructor(context, call.func)) and not has_star_args(call)
 
 
+def _project_loss_module_call(context: "FileContext", call: cst.Call) -> bool:
+    """A call of a module the file builds from a class of its own or of the project whose ``forward`` returns a 0-dim
+    value on every ``return`` (``criterion = CrossEntropyLoss2d(weight)`` where ``forward`` returns
+    ``self.loss(log_softmax(outputs, 1), targets)`` and ``__init__`` holds ``self.loss = nn.NLLLoss2d(weight)``)."""
+    if isinstance(call.func, cst.Call) or has_star_args(call):
+        return False
+    constructor = unmoved(module_constructor(context, call.func))
+    facts = file_facts(context)
+    if constructor is None or facts is None:
+        return False
+    qualified = context.qualified_name(constructor.func) or facts.qualify_dotted(dotted_name(constructor.func))
+    if qualified is None or qualified.startswith("torch."):
+        return False
+    found = definition(qualified, facts, getattr(context, "project", None))
+    if found is None or found[1] not in found[0].class_nodes:
+        return False
+    owner_facts, name = found
+    forward = _method(owner_facts.class_nodes[name], "forward")
+    return forward is not None and _returns_zero_dim(forward, owner_facts, _known_parameters(forward, _call_shape(call)))
+
+
+def _method(class_node: ast.ClassDef, name: str) -> Optional[ast.FunctionDef]:
+    return next((s for s in class_node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)) and s.name == name), None)
+
+
+def _self_loss_module(function: ast.FunctionDef, facts, attribute: str) -> bool:
+    """``self.<attribute>`` is set once, in ``__init__`` of the class holding ``function``, to a reducing torch loss
+    module (``self.loss = nn.NLLLoss2d(weight)``)."""
+    owner = next((c for c in facts.class_nodes.values() if function in c.body), None)
+    init = _method(owner, "__init__") if owner is not None else None
+    if init is None:
+        return False
+    built = [
+        statement.value
+        for klass in (owner,)
+        for method in klass.body
+        if isinstance(method, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for statement in own_nodes(method)
+        if isinstance(statement, ast.Assign)
+        and any(isinstance(t, ast.Attribute) and t.attr == attribute and isinstance(t.value, ast.Name) and t.value.id == "self" for t in statement.targets)
+    ]
+    if len(built) != 1 or not isinstance(built[0], ast.Call):
+        return False
+    made = facts.qualify(built[0].func) or ""
+    return (
+        is_torch_loss_module(made) and len(built[0].args) <= 1 and _ast_reduces(built[0].keywords)
+    )
+
+
+def ast_builds_scalar_loss(value: Optional[ast.expr], facts) -> bool:
+    """``value`` (read with ``ast`` in module ``facts``) builds a torch loss module whose output is one number:
+    ``nn.CrossEntropyLoss()``, also moved (``nn.MSELoss().cuda()``)."""
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr in MODULE_MOVES:
+        value = value.func.value
+    if not isinstance(value, ast.Call) or any(isinstance(arg, ast.Starred) for arg in value.args):
+        return False
+    return is_torch_loss_module(facts.qualify(value.func)) and len(value.args) <= 1 and _ast_reduces(value.keywords)
+
+
 def scalar_loss_module(context: "FileContext", constructor: Optional[cst.Call]) -> bool:
     """``constructor`` builds a torch loss module (``nn.CrossEntropyLoss()``, also moved: ``.cuda()``) whose
     output is one number: a reducing ``reduction``."""
@@ -636,7 +711,7 @@ def scalar_loss_module(context: "FileContext", constructor: Optional[cst.Call]) 
     if constructor is None:
         return False
     built = context.qualified_name(constructor.func) or ""
-    if not (built.startswith("torch.nn.") and built.endswith("Loss")) or built.rsplit(".", 1)[-1] in _NOT_SCALAR_LOSSES:
+    if not is_torch_loss_module(built):
         return False
     return _reduces(constructor, positional_allowed=1)
 

@@ -7,10 +7,11 @@ import libcst as cst
 
 from torchlint.analysis.api.api_drift import ZERO_DIM_INDEX_RAISES_SINCE, ZERO_DIM_INDEX_WARNS_SINCE, effective_target, version_text
 from torchlint.analysis.api.version_guards import is_version_guarded
-from torchlint.analysis.flow.callers import arguments_from_callers, constructor_passed_by_callers
+from torchlint.analysis.flow.callers import arguments_from_callers, constructor_passed_by_callers, function_of_parameter
+from torchlint.analysis.project.project_calls import arguments_from_other_modules, single_binding
 from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
-from torchlint.analysis.values.ranks import called_function_rank, known_rank, read_detached, scalar_loss_module, zero_dim_on_some_path
+from torchlint.analysis.values.ranks import ast_builds_scalar_loss, called_function_rank, known_rank, read_detached, scalar_loss_module, zero_dim_on_some_path
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
@@ -29,7 +30,13 @@ class ZeroDimIndex(Rule):
       default `"mean"`, `"sum"`, `"batchmean"`): `F.nll_loss(out, y)`, or a
       module `criterion = nn.CrossEntropyLoss()` called as `criterion(out, y)`,
       also when `criterion` is a parameter every caller in the file passes
-      such a module (`train(loader, model, criterion)`);
+      such a module (`train(loader, model, criterion)`), or, for a function
+      its own file never calls, every caller in the project's other modules
+      (`from utils.train import train` in `main.py`);
+    - the output of a module built from a class of the file or the project
+      whose `forward` returns one of these on every `return`
+      (`criterion = CrossEntropyLoss2d(weight)` returning
+      `self.loss(F.log_softmax(out, 1), y)` with `self.loss = nn.NLLLoss2d()`);
     - a full reduction of a tensor: `x.sum()`, `x.mean()`, `x.norm()`,
       `x.max()` with no dimension, `torch.sum(x)`;
     - the result of a method of the project's classes that returns one of
@@ -162,11 +169,25 @@ class ZeroDimIndex(Rule):
             return False
         if scalar_loss_module(self.context, constructor_passed_by_callers(self.context, call.func.value)):
             return True
+        if self._loss_module_from_other_modules(call.func.value):
+            return True
         # ``train(model, loader, distillation)``: every caller passes a function of the file that returns one number
         passed = arguments_from_callers(self.context, self.context.ancestors, call.func.value)
         return bool(passed) and all(
             isinstance(value, cst.Name) and called_function_rank(self.context, value.value, call, site) == 0
             for value, site in passed
+        )
+
+    def _loss_module_from_other_modules(self, name: str) -> bool:
+        """``train(epoch, loader, net, criterion)`` defined here and called only from other modules of the project,
+        each passing a reducing torch loss module (``criterion = nn.CrossEntropyLoss()`` in ``main.py``)."""
+        function = function_of_parameter(self.context.ancestors, name, self.context)
+        if function is None:
+            return False
+        passed = arguments_from_other_modules(self.context, function, name)
+        return bool(passed) and all(
+            ast_builds_scalar_loss(single_binding(argument, argument.value.id) if isinstance(argument.value, ast.Name) else argument.value, argument.facts)
+            for argument in passed
         )
 
     @staticmethod

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from typing import Optional
 
 import libcst as cst
@@ -166,7 +167,7 @@ class ActivationBeforeLoss(Rule):
             if isinstance(scan.regions[i].node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not framework_called(scan.regions[i].node.name)
         }
         seeds = seeds | scan.regions_mentioning(functions) if functions else seeds
-        if not scan.mentions(ACTIVATION_WORDS) and not _imports_an_activation(scan):
+        if not scan.mentions(ACTIVATION_WORDS) and not _imports_an_activation(scan) and not _imported_where_an_activation_is(scan):
             return None  # no activation is written here, and none comes from the project's modules
         return seeds
 
@@ -231,6 +232,29 @@ class ActivationBeforeLoss(Rule):
         if rewrite.changes_other_uses:
             applicability = Applicability.UNSAFE
         return FixSpec(applicability, FIX_MESSAGES[loss.kind], replacements, tuple(dict.fromkeys(imports)))
+
+
+_WORD = re.compile(rb"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _imported_where_an_activation_is(scan) -> bool:
+    """Whether a project module that names this file's module writes an activation's name: its calls may hand this
+    file's functions an activation's output (analysis/project/project_calls.py)."""
+    project = active_project()
+    module = project.module_of(scan.path) if project is not None else None
+    if module is None:
+        return False
+
+    def compute() -> frozenset:
+        """The words of the project's modules that write an activation's name (read once per run)."""
+        words = tuple(word.encode() for word in ACTIVATION_WORDS)
+        found: set = set()
+        for other, text in project.every_file_text():
+            if other is not None and any(word in text for word in words):
+                found.update(_WORD.findall(text))
+        return frozenset(found)
+
+    return module.rpartition(".")[2].encode("utf-8") in project.fact("tl206.words-beside-activations", compute)
 
 
 def _imports_an_activation(scan) -> bool:
