@@ -108,8 +108,8 @@ def _calls_of(project, facts: _ModuleFacts, path: str, name: str) -> Optional[Li
 def _names(project, facts: _ModuleFacts, node: ast.expr, path: str, name: str) -> bool:
     """Whether ``node`` (``train``, ``utils.train``) is, through ``facts``' imports, function ``name`` of ``path``."""
     last = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
-    if last is None or (last != name and not any(q.rpartition(".")[2] == name for q in facts.imports.values())):
-        return False
+    if last is None or (last != name and facts.imports.get(last, "").rpartition(".")[2] != name):
+        return False  # neither the name nor an alias of it (``from utils.train import train as run``)
     qualified = facts.imported(ast_dotted_name(node))
     if qualified is None:
         return False
@@ -141,8 +141,9 @@ def _argument(call: ast.Call, parameter: str, positional: List[str]) -> Optional
 
 
 def single_binding(argument: ForeignArgument, name: str) -> Optional[ast.expr]:
-    """The value of the one assignment of ``name`` in the function around the call (or, at a module's top level,
-    in the module): what a plain name passed there holds; None when it is a parameter or bound otherwise too."""
+    """The value of the one assignment of ``name`` in the function around the call (or, when the function binds no
+    ``name``, at the module's top level): what a plain name passed there holds; None when it is a parameter or bound
+    otherwise too."""
     scope = argument.function
     if scope is None:
         return argument.facts.values.get(name)
@@ -162,4 +163,6 @@ def single_binding(argument: ForeignArgument, name: str) -> Optional[ast.expr]:
             targets = [item.optional_vars for item in node.items] if isinstance(node, ast.With) else [node.target]
             if any(isinstance(inner, ast.Name) and inner.id == name for target in targets if target is not None for inner in ast.walk(target)):
                 values.append(None)
+    if not values:
+        return argument.facts.values.get(name)  # a name of the module, read inside the function
     return values[0] if len(values) == 1 else None
