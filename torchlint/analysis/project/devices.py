@@ -21,7 +21,9 @@ lacks the GPU they were saved from. What the code shows about that (TL401 asks t
   as a cache, or is called only from the function that wrote it; a script's top level saves and then
   loads the path.
 - **The checkpoint holds CPU tensors**: every ``torch.save`` of the loading class (or file) writes what
-  ``.cpu()`` returned, or the project module that writes the path never puts anything on a GPU.
+  ``.cpu()`` returned, or every save of the class to the same file name writes a CPU copy or an attribute the class
+  only builds on the CPU (``self.log = torch.Tensor()``, ``torch.cat((self.log, torch.zeros(1, n)))``), or the
+  project module that writes the path never puts anything on a GPU.
 - **The author handles the device already**: the load sits in one branch of an ``if`` whose other branch
   loads with ``map_location``.
 
@@ -47,6 +49,7 @@ from torchlint.analysis.model.checkpoints import LOAD_FUNCTIONS, SAVE_FUNCTIONS
 from torchlint.analysis.model.dataflow import site_of
 from torchlint.analysis.model.project_index import facts_of_tree
 from torchlint.analysis.model.returns import called_function
+from torchlint.analysis.model.scope import is_self_attribute, self_attribute_assignments
 from torchlint.analysis.values.domain import structurally_equal
 from torchlint.walk_order import visit
 
@@ -551,6 +554,13 @@ def holds_cpu_tensors(context: "FileContext", path: cst.BaseExpression) -> bool:
     saves = _saves_to(context, owner, None)[0]
     if saves and all(_saves_cpu_copy(save) for save in saves):
         return True
+    # The saves of the class that write the same file name (``os.path.join(d, "loss_log.pt")`` for a load of
+    # ``d + "/loss_log.pt"``) write a CPU copy, or an attribute the class only ever builds on the CPU.
+    same_file = [save for save in saves if _same_file_name(argument(save, 1, "f"), path)]
+    if isinstance(owner, cst.ClassDef) and same_file and all(
+        _saves_cpu_copy(save) or _saves_attribute_built_on_cpu(context, owner, save) for save in same_file
+    ):
+        return True
     if not own_device_facts(context).uses_cuda and all(
         _written_on_cpu(context, candidate) for candidate in _paths_loaded(context, path) or (None,)
     ):
@@ -573,6 +583,65 @@ def _saves_cpu_copy(save: cst.Call) -> bool:
 
     visit(saved.value, _Cpu())
     return bool(found)
+
+
+def _file_name(path: Optional[cst.BaseExpression]) -> Optional[str]:
+    """The file name a path expression ends in: its last string literal (``"loss_log.pt"`` in
+    ``os.path.join(d, "loss_log.pt")`` and in ``d + "/loss_log.pt"``), without folders."""
+    found: List[str] = []
+
+    class _Strings(cst.CSTVisitor):
+        def visit_SimpleString(self, node: cst.SimpleString) -> None:
+            value = node.evaluated_value
+            found.append(value if isinstance(value, str) else "")
+
+    if path is not None:
+        visit(path, _Strings())
+    name = found[-1].rsplit("/", 1)[-1] if found else ""
+    return name if "." in name else None
+
+
+def _same_file_name(written: Optional[cst.Arg], loaded: cst.BaseExpression) -> bool:
+    name = _file_name(written.value) if written is not None else None
+    return name is not None and name == _file_name(loaded)
+
+
+# Torch calls that build a tensor on the CPU unless a ``device=`` says otherwise, and those that join tensors.
+_CPU_FACTORIES = frozenset({
+    "torch.Tensor", "torch.FloatTensor", "torch.LongTensor", "torch.zeros", "torch.ones", "torch.empty", "torch.full",
+    "torch.tensor", "torch.arange",
+})
+_JOINS = frozenset({"torch.cat", "torch.stack"})
+
+
+def _saves_attribute_built_on_cpu(context: "FileContext", owner: cst.ClassDef, save: cst.Call) -> bool:
+    """``torch.save(self.log, ...)`` where every binding of ``self.log`` in the class builds it on the CPU
+    (``torch.Tensor()``, ``torch.cat((self.log, torch.zeros(1, n)))``) or reads back what was saved."""
+    saved = argument(save, 0, "obj")
+    if saved is None or not is_self_attribute(saved.value):
+        return False
+    name = saved.value.attr.value
+    values = self_attribute_assignments(owner).get(name, [])
+    return bool(values) and all(value is not None and _built_on_cpu(context, value, name) for value in values)
+
+
+def _built_on_cpu(context: "FileContext", value: cst.BaseExpression, attribute: str) -> bool:
+    if is_self_attribute(value) and value.attr.value == attribute:
+        return True  # the attribute itself, joined with more
+    if not isinstance(value, cst.Call):
+        return False
+    qualified = context.qualified_name(value.func)
+    if qualified in LOAD_FUNCTIONS:
+        return True  # what the class saved, read back
+    if qualified in _CPU_FACTORIES:
+        return keyword_arg(value, "device") is None
+    if qualified in _JOINS and value.args and isinstance(value.args[0].value, (cst.Tuple, cst.List)):
+        elements = value.args[0].value.elements
+        return bool(elements) and all(
+            not isinstance(element, cst.StarredElement) and _built_on_cpu(context, element.value, attribute)
+            for element in elements
+        )
+    return False
 
 
 def _literal_written_without_gpu(context: "FileContext", path: cst.BaseExpression) -> bool:
