@@ -98,8 +98,9 @@ class LoadWithoutMapLocation(Rule):
   module-level path, or a script's top level saves then loads it); the same function (or script) loaded the
   same path before, under no condition this load is not under (that load meets a foreign file first: the
   best model reloaded after training reads the same file or the one this run wrote); the checkpoint holds CPU tensors (every
-  save of the loading class writes what `.cpu()` returned, or the code that writes the path never uses a
-  GPU).
+  save of the loading class writes what `.cpu()` returned, or every save of the class to the same file name writes
+  a `.cpu()` copy or an attribute the class only builds on the CPU, such as a metrics log grown with
+  `torch.cat((self.log, torch.zeros(1, n)))`, or the code that writes the path never uses a GPU).
 - not reported: the loaded value is used as CPU data right away (`torch.load(p).numpy()`), or the load
   sits in one branch of an `if` whose other branch loads with `map_location`.
 How the device evidence is read: `torchlint/analysis/project/devices.py`.
