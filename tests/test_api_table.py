@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from torchlint.analysis.api import api_table
+from torchlint.analysis.api.api_drift import change_of
 from torchlint.analysis.api.api_table import (
     VERSIONS,
     api_entry,
@@ -369,3 +370,14 @@ def test_torchtext_legacy_names_and_the_end_of_the_package():
     assert api_table.release_text("torchtext.vocab", (2, 4)) == (
         "torch 2.4 (no torchtext release pairs with it: the last, 0.18, pairs with torch 2.3)"
     )
+
+
+@pytest.mark.parametrize(
+    "name, replacement",
+    [("torch.set_deterministic", "torch.use_deterministic_algorithms"), ("torch.is_deterministic", "torch.are_deterministic_algorithms_enabled")],
+)
+def test_determinism_switches_removed_before_the_oldest_release_dumped(name, replacement):
+    assert not exists_in(name, VERSIONS[0])  # not in any release the table dumps: the record dates the removal
+    change = change_of(name)
+    assert change is not None and change.removed == (1, 10) and change.rename_to == replacement
+    assert exists_in(replacement, VERSIONS[-1]) is True

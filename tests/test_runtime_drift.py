@@ -1824,3 +1824,25 @@ def test_tl601_a_dotted_module_name_raises_and_the_fixture_lines_are_the_ones_re
     result = engine.fix_text(source, SNIPPET_PATH, settings("TL601", None), unsafe=True)
     assert result.applied == 0 and result.text == source  # no fix: the name is the layer's state_dict key
     assert [f.location.line for f in result.result.findings] == [9, 10, 15]
+
+
+DETERMINISM = """
+import torch
+
+def seed_everything(seed):
+    torch.manual_seed(seed)
+    torch.set_deterministic(True)
+    return torch.is_deterministic()
+"""
+
+
+def test_tl601_determinism_switches_are_gone_and_their_renames_do_the_same():
+    with pytest.raises(AttributeError, match="set_deterministic"):
+        run(DETERMINISM)["seed_everything"](0)
+    after = fixed(DETERMINISM, "TL601")
+    assert "torch.use_deterministic_algorithms(True)" in after and "torch.are_deterministic_algorithms_enabled()" in after
+    try:
+        assert run(after)["seed_everything"](0) is True
+        assert torch.are_deterministic_algorithms_enabled()
+    finally:
+        torch.use_deterministic_algorithms(False)

@@ -147,6 +147,11 @@ _RECORDS: Tuple[ApiChange, ...] = (
     # (``torch.utils.serialization`` itself exists on torch 2.13 again, holding the ``config`` of torch.save/load.)
     _change("torch.utils.serialization.load_lua", removed=(1, 0), replacement="the torchfile package (torchfile.load) to read Lua Torch .t7 files",
             source="torch 1.0 release notes: load_lua removed"),
+    # Renamed in 1.8 (beta in 1.7), removed in 1.10 (pytorch#62158); no release the table dumps (1.11 on) has them.
+    _change("torch.set_deterministic", deprecated=(1, 8), removed=(1, 10), rename_to="torch.use_deterministic_algorithms",
+            source="pytorch#58096, pytorch#62158: set_deterministic(d) became use_deterministic_algorithms(mode)"),
+    _change("torch.is_deterministic", deprecated=(1, 8), removed=(1, 10), rename_to="torch.are_deterministic_algorithms_enabled",
+            source="pytorch#58096, pytorch#62158"),
     _change("torch._six", removed=(2, 0), replacement="the standard library (math.inf, collections.abc, str)",
             source="torch 2.0: the module is gone (ModuleNotFoundError)"),
     # Deprecated in favour of torch.linalg; still working, with a warning.
