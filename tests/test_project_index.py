@@ -297,3 +297,30 @@ def test_a_file_is_parsed_once_for_the_linter_and_the_index(tmp_path):
     # A tree of another text (the file as edited in an editor) is never taken for the file on disk.
     index.adopt(train, "import os\n", ast.parse("import os\n"))
     assert index.module_facts("train").imports == {"Net": "model.Net"}
+
+
+def test_a_loss_module_passed_by_callers_in_other_modules_is_reported_at_medium(tmp_path, capsys):
+    """fixtures/TL611/criterion_passed_by_another_module: ``train(..., criterion)`` in utils/train.py, called only
+    from main.py with reducing torch losses (a local, a moved one built in the call, a module-level name). A form no
+    validation draw has read blind yet: every annotation at ``medium``, none at the default floor."""
+    from fixture_support import project_findings
+
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURES / "TL611" / "criterion_passed_by_another_module", root)
+    expected = set()
+    for path in sorted(root.rglob("*.py")):
+        for (line, code, levels), _ in expected_findings(path.read_text(encoding="utf-8")).items():
+            expected.add((path.name, line, code, "/".join(sorted(levels))))
+    found = {(Path(item["path"]).name, item["line"], item["code"], item["confidence"]) for item in project_findings(root, "TL611", capsys)}
+    assert expected == {("train.py", 10, "TL611", "medium"), ("train.py", 16, "TL611", "medium"), ("train.py", 22, "TL611", "medium")}
+    assert found == expected
+
+
+def test_a_loss_module_other_modules_pass_per_element_or_hand_on_is_no_finding(tmp_path, capsys):
+    """fixtures/TL611/good_criterion_passed_per_element: one caller passes ``reduction="none"``, another module hands
+    ``evaluate`` on as a value (its other callers are not shown): nothing at any level."""
+    from fixture_support import project_findings
+
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURES / "TL611" / "good_criterion_passed_per_element", root)
+    assert project_findings(root, "TL611", capsys) == []

@@ -95,7 +95,7 @@ def known_rank(context: "FileContext", node: cst.BaseExpression, ancestors: Opti
     if not isinstance(node, cst.Call) or has_star_args(node):
         return None
     func = node.func
-    if _is_scalar_loss(context, node) or _project_loss_module_call(context, node):
+    if _is_scalar_loss(context, node) or project_loss_module_call(context, node):
         return 0
     qualified = context.qualified_name(func)
     if qualified is not None:
@@ -645,7 +645,7 @@ def _is_scalar_loss(context: "FileContext", call: cst.Call) -> bool:
     return scalar_loss_module(context, module_constructor(context, call.func)) and not has_star_args(call)
 
 
-def _project_loss_module_call(context: "FileContext", call: cst.Call) -> bool:
+def project_loss_module_call(context: "FileContext", call: cst.Call) -> bool:
     """A call of a module the file builds from a class of its own or of the project whose ``forward`` returns a 0-dim
     value on every ``return`` (``criterion = CrossEntropyLoss2d(weight)`` where ``forward`` returns
     ``self.loss(log_softmax(outputs, 1), targets)`` and ``__init__`` holds ``self.loss = nn.NLLLoss2d(weight)``)."""

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import ast
 import re
+from typing import Optional
 
 import libcst as cst
 
@@ -11,10 +12,12 @@ from torchlint.analysis.flow.callers import arguments_from_callers, constructor_
 from torchlint.analysis.project.project_calls import arguments_from_other_modules, single_binding
 from torchlint.analysis.model.dataflow import reaching_definition
 from torchlint.analysis.model.calls import has_star_args
-from torchlint.analysis.values.ranks import ast_builds_scalar_loss, called_function_rank, known_rank, read_detached, scalar_loss_module, zero_dim_on_some_path
+from torchlint.analysis.values.ranks import ast_builds_scalar_loss, called_function_rank, project_loss_module_call, known_rank, read_detached, scalar_loss_module, zero_dim_on_some_path
 from torchlint.rule import Applicability, Confidence, FixSpec, Replacement, Rule
 
 
+# Where a passed loss module's callers were read: in the file itself, or in the project's other modules.
+_THE_FILE, _OTHER_MODULES = "the file", "other modules"
 # Every ``x[0]`` is written so (a comment or string may match too: the ast check decides).
 _ZERO_INDEX_TEXT = re.compile(r"\[[\s(]*0[\s)]*\]")
 
@@ -30,13 +33,15 @@ class ZeroDimIndex(Rule):
       default `"mean"`, `"sum"`, `"batchmean"`): `F.nll_loss(out, y)`, or a
       module `criterion = nn.CrossEntropyLoss()` called as `criterion(out, y)`,
       also when `criterion` is a parameter every caller in the file passes
-      such a module (`train(loader, model, criterion)`), or, for a function
-      its own file never calls, every caller in the project's other modules
-      (`from utils.train import train` in `main.py`);
-    - the output of a module built from a class of the file or the project
-      whose `forward` returns one of these on every `return`
-      (`criterion = CrossEntropyLoss2d(weight)` returning
-      `self.loss(F.log_softmax(out, 1), y)` with `self.loss = nn.NLLLoss2d()`);
+      such a module (`train(loader, model, criterion)`), or (at `medium` until
+      a validation draw reads it), for a function its own file never calls,
+      every caller in the project's other modules (`from utils.train import
+      train` in `main.py`);
+    - at `medium` until a validation draw reads it, the output of a module
+      built from a class of the file or the project whose `forward` returns
+      one of these on every `return` (`criterion = CrossEntropyLoss2d(weight)`
+      returning `self.loss(F.log_softmax(out, 1), y)` with
+      `self.loss = nn.NLLLoss2d()`);
     - a full reduction of a tensor: `x.sum()`, `x.mean()`, `x.norm()`,
       `x.max()` with no dimension, `torch.sum(x)`;
     - the result of a method of the project's classes that returns one of
@@ -130,16 +135,25 @@ class ZeroDimIndex(Rule):
         if isinstance(base, cst.Attribute) and base.attr.value == "data":
             base, through_data = base.value, True
         confidence = None
-        if known_rank(self.context, base) != 0 and not self._loss_of_a_passed_module(base):
-            if not (isinstance(base, cst.Name) and zero_dim_on_some_path(self.context, base.value, self.context.ancestors)):
-                return
-            confidence = Confidence.MEDIUM  # 0-dim on one branch's path; the others' rank is not shown
+        # Forms no validation draw has read blind yet (shown at medium, out of the level table's reach until one has):
+        # a loss module of a class of the project, a loss module that callers in other modules pass.
+        unread_form = False
+        if known_rank(self.context, base) == 0:
+            call = self._defining_call(base)
+            unread_form = call is not None and project_loss_module_call(self.context, call)
+        else:
+            passed = self._loss_of_a_passed_module(base)
+            if passed is None:
+                if not (isinstance(base, cst.Name) and zero_dim_on_some_path(self.context, base.value, self.context.ancestors)):
+                    return
+                confidence = Confidence.MEDIUM  # 0-dim on one branch's path; the others' rank is not shown
+            unread_form = passed == _OTHER_MODULES
         target = effective_target(self.context.settings.target_torch_version)
         if target < ZERO_DIM_INDEX_WARNS_SINCE or is_version_guarded(self.context):
             return
         # Read as a NumPy array (``loss.data.cpu().numpy()[0]``): a form no validation draw has read blind yet, shown
         # at medium and out of the level table's reach until one has.
-        unmeasured = _read_as_an_array(base)
+        unmeasured = _read_as_an_array(base) or unread_form
         if unmeasured:
             confidence = Confidence.MEDIUM
         raises = target >= ZERO_DIM_INDEX_RAISES_SINCE
@@ -158,25 +172,34 @@ class ZeroDimIndex(Rule):
             unmeasured=unmeasured,
         )
 
-    def _loss_of_a_passed_module(self, base: cst.BaseExpression) -> bool:
-        """``loss = criterion(out, y)`` with ``criterion`` a parameter that every caller in the file passes a
-        reducing torch loss module (``train(loader, model, criterion)``, ``criterion = nn.CrossEntropyLoss()``)."""
+    def _defining_call(self, base: cst.BaseExpression) -> Optional[cst.Call]:
+        """``base`` itself when a call, or the call its name's one reaching binding holds."""
         call = base
         if isinstance(base, cst.Name):
             definition = reaching_definition(self.context.ancestors, base.value)
             call = definition.value if definition is not None else None
-        if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Name) or has_star_args(call):
-            return False
+        return call if isinstance(call, cst.Call) else None
+
+    def _loss_of_a_passed_module(self, base: cst.BaseExpression) -> Optional[str]:
+        """``loss = criterion(out, y)`` with ``criterion`` a parameter that every caller in the file passes a
+        reducing torch loss module (``train(loader, model, criterion)``, ``criterion = nn.CrossEntropyLoss()``):
+        :data:`_THE_FILE`; or, for a function its file never calls, every caller in the project's other modules:
+        :data:`_OTHER_MODULES`; else None."""
+        call = self._defining_call(base)
+        if call is None or not isinstance(call.func, cst.Name) or has_star_args(call):
+            return None
         if scalar_loss_module(self.context, constructor_passed_by_callers(self.context, call.func.value)):
-            return True
+            return _THE_FILE
         if self._loss_module_from_other_modules(call.func.value):
-            return True
+            return _OTHER_MODULES
         # ``train(model, loader, distillation)``: every caller passes a function of the file that returns one number
         passed = arguments_from_callers(self.context, self.context.ancestors, call.func.value)
-        return bool(passed) and all(
+        if passed and all(
             isinstance(value, cst.Name) and called_function_rank(self.context, value.value, call, site) == 0
             for value, site in passed
-        )
+        ):
+            return _THE_FILE
+        return None
 
     def _loss_module_from_other_modules(self, name: str) -> bool:
         """``train(epoch, loader, net, criterion)`` defined here and called only from other modules of the project,
