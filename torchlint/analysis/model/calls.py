@@ -114,7 +114,7 @@ def calls_in(node: cst.CSTNode) -> Sequence[cst.Call]:
 def arguments_passed(
     facts: Any, function: ast.FunctionDef, parameter: str
 ) -> Optional[List[Tuple[Any, ast.Call, ast.expr]]]:
-    """What every call of the top-level ``function`` of module ``facts`` (project_index._ModuleFacts) in the project passes for ``parameter``
+    """What every call of the top-level ``function`` of module ``facts`` (project_index.ModuleFacts) in the project passes for ``parameter``
     (its default where a call omits it), with the calling module and the call; None when a call passes ``*args``
     or ``**kwargs`` or gives the parameter twice. A call that leaves a required parameter out raises TypeError
     before the body runs: it passes nothing and is left out. Modules are found by the text ``name(`` (only they are

@@ -105,7 +105,7 @@ VARIABLE_LENGTH_BUILDERS: Tuple[Tuple[str, str], ...] = (("torchtune.datasets.",
 
 def item_shape(function: ast.AST, facts=None, owner: Optional[ast.ClassDef] = None) -> Optional[ItemShape]:
     """Whether ``__getitem__`` (``function``, a method of ``owner``) returns sequences whose length depends on
-    the item, and their shape (see the module docs); ``facts``: the module's imports (project._ModuleFacts)."""
+    the item, and their shape (see the module docs); ``facts``: the module's imports (project.ModuleFacts)."""
     if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     reader = _Reader(facts, owner)

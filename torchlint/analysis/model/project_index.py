@@ -72,7 +72,7 @@ class DatasetClass:
     # The parameters of its own ``__init__`` after ``self``, in order (empty without one).
     init_parameters: Tuple[str, ...] = ()
     node: Optional[ast.ClassDef] = field(default=None, repr=False, compare=False)
-    facts: Optional["_ModuleFacts"] = field(default=None, repr=False, compare=False)
+    facts: Optional["ModuleFacts"] = field(default=None, repr=False, compare=False)
 
     @functools.cached_property
     def item(self) -> Optional[ItemShape]:
@@ -156,7 +156,7 @@ def resolve_relative(current_module: str, is_package: bool, level: int, target: 
 _NAMESPACE_LEVELS = 2
 
 
-class _ModuleFacts:
+class ModuleFacts:
     """Imports and top-level classes of one parsed module."""
 
     def __init__(self, tree: ast.Module, module: str, path: str, project: Optional["ProjectIndex"] = None) -> None:
@@ -331,12 +331,12 @@ def notebook_code(data: bytes) -> bytes:
 _CALLED_WORD = re.compile(rb"(?<![\w])([A-Za-z_][A-Za-z0-9_]*)\s*\(")
 
 
-def facts_of_source(source: str, path: str) -> Optional[_ModuleFacts]:
+def facts_of_source(source: str, path: str) -> Optional[ModuleFacts]:
     """Classes and imports of the file being linted, from its current text (whatever the index holds)."""
     tree = _parsed(source)
     if tree is None:
         return None
-    return _ModuleFacts(tree, _module_of_path(path), path, active_project())
+    return ModuleFacts(tree, _module_of_path(path), path, active_project())
 
 
 _NOT_ASKED = object()
@@ -363,8 +363,8 @@ def _parsed(source: "str | bytes") -> Optional[ast.Module]:
 
 
 def definition(
-    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"]
-) -> Optional[Tuple[_ModuleFacts, str]]:
+    qualified: str, local: Optional[ModuleFacts], project: Optional["ProjectIndex"]
+) -> Optional[Tuple[ModuleFacts, str]]:
     """The module facts defining ``qualified`` and its name there: the linted file's own first, then the project's."""
     module, _, name = qualified.rpartition(".")
     if local is not None and module == local.module:
@@ -378,11 +378,11 @@ def definition(
     return project.locate(qualified) if project is not None else None
 
 
-def file_facts(context) -> Optional[_ModuleFacts]:
+def file_facts(context) -> Optional[ModuleFacts]:
     """The linted file's imports and top-level definitions, read with ``ast`` from its whole text once per file
     (``context`` is a FileContext: rules share the answer; the pre-pass's tree is reused when there is one)."""
 
-    def compute(_) -> Optional[_ModuleFacts]:
+    def compute(_) -> Optional[ModuleFacts]:
         tree = getattr(context, "ast_tree", None)
         if tree is None:
             return facts_of_source(context.source, context.path)
@@ -411,9 +411,9 @@ def star_imports_of(tree: ast.Module, path: str, written: Optional[Sequence[str]
     return StarImports(modules, ast_bound_names(tree), project.star_lookup if project is not None else library_lookup)
 
 
-def facts_of_tree(tree: ast.Module, path: str) -> _ModuleFacts:
+def facts_of_tree(tree: ast.Module, path: str) -> ModuleFacts:
     """Classes and imports of a file from its ``ast`` (a pre-pass's tree)."""
-    return _ModuleFacts(tree, _module_of_path(path), path, active_project())
+    return ModuleFacts(tree, _module_of_path(path), path, active_project())
 
 
 def _module_of_path(path: str) -> str:
@@ -455,7 +455,7 @@ def _package_root(directory: str) -> str:
     return directory
 
 
-def declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
+def declared_all(facts: ModuleFacts) -> Optional[List[str]]:
     """The names of a module's ``__all__`` when it is a literal list or tuple of strings."""
     declared = facts.values.get("__all__")
     if isinstance(declared, (ast.List, ast.Tuple)) and all(
@@ -465,7 +465,7 @@ def declared_all(facts: _ModuleFacts) -> Optional[List[str]]:
     return None
 
 
-def refused_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> List["RefusedSave"]:
+def refused_saves_in(facts: ModuleFacts, project: Optional["ProjectIndex"]) -> List["RefusedSave"]:
     """Each ``torch.save(obj, path)`` of a module whose ``obj`` holds a value that ``torch.load``'s weights-only
     unpickler refuses (analysis/model/saved_values.py: a module, NumPy arrays, an ``argparse.Namespace``, an
     object of a class of the project, ...), with the path's key (checkpoints.ast_path_key's: a literal's text,
@@ -481,7 +481,7 @@ def refused_saves_in(facts: _ModuleFacts, project: Optional["ProjectIndex"]) -> 
     return found  # type: ignore[return-value]
 
 
-def saved_paths_in(facts: _ModuleFacts) -> FrozenSet[str]:
+def saved_paths_in(facts: ModuleFacts) -> FrozenSet[str]:
     """The path keys (checkpoints.ast_path_key's) of every ``torch.save(obj, path)`` of a module."""
     from torchlint.analysis.model.checkpoints import SAVE_FUNCTIONS, ast_path_key
     from torchlint.analysis.model.saved_values import single_assignments
@@ -500,7 +500,7 @@ def saved_paths_in(facts: _ModuleFacts) -> FrozenSet[str]:
 
 
 def constructor_parameters(
-    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
+    qualified: str, local: Optional[ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
 ) -> Tuple[str, ...]:
     """The parameters (after ``self``) of the ``__init__`` that building class ``qualified`` runs: its own, or
     the first of its bases' in the file or the project that has one; empty when none is seen."""
@@ -518,7 +518,7 @@ def constructor_parameters(
 
 
 def dataset_item(
-    qualified: str, local: Optional[_ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
+    qualified: str, local: Optional[ModuleFacts], project: Optional["ProjectIndex"], depth: int = 0
 ) -> Optional[Tuple[DatasetClass, ItemShape]]:
     """The class ``qualified`` and its variable item shape, looking in the linted file first, then the project.
 
@@ -562,7 +562,7 @@ class ProjectIndex:
         self._names: Dict[str, str] = {}  # a file's absolute path -> its module name
         self._folders: FrozenSet[str] = frozenset()  # every folder above a file of the run, absolute
         self._file_list: Tuple[str, ...] = ()
-        self._facts: Dict[str, Optional[_ModuleFacts]] = {}
+        self._facts: Dict[str, Optional[ModuleFacts]] = {}
         self._refused_saves: Dict[Tuple[str, str], Optional["RefusedSave"]] = {}
         self._star_names: Dict[Tuple[str, str], Tuple[bool, Optional[str]]] = {}
         self._reaches: Dict[Tuple[str, Tuple[bytes, ...]], bool] = {}
@@ -700,7 +700,7 @@ class ProjectIndex:
             return module
         return self._aliases.get(module, module)
 
-    def _module_facts(self, module: str) -> Optional[_ModuleFacts]:
+    def _module_facts(self, module: str) -> Optional[ModuleFacts]:
         """One module's classes and imports, parsed with ``ast`` the first time a lookup reaches it."""
         module = self.canonical(module)
         self._read(module)
@@ -714,7 +714,7 @@ class ProjectIndex:
                 tree = self._adopted_tree(module, data) or _parsed(data)
                 if tree is not None:
                     self.parsed_files += 1
-                    facts = _ModuleFacts(tree, module, path, self)
+                    facts = ModuleFacts(tree, module, path, self)
         self._facts[module] = facts
         return facts
 
@@ -1016,7 +1016,7 @@ class ProjectIndex:
 
         return bool(self.fact(f"compiles:{self.canonical(module)}", compute))
 
-    def module_facts(self, module: str) -> Optional[_ModuleFacts]:
+    def module_facts(self, module: str) -> Optional[ModuleFacts]:
         """Imports and top-level definitions of project module ``module`` (None outside the project)."""
         return self._module_facts(module)
 
@@ -1102,7 +1102,7 @@ class ProjectIndex:
                     seen.add(absolute)
                     near.append(module)
 
-            def calling(names: FrozenSet[str]) -> List[_ModuleFacts]:
+            def calling(names: FrozenSet[str]) -> List[ModuleFacts]:
                 # Only modules whose text calls one of ``names`` are parsed.
                 pattern = re.compile(rb"(?<![\w])(?:%s)\s*\(" % b"|".join(re.escape(n.encode()) for n in sorted(names)))
                 found_facts = []
@@ -1122,7 +1122,7 @@ class ProjectIndex:
 
         return self.fact(f"saved-layouts:{folder}", compute)
 
-    def modules_calling(self, name: str) -> List["_ModuleFacts"]:
+    def modules_calling(self, name: str) -> List["ModuleFacts"]:
         """The modules of the project whose text calls ``name(...)`` (by that name or as an attribute), parsed;
         the others are not."""
         self._read(EVERY_FILE)  # which modules call it rests on every one of them
@@ -1165,7 +1165,7 @@ class ProjectIndex:
         facts, name = found
         return facts.classes.get(name)
 
-    def locate(self, qualified: str) -> Optional[Tuple[_ModuleFacts, str]]:
+    def locate(self, qualified: str) -> Optional[Tuple[ModuleFacts, str]]:
         """The module that defines ``qualified`` (a class, a function or a name assigned once at its top
         level) and the name it has there, following re-exports; None outside the project."""
         for _ in range(MAX_HOPS):

@@ -337,7 +337,7 @@ Locate = Callable[[str, object], Optional[Tuple[object, str]]]
 
 class Scope:
     """A function (or a module's top level) of one module, read for what its names hold.  ``facts`` is the
-    module's project_index._ModuleFacts (imports, top-level definitions); ``owner`` the class of a method."""
+    module's project_index.ModuleFacts (imports, top-level definitions); ``owner`` the class of a method."""
 
     def __init__(self, facts, node: ast.AST, locate: Locate, owner: Optional[ast.ClassDef] = None) -> None:
         self.facts = facts

@@ -58,7 +58,7 @@ from torchlint.analysis.model.dataflow import Site, bindings, bound_on_every_pat
 from torchlint.analysis.values.fused import SHAPE_METHODS, SIGMOID_FUNCTIONS, SIGMOID_MODULES
 from torchlint.analysis.model.names import dotted_name
 from torchlint.analysis.model.ops import MODULE_MOVES, SOFTMAX_FUNCTIONS, SOFTMAX_MODULES, is_value_receiver
-from torchlint.analysis.model.project_index import _ModuleFacts, definition, file_facts
+from torchlint.analysis.model.project_index import ModuleFacts, definition, file_facts
 from torchlint.analysis.model.returns import called_function, classes_of_methods, returned_values
 from torchlint.analysis.project.project_calls import ForeignArgument, arguments_from_other_modules
 
@@ -146,7 +146,7 @@ def module_output(context: "FileContext", expression: cst.BaseExpression, site: 
     return _SiteReader(context).module(expression, site or _here(context), 0)
 
 
-def class_output(facts: _ModuleFacts, name: str, project=None) -> Output:
+def class_output(facts: ModuleFacts, name: str, project=None) -> Output:
     """What ``forward`` of class ``name`` of module ``facts`` returns, its own or inherited."""
     return _AstReader(facts, project).class_output(name, 0)
 
@@ -363,7 +363,7 @@ class _SiteReader:
         outputs = [self._read(mode, value, site_of(list(call_site.ancestors) + [call_site.call]), depth) for value, call_site in passed]
         return _assumed(join(outputs))
 
-    def _definition(self, func: cst.BaseExpression, qualified: Optional[str]) -> Optional[Tuple[_ModuleFacts, str]]:
+    def _definition(self, func: cst.BaseExpression, qualified: Optional[str]) -> Optional[Tuple[ModuleFacts, str]]:
         """The class or function of the file or the project that ``func`` names."""
         if self.facts is None:
             return None
@@ -468,7 +468,7 @@ class _Scope:
 class _AstReader:
     """Outputs of the definitions of one module (the file being linted or one of the project's)."""
 
-    def __init__(self, facts: _ModuleFacts, project) -> None:
+    def __init__(self, facts: ModuleFacts, project) -> None:
         self.facts = facts
         self.project = project
 
@@ -728,7 +728,7 @@ class _AstReader:
         """``torch.nn.functional.softmax`` for ``F.softmax`` through the module's imports; None for the rest."""
         return self.facts.imported(ast_dotted_name(func))
 
-    def _resolve(self, node: ast.expr) -> Optional[Tuple[_ModuleFacts, str]]:
+    def _resolve(self, node: ast.expr) -> Optional[Tuple[ModuleFacts, str]]:
         dotted = ast_dotted_name(node)
         if dotted is None:
             return None

@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, List, Optional, Tuple
 
 import libcst as cst
 
-from torchlint.analysis.model.ast_names import ast_dotted_name, own_nodes
+from torchlint.analysis.model.ast_names import ast_dotted_name
 from torchlint.analysis.model.bindings import bound_names
-from torchlint.analysis.model.project_index import _ModuleFacts
+from torchlint.analysis.model.project_index import ModuleFacts
+from torchlint.analysis.model.saved_values import single_assignments
 
 if TYPE_CHECKING:  # pragma: no cover
     from torchlint.analysis.model.file_context import FileContext
@@ -39,7 +40,7 @@ class ForeignArgument:
     the module's top level), at ``call``."""
 
     value: ast.expr
-    facts: _ModuleFacts
+    facts: ModuleFacts
     function: Optional[ast.FunctionDef]
     call: ast.Call
 
@@ -69,7 +70,7 @@ def arguments_from_other_modules(context: "FileContext", function: cst.FunctionD
     return found
 
 
-def _foreign_calls(project, path: str, name: str) -> Optional[List[Tuple[ast.Call, Optional[ast.FunctionDef], _ModuleFacts]]]:
+def _foreign_calls(project, path: str, name: str) -> Optional[List[Tuple[ast.Call, Optional[ast.FunctionDef], ModuleFacts]]]:
     """Every call of function ``name`` of the file at ``path`` in the project's other modules, with the function
     around it and the module's facts; None when a module refers to it other than as a callee, or a notebook names it."""
     found = []
@@ -89,7 +90,7 @@ def _foreign_calls(project, path: str, name: str) -> Optional[List[Tuple[ast.Cal
     return found
 
 
-def _calls_of(project, facts: _ModuleFacts, path: str, name: str) -> Optional[List[Tuple[ast.Call, Optional[ast.FunctionDef]]]]:
+def _calls_of(project, facts: ModuleFacts, path: str, name: str) -> Optional[List[Tuple[ast.Call, Optional[ast.FunctionDef]]]]:
     """The calls in ``facts``' module of function ``name`` of the file at ``path``, each with the function around it;
     None when the module refers to it other than as a callee."""
     callees = set()
@@ -105,7 +106,7 @@ def _calls_of(project, facts: _ModuleFacts, path: str, name: str) -> Optional[Li
     return calls
 
 
-def _names(project, facts: _ModuleFacts, node: ast.expr, path: str, name: str) -> bool:
+def _names(project, facts: ModuleFacts, node: ast.expr, path: str, name: str) -> bool:
     """Whether ``node`` (``train``, ``utils.train``) is, through ``facts``' imports, function ``name`` of ``path``."""
     last = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
     if last is None or (last != name and facts.imports.get(last, "").rpartition(".")[2] != name):
@@ -147,22 +148,14 @@ def single_binding(argument: ForeignArgument, name: str) -> Optional[ast.expr]:
     scope = argument.function
     if scope is None:
         return argument.facts.values.get(name)
-    if name in {a.arg for a in scope.args.posonlyargs + scope.args.args + scope.args.kwonlyargs}:
-        return None
-    values: List[Optional[ast.expr]] = []
-    for node in own_nodes(scope):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
-            values.append(None)
-        elif isinstance(node, ast.Assign):
-            for target in node.targets:
-                if isinstance(target, ast.Name) and target.id == name:
-                    values.append(node.value)
-                elif any(isinstance(inner, ast.Name) and inner.id == name for inner in ast.walk(target)):
-                    values.append(None)
-        elif isinstance(node, (ast.AugAssign, ast.AnnAssign, ast.For, ast.AsyncFor, ast.NamedExpr, ast.With)):
-            targets = [item.optional_vars for item in node.items] if isinstance(node, ast.With) else [node.target]
-            if any(isinstance(inner, ast.Name) and inner.id == name for target in targets if target is not None for inner in ast.walk(target)):
-                values.append(None)
-    if not values:
-        return argument.facts.values.get(name)  # a name of the module, read inside the function
-    return values[0] if len(values) == 1 else None
+    assigned = single_assignments(scope)
+    if name in assigned:
+        return assigned[name]
+    binds = any(
+        (isinstance(node, ast.Name) and node.id == name and not isinstance(node.ctx, ast.Load))
+        or (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name)
+        or (isinstance(node, ast.arg) and node.arg == name)
+        for node in ast.walk(scope)
+        if node is not scope
+    )
+    return None if binds else argument.facts.values.get(name)  # a name of the module, read inside the function
